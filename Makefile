@@ -1,0 +1,57 @@
+# sluice: make demo | make test | make lint | make bench | make jars
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+JAR_DIR := /usr/share/java
+JAR_PKGS := libpostgresql-jdbc-java libmariadb-java libxerial-sqlite-jdbc-java
+JARS := $(JAR_DIR)/postgresql.jar $(JAR_DIR)/mariadb-java-client.jar $(JAR_DIR)/sqlite-jdbc.jar
+ROWS ?= 100000
+export SPARK_LOCAL_IP ?= 127.0.0.1
+export AWS_EC2_METADATA_DISABLED ?= true
+
+.PHONY: demo test lint bench jars java venv clean
+
+demo: venv jars java
+	$(VENV)/bin/sluice demo --rows $(ROWS)
+
+test: venv jars java
+	$(PY) -m pytest
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy scheduler sources sinks config spark_jobs
+
+bench: venv jars java
+	$(PY) benchmarks/run.py
+
+venv: $(STAMP)
+
+# Reinstall when the project's dependencies change; reuse the venv otherwise.
+$(STAMP): pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+# Spark's JDBC drivers come from Debian's packages.
+jars:
+	@missing=0; for jar in $(JARS); do [ -e $$jar ] || missing=1; done; \
+	if [ $$missing = 1 ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing JDBC jars: $(JAR_PKGS)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(JAR_PKGS) >/dev/null; \
+	  elif command -v sudo >/dev/null; then \
+	    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(JAR_PKGS) >/dev/null; \
+	  else \
+	    echo "error: JDBC jars missing under $(JAR_DIR); install the Debian packages: $(JAR_PKGS)" >&2; exit 1; \
+	  fi; \
+	fi
+
+java:
+	@command -v java >/dev/null || { echo "error: Java 17 is required by Spark and was not found (install openjdk-17-jre-headless)" >&2; exit 1; }
+	@v=$$(java -version 2>&1 | sed -nE 's/.*version "([0-9]+).*/\1/p' | head -1); \
+	if [ -z "$$v" ] || [ "$$v" -lt 17 ]; then echo "error: Java 17 or newer is required by Spark (found: $${v:-unknown})" >&2; exit 1; fi
+
+clean:
+	rm -rf .sluice .pytest_cache .mypy_cache .ruff_cache spark-warehouse

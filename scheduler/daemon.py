@@ -1,0 +1,214 @@
+"""``sluice run``: wire ledger, sources, strategy, loop and sink, and run them.
+
+Shutdown order (each step bounded): stop feeding, drain in-flight batches,
+stop the refills, give unused buffered items back, close the sink, close the
+ledger. The first SIGTERM/SIGINT drains; the second exits at once (batches
+left ``importing`` are re-run on the next start: every write is idempotent).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig
+from scheduler.ledger import Checkpoint, Ledger, fingerprint
+from scheduler.loop import MainLoop, RunStats
+from scheduler.strategy import build_strategy
+from sinks.abc import Sink
+from sources.abc import LimitedSource
+from sources.queueing import QueueingLimitedSource
+
+log = logging.getLogger("sluice.daemon")
+
+KeyTuple = tuple[Any, ...]
+Reporter = Callable[[RunStats, dict[str, QueueingLimitedSource]], None]
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """How a run ended."""
+
+    stats: RunStats
+    exit_code: int
+    signal: int | None = None
+
+
+class Daemon:
+    """One sluice process: build with a config, then :meth:`run`."""
+
+    def __init__(
+        self,
+        cfg: SluiceConfig,
+        *,
+        config_path: str = "CONFIG",
+        sink: Sink | None = None,
+        reporter: Reporter | None = None,
+        report_every: float = 10.0,
+    ) -> None:
+        self.cfg = cfg
+        self.config_path = config_path
+        self.reporter = reporter
+        self.report_every = report_every
+        Path(cfg.work_dir).mkdir(parents=True, exist_ok=True)
+        self.ledger = Ledger(cfg.ledger)
+        self._sink = sink
+        self.queues: dict[str, QueueingLimitedSource] = {}
+        self.loop: MainLoop | None = None
+        self.signal: int | None = None
+        self._periodic = BackgroundScheduler(daemon=True)
+
+    @property
+    def sink(self) -> Sink:
+        """The sink; the Spark one is built on first use (a JVM start takes seconds)."""
+        if self._sink is None:
+            from sinks.spark import SparkSink
+
+            self._sink = SparkSink(self.cfg)
+        return self._sink
+
+    def _build_sources(self) -> dict[str, Checkpoint]:
+        checkpoints: dict[str, Checkpoint] = {}
+        for name, src_cfg in self.cfg.sources.items():
+            checkpoint = self.ledger.register_source(
+                name, fingerprint(src_cfg), config_path=self.config_path
+            )
+            checkpoints[name] = checkpoint
+            wrapped = self._make_source(name, src_cfg, checkpoint)
+            self.queues[name] = QueueingLimitedSource(
+                wrapped,
+                capacity=src_cfg.buffer.capacity,
+                replenish_below=src_cfg.buffer.replenish_below,
+                on_refill=self._notify,
+            )
+        return checkpoints
+
+    def _make_source(self, name: str, src_cfg: object, checkpoint: Checkpoint) -> LimitedSource:
+        if isinstance(src_cfg, SqlSourceConfig):
+            from sources.sql import SqlSource
+
+            after = tuple(checkpoint.high_water) if checkpoint.high_water is not None else None
+            source = SqlSource(name, src_cfg, after=after, is_done=self._done_lookup(name))
+            source.check()
+            return source
+        from sources.sqs import SqsSource
+
+        assert isinstance(src_cfg, SqsSourceConfig)
+        sqs = SqsSource(
+            name, src_cfg, is_done=self._done_lookup(name), on_poison=self.ledger.record_poison
+        )
+        sqs.check()
+        # Keep claimed messages invisible while their batch is imported.
+        self._periodic.add_job(
+            sqs.extend_visibility, "interval", seconds=max(1.0, src_cfg.visibility_timeout / 3),
+            id=f"heartbeat-{name}", max_instances=1, coalesce=True,
+        )
+        return sqs
+
+    def _done_lookup(self, name: str) -> Callable[[Sequence[KeyTuple]], set[KeyTuple]]:
+        """For sweep mode: which of these keys some batch already claimed."""
+        from scheduler.ledger import encode_key
+
+        def lookup(keys: Sequence[KeyTuple]) -> set[KeyTuple]:
+            encoded = {encode_key(key): key for key in keys}
+            taken = self.ledger.claimed_keys(name, list(encoded))
+            return {encoded[text] for text in taken}
+
+        return lookup
+
+    def _notify(self) -> None:
+        if self.loop is not None:
+            self.loop.notify()
+
+    def run(self, *, until_drained: bool = False) -> RunSummary:
+        """Run until drained (or stopped); returns the summary and the exit code."""
+        checkpoints = self._build_sources()
+        strategy = build_strategy(self.cfg)
+        self.loop = MainLoop(
+            self.cfg, self.queues, strategy, self.ledger, self.sink, checkpoints
+        )
+        if self.reporter is not None:
+            reporter, loop = self.reporter, self.loop
+            self._periodic.add_job(
+                lambda: reporter(loop.stats, self.queues), "interval",
+                seconds=self.report_every, id="progress", max_instances=1, coalesce=True,
+            )
+        self._periodic.start()
+        for queue in self.queues.values():
+            queue.start()
+        try:
+            stats = self.loop.run(until_drained=until_drained)
+        finally:
+            self._shutdown()
+        if self.reporter is not None:
+            self.reporter(stats, self.queues)
+        if self.signal is not None:
+            return RunSummary(stats, 128 + self.signal, self.signal)
+        failed = stats.batches_dead > 0 or stats.rows_rejected > 0
+        return RunSummary(stats, 1 if failed else 0)
+
+    def _shutdown(self) -> None:
+        # Refills first, so nothing new lands while we close.
+        self._periodic.shutdown(wait=False)
+        for queue in self.queues.values():
+            queue.stop(timeout=5.0)
+        for queue in self.queues.values():
+            queue.wrapped.close()
+
+    def close(self) -> None:
+        """Close the sink and the ledger."""
+        if self._sink is not None:
+            self._sink.close(wait=True)
+        self.ledger.close()
+
+    def install_signal_handlers(self) -> None:
+        """First SIGTERM/SIGINT: stop feeding and drain. Second: exit at once."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def handle(signum: int, _frame: FrameType | None) -> None:
+            if self.signal is not None:
+                log.error("second signal: exiting without waiting for in-flight batches")
+                os._exit(128 + signum)
+            self.signal = signum
+            log.warning("%s: no new batches; draining (signal again to force)",
+                        signal.Signals(signum).name)
+            if self.loop is not None:
+                self.loop.request_stop()
+
+        signal.signal(signal.SIGTERM, handle)
+        signal.signal(signal.SIGINT, handle)
+
+
+def format_summary(summary: RunSummary) -> str:
+    """The summary printed at the end of ``sluice run`` and ``sluice demo``."""
+    s = summary.stats
+    elapsed = max(s.elapsed(), 1e-9)
+    lines = [
+        f"sluice: {s.rows:,} rows in {elapsed:.1f} s ({s.rows / elapsed:,.0f} rows/s), "
+        f"{s.batches_done} batches done",
+    ]
+    lines.extend(
+        f"  source {source:<20} {s.rows_by_source.get(source, 0):>12,} rows "
+        f"({s.items.get(source, 0):,} keys claimed)"
+        for source in sorted(set(s.items) | set(s.rows_by_source))
+    )
+    lines.extend(
+        f"  target {name:<20} {rows:>12,} rows" for name, rows in sorted(s.rows_by_target.items())
+    )
+    lines.append(
+        f"  failed attempts {s.batches_failed}, dead batches {s.batches_dead}, "
+        f"rejected rows {s.rows_rejected}"
+    )
+    if summary.signal is not None:
+        lines.append(f"  stopped by {signal.Signals(summary.signal).name}")
+    return "\n".join(lines)

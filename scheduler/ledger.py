@@ -1,0 +1,443 @@
+"""The ledger: the durable record of every batch and of each source's progress.
+
+SQLAlchemy Core on SQLite (WAL) by default or PostgreSQL in production; the
+``sluice_*`` tables are created on start. Every state change is a versioned
+compare-and-set (``UPDATE … WHERE version = :v``); a keyset range is claimed
+by a compare-and-set on the source's high-water mark, so two daemons can never
+claim the same range and a restart resumes after the last claimed range.
+
+Batch states: ``claimed → importing → done``, or ``failed`` (retried after a
+backoff) and ``dead`` after ``retry.max_attempts``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from config.errors import ClaimConflict, FingerprintMismatch, LedgerError
+from config.models import RetryConfig, SqlSourceConfig, SqsSourceConfig
+from spark_jobs.manifest import Manifest
+
+metadata = sa.MetaData()
+
+sources_table = sa.Table(
+    "sluice_sources",
+    metadata,
+    sa.Column("name", sa.String(200), primary_key=True),
+    sa.Column("fingerprint", sa.String(64), nullable=False),
+    sa.Column("high_water", sa.Text, nullable=True),  # JSON list of key values
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+batches_table = sa.Table(
+    "sluice_batches",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("source", sa.String(200), nullable=False, index=True),
+    sa.Column("target", sa.String(400), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False, index=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("token", sa.Integer, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("items", sa.Integer, nullable=False),
+    sa.Column("rows", sa.BigInteger, nullable=True),
+    sa.Column("manifest", sa.Text, nullable=False),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("not_before", sa.Float, nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+keys_table = sa.Table(
+    "sluice_keys",
+    metadata,
+    sa.Column("source", sa.String(200), primary_key=True),
+    sa.Column("key", sa.String(1000), primary_key=True),  # JSON list of key values
+    sa.Column("version", sa.String(200), primary_key=True),
+    sa.Column("batch_id", sa.String(32), nullable=False, index=True),
+)
+
+poison_table = sa.Table(
+    "sluice_poison",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("source", sa.String(200), nullable=False, index=True),
+    sa.Column("message_id", sa.String(200), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("recorded_at", sa.Float, nullable=False),
+)
+
+UNFINISHED = ("claimed", "importing")
+STATES = ("claimed", "importing", "done", "failed", "dead")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A source's claim high-water mark and the version that guards it."""
+
+    high_water: list[Any] | None
+    version: int
+
+
+@dataclass(frozen=True)
+class SourceProgress:
+    """Counts of one source's batches per state, and rows written."""
+
+    source: str
+    states: dict[str, int]
+    items: int
+    rows: int
+    last_error: str | None
+
+
+def fingerprint(cfg: SqlSourceConfig | SqsSourceConfig) -> str:
+    """A digest of what defines a source's progress (url without password, table, key…)."""
+    if isinstance(cfg, SqlSourceConfig):
+        url = sa.make_url(cfg.url).set(password=None).render_as_string(hide_password=False)
+        parts: dict[str, Any] = {
+            "url": url, "table": cfg.table, "key": cfg.key_columns, "mode": cfg.mode,
+            "where": cfg.where,
+        }
+    else:
+        parts = {"queue_url": cfg.queue_url, "key": cfg.key}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def encode_key(key: Iterable[Any]) -> str:
+    """The JSON text a key is stored as."""
+    return json.dumps(list(key), separators=(",", ":"), default=str)
+
+
+class Ledger:
+    """Batches and checkpoints in a SQL database. Thread-safe.
+
+    Writes are serialised by one lock so that SQLite never sees two writers
+    from this process; across processes the compare-and-sets decide.
+    """
+
+    def __init__(self, url: str, *, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.engine = _engine(url)
+        self._write_lock = threading.Lock()
+        try:
+            metadata.create_all(self.engine)
+        except sa.exc.SQLAlchemyError as error:
+            shown = self.engine.url.render_as_string(hide_password=True)
+            raise LedgerError(
+                f"cannot open the ledger {shown}: {getattr(error, 'orig', None) or error}"
+            ) from error
+
+    def close(self) -> None:
+        """Release the ledger's connections."""
+        self.engine.dispose()
+
+    # -- sources ---------------------------------------------------------------------
+
+    def register_source(self, name: str, digest: str, *, config_path: str = "CONFIG") -> Checkpoint:
+        """Record a source (first run) or check it is the one recorded before."""
+        t = sources_table
+        with self._write_lock, self.engine.begin() as conn:
+            row = conn.execute(sa.select(t).where(t.c.name == name)).first()
+            if row is None:
+                conn.execute(
+                    t.insert().values(
+                        name=name, fingerprint=digest, high_water=None, version=0,
+                        updated_at=self.clock(),
+                    )
+                )
+                return Checkpoint(None, 0)
+        if row.fingerprint != digest:
+            raise FingerprintMismatch(
+                f"source {name!r} changed (url, table, key, mode or where) since the ledger "
+                f"recorded its progress; to start it over run: "
+                f"sluice reset {config_path} --source {name}"
+            )
+        return Checkpoint(_decode(row.high_water), row.version)
+
+    def checkpoint(self, name: str) -> Checkpoint:
+        """The current high-water mark of a source."""
+        t = sources_table
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(t.c.high_water, t.c.version).where(t.c.name == name)).one()
+        return Checkpoint(_decode(row.high_water), row.version)
+
+    def reset_source(self, name: str) -> int:
+        """Forget a source's progress and batches; returns the batches removed."""
+        with self._write_lock, self.engine.begin() as conn:
+            conn.execute(sources_table.delete().where(sources_table.c.name == name))
+            conn.execute(keys_table.delete().where(keys_table.c.source == name))
+            conn.execute(poison_table.delete().where(poison_table.c.source == name))
+            result = conn.execute(batches_table.delete().where(batches_table.c.source == name))
+        return result.rowcount or 0
+
+    def record_poison(self, source: str, message_id: str, body: str, reason: str) -> None:
+        """Keep a message no batch can take (bad JSON, no key…) before it is deleted."""
+        with self._write_lock, self.engine.begin() as conn:
+            conn.execute(
+                poison_table.insert().values(
+                    source=source, message_id=message_id, body=body, reason=reason,
+                    recorded_at=self.clock(),
+                )
+            )
+
+    def poison_count(self, source: str) -> int:
+        """Messages of a source recorded as poison."""
+        with self.engine.connect() as conn:
+            return int(
+                conn.scalar(
+                    sa.select(sa.func.count()).where(poison_table.c.source == source)
+                ) or 0
+            )
+
+    # -- claims ----------------------------------------------------------------------
+
+    def claim_range(
+        self, batch_id: str, source: str, target: str, after: Checkpoint, hi: list[Any],
+        items: int,
+    ) -> tuple[Manifest, Checkpoint]:
+        """Claim the keys ``after.high_water < key <= hi`` as one new batch.
+
+        Raises :class:`ClaimConflict` when the high-water mark moved since
+        ``after`` was read (another daemon claimed first).
+        """
+        manifest = Manifest(
+            batch_id=batch_id, source=source, target=target, kind="range",
+            items=items, token=0, lo=after.high_water, hi=list(hi),
+        )
+        t = sources_table
+        with self._write_lock, self.engine.begin() as conn:
+            moved = conn.execute(
+                t.update()
+                .where(t.c.name == source, t.c.version == after.version)
+                .values(high_water=encode_key(hi), version=after.version + 1,
+                        updated_at=self.clock())
+            )
+            if moved.rowcount != 1:
+                raise ClaimConflict(
+                    f"source {source!r}: the high-water mark moved past version "
+                    f"{after.version}; another daemon claimed this range"
+                )
+            self._insert_batch(conn, manifest)
+        return manifest, Checkpoint(list(hi), after.version + 1)
+
+    def claim_keys(
+        self, batch_id: str, source: str, target: str, keys: list[list[Any]],
+        *, payloads: list[str] | None = None, versions: list[str] | None = None,
+    ) -> Manifest | None:
+        """Claim the given keys as one new batch, skipping keys another batch holds.
+
+        With ``payloads`` (one per key) the batch carries the records themselves
+        (kind ``payloads``, for SQS); otherwise it names the keys to re-read
+        (kind ``keys``). ``versions`` (the cursor value in incremental mode)
+        lets a key be migrated again when it changed. Returns None when every
+        key was already claimed. Each (key, version) belongs to one batch: the
+        primary key of ``sluice_keys`` decides races between daemons, and a lost
+        race raises :class:`ClaimConflict`.
+        """
+        versions = versions or [""] * len(keys)
+        first: dict[tuple[str, str], int] = {}
+        for i, key in enumerate(keys):
+            first.setdefault((encode_key(key), versions[i]), i)
+        taken = self._taken(source, list(first))
+        mine = [i for pair, i in first.items() if pair not in taken]
+        if not mine:
+            return None
+        manifest = Manifest(
+            batch_id=batch_id, source=source, target=target,
+            kind="keys" if payloads is None else "payloads", items=len(mine), token=0,
+            keys=[keys[i] for i in mine],
+            payloads=[] if payloads is None else [payloads[i] for i in mine],
+        )
+        rows = [
+            {"source": source, "key": encode_key(keys[i]), "version": versions[i],
+             "batch_id": batch_id}
+            for i in mine
+        ]
+        try:
+            with self._write_lock, self.engine.begin() as conn:
+                conn.execute(keys_table.insert(), rows)
+                self._insert_batch(conn, manifest)
+        except sa.exc.IntegrityError as error:
+            raise ClaimConflict(f"source {source!r}: keys of batch {batch_id} were "
+                                "claimed by another daemon first") from error
+        return manifest
+
+    def claimed_keys(self, source: str, encoded: list[str], version: str = "") -> set[str]:
+        """Which of the encoded keys (at ``version``) some batch already holds."""
+        return {text for text, _ in self._taken(source, [(text, version) for text in encoded])}
+
+    def _taken(self, source: str, pairs: list[tuple[str, str]]) -> set[tuple[str, str]]:
+        t = keys_table
+        wanted = set(pairs)
+        found: set[tuple[str, str]] = set()
+        with self.engine.connect() as conn:
+            for start in range(0, len(pairs), 500):
+                chunk = [text for text, _ in pairs[start : start + 500]]
+                rows = conn.execute(
+                    sa.select(t.c.key, t.c.version).where(t.c.source == source, t.c.key.in_(chunk))
+                )
+                found.update(pair for pair in map(tuple, rows) if pair in wanted)
+        return found
+
+    def _insert_batch(self, conn: sa.Connection, manifest: Manifest) -> None:
+        now = self.clock()
+        conn.execute(
+            batches_table.insert().values(
+                id=manifest.batch_id, source=manifest.source, target=manifest.target,
+                kind=manifest.kind, state="claimed", version=0, token=manifest.token,
+                attempts=0, items=manifest.items, rows=None, manifest=manifest.to_json(),
+                error=None, not_before=None, created_at=now, updated_at=now,
+            )
+        )
+
+    # -- transitions -----------------------------------------------------------------
+
+    def begin(self, batch_id: str) -> Manifest:
+        """Move a batch to ``importing`` with a new fencing token; return its manifest."""
+        row = self._transition(
+            batch_id, ("claimed", "failed", "importing"), "importing",
+            lambda r: {"token": r.token + 1, "attempts": r.attempts + 1, "error": None},
+        )
+        manifest = Manifest.from_json(row.manifest)
+        return Manifest(**{**manifest.__dict__, "token": row.token + 1})
+
+    def finish(self, batch_id: str, rows: int) -> None:
+        """Record that a batch's rows are committed in its target."""
+        self._transition(batch_id, ("importing",), "done", lambda r: {"rows": rows})
+
+    def fail(self, batch_id: str, error: str, retry: RetryConfig) -> str:
+        """Record a failed attempt; returns the new state, ``failed`` or ``dead``."""
+        state = "failed"
+
+        def values(row: Any) -> dict[str, Any]:
+            nonlocal state
+            if row.attempts >= retry.max_attempts:
+                state = "dead"
+                return {"state": "dead", "error": error, "not_before": None}
+            delay = min(retry.max_backoff, retry.backoff * 2 ** max(0, row.attempts - 1))
+            return {"error": error, "not_before": self.clock() + delay}
+
+        self._transition(batch_id, ("importing",), "failed", values)
+        return state
+
+    def requeue(self, batch_id: str) -> None:
+        """Put a failed or dead batch back to ``claimed`` with fresh attempts."""
+        self._transition(batch_id, ("failed", "dead"), "claimed",
+                         lambda r: {"attempts": 0, "not_before": None})
+
+    def _transition(
+        self, batch_id: str, allowed: tuple[str, ...], state: str,
+        values: Callable[[Any], dict[str, Any]],
+    ) -> Any:
+        t = batches_table
+        with self._write_lock, self.engine.begin() as conn:
+            row = conn.execute(sa.select(t).where(t.c.id == batch_id)).first()
+            if row is None:
+                raise LedgerError(f"batch {batch_id} is not in the ledger")
+            if row.state not in allowed:
+                raise ClaimConflict(
+                    f"batch {batch_id} is {row.state}, expected one of {', '.join(allowed)}"
+                )
+            changes = {"state": state, **values(row)}
+            changed = conn.execute(
+                t.update()
+                .where(t.c.id == batch_id, t.c.version == row.version)
+                .values(version=row.version + 1, updated_at=self.clock(), **changes)
+            )
+            if changed.rowcount != 1:
+                raise ClaimConflict(f"batch {batch_id} changed under us (version {row.version})")
+        return row
+
+    # -- queries ---------------------------------------------------------------------
+
+    def batches(
+        self, states: Iterable[str], sources: Iterable[str] | None = None
+    ) -> list[Manifest]:
+        """Manifests of the batches in the given states (oldest first)."""
+        t = batches_table
+        query = sa.select(t.c.manifest, t.c.token).where(t.c.state.in_(list(states)))
+        if sources is not None:
+            query = query.where(t.c.source.in_(list(sources)))
+        with self.engine.connect() as conn:
+            rows = conn.execute(query.order_by(t.c.created_at)).all()
+        return [
+            Manifest(**{**Manifest.from_json(r.manifest).__dict__, "token": r.token}) for r in rows
+        ]
+
+    def due_retries(self, sources: Iterable[str]) -> list[Manifest]:
+        """Failed batches whose backoff has passed."""
+        t = batches_table
+        with self.engine.connect() as conn:
+            ids = conn.scalars(
+                sa.select(t.c.id).where(
+                    t.c.state == "failed", t.c.source.in_(list(sources)),
+                    t.c.not_before <= self.clock(),
+                )
+            ).all()
+        wanted = set(ids)
+        return [m for m in self.batches(["failed"], sources) if m.batch_id in wanted]
+
+    def state_of(self, batch_id: str) -> str | None:
+        """A batch's state, or None if unknown."""
+        t = batches_table
+        with self.engine.connect() as conn:
+            return conn.scalar(sa.select(t.c.state).where(t.c.id == batch_id))
+
+    def progress(self) -> list[SourceProgress]:
+        """Per source: batches per state, items claimed, rows written, last error."""
+        t = batches_table
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(
+                    t.c.source, t.c.state, sa.func.count(), sa.func.sum(t.c["items"]),
+                    sa.func.sum(t.c.rows),
+                ).group_by(t.c.source, t.c.state)
+            ).all()
+            errors = dict(
+                conn.execute(
+                    sa.select(t.c.source, t.c.error)
+                    .where(t.c.error.is_not(None))
+                    .order_by(t.c.updated_at)
+                ).all()
+            )
+        by_source: dict[str, dict[str, Any]] = {}
+        for source, state, count, items, written in rows:
+            entry = by_source.setdefault(source, {"states": {}, "items": 0, "rows": 0})
+            entry["states"][state] = count
+            entry["items"] += int(items or 0)
+            entry["rows"] += int(written or 0)
+        return [
+            SourceProgress(name, e["states"], e["items"], e["rows"], errors.get(name))
+            for name, e in sorted(by_source.items())
+        ]
+
+
+def _decode(text: str | None) -> list[Any] | None:
+    return None if text is None else json.loads(text)
+
+
+def _engine(url: str) -> sa.Engine:
+    engine = sa.create_engine(url, pool_pre_ping=True)
+    if engine.dialect.name == "sqlite":
+
+        @sa.event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+            # WAL lets readers (status, the sink's threads) run beside the writer.
+            cursor = dbapi_conn.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.close()
+
+    return engine

@@ -1,0 +1,297 @@
+"""The main loop: the critical path from buffers to the sink.
+
+Each tick: ask the gate for room, let the strategy choose a source among
+those with a batch ready, take the batch from that source's buffer (memory
+only), claim it in the ledger, hand it to the sink, and otherwise wait on an
+event until a batch completes or a refill lands. The loop never reads a source
+or writes a target itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from config.errors import ClaimConflict
+from config.models import SluiceConfig
+from scheduler.gate import BackpressureGate
+from scheduler.ledger import UNFINISHED, Checkpoint, Ledger
+from scheduler.strategy import Node
+from sinks.abc import Sink
+from sources.abc import Item
+from sources.queueing import QueueingLimitedSource
+from spark_jobs.import_job import ImportResult
+from spark_jobs.manifest import Manifest
+
+log = logging.getLogger("sluice.loop")
+
+
+@dataclass
+class RunStats:
+    """What a run did, for the summary and the progress display."""
+
+    started: float = field(default_factory=time.monotonic)
+    items: dict[str, int] = field(default_factory=dict)
+    rows_by_source: dict[str, int] = field(default_factory=dict)
+    rows_by_target: dict[str, int] = field(default_factory=dict)
+    batches_done: int = 0
+    batches_failed: int = 0
+    batches_dead: int = 0
+    rows_rejected: int = 0
+
+    @property
+    def rows(self) -> int:
+        """Rows written to targets so far."""
+        return sum(self.rows_by_source.values())
+
+    def elapsed(self) -> float:
+        """Seconds since the run started."""
+        return time.monotonic() - self.started
+
+
+class MainLoop:
+    """Feeds batches from the buffers to the sink until stopped or drained."""
+
+    def __init__(
+        self,
+        cfg: SluiceConfig,
+        queues: Mapping[str, QueueingLimitedSource],
+        strategy: Node,
+        ledger: Ledger,
+        sink: Sink,
+        checkpoints: Mapping[str, Checkpoint],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.cfg = cfg
+        self.queues = dict(queues)
+        self.strategy = strategy
+        self.ledger = ledger
+        self.sink = sink
+        self.gate = BackpressureGate.from_config(cfg.backpressure)
+        self.checkpoints = dict(checkpoints)
+        self.clock = clock
+        self.stats = RunStats()
+        self.wake = threading.Event()
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._inflight: dict[str, Manifest] = {}
+        self._failed = 0  # batches waiting for a retry
+        self._next_retry_check = 0.0
+        self._last_poke: dict[str, float] = {}
+        self.fatal: BaseException | None = None
+
+    # -- control -----------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Stop feeding; in-flight batches are drained by :meth:`run`."""
+        self._stopping.set()
+        self.wake.set()
+
+    def notify(self) -> None:
+        """Wake the loop (a refill landed, a batch finished)."""
+        self.wake.set()
+
+    @property
+    def stopping(self) -> bool:
+        """Whether a stop was requested."""
+        return self._stopping.is_set()
+
+    def run(self, *, until_drained: bool = False, drain_timeout: float | None = None) -> RunStats:
+        """Feed until stopped (or, with ``until_drained``, until nothing is left)."""
+        self._resume_unfinished()
+        while not self._stopping.is_set():
+            self.wake.clear()
+            if self.fatal is not None:
+                break
+            self._retry_due()
+            if self._feed_once():
+                continue
+            if until_drained and self._drained():
+                break
+            self._poke_exhausted(until_drained)
+            self.wake.wait(self._idle_timeout())
+        self._drain(drain_timeout)
+        if self.fatal is not None:
+            raise self.fatal
+        return self.stats
+
+    # -- feeding -----------------------------------------------------------------------
+
+    def _feed_once(self) -> bool:
+        if self.sink.in_flight() >= self.cfg.backpressure.max_importing_batches:
+            return False
+        room = self.gate.room(self.sink.pending_items())
+        if room <= 0:
+            return False
+        want = min(self.cfg.batch.max_items, room)
+        ready = {name: q.buffered for name, q in self.queues.items() if self._ready(q, want)}
+        source = self.strategy.pick(ready)
+        if source is None:
+            return False
+        batch_id = uuid.uuid4().hex
+        items = self.queues[source].next_batch(min(want, ready[source]), batch_id)
+        if not items:
+            return False
+        manifest = self._claim(source, batch_id, items)
+        self.strategy.charge(source, len(items))
+        self.stats.items[source] = self.stats.items.get(source, 0) + len(items)
+        if manifest is None:
+            self.queues[source].ack(batch_id)
+            return True
+        self._dispatch(manifest)
+        self.gate.observe(self.sink.pending_items())
+        return True
+
+    def _ready(self, queue: QueueingLimitedSource, want: int) -> bool:
+        """A source has a batch ready: a full one, or a partial one that may not wait."""
+        buffered = queue.buffered
+        if buffered == 0:
+            return False
+        if buffered >= want or queue.full:
+            return True
+        if queue.at_end and not queue.refilling:
+            return True  # no more is coming soon: waiting would only delay
+        age = queue.oldest_age()
+        return age is not None and age >= self.cfg.batch.max_wait
+
+    def _claim(self, source: str, batch_id: str, items: list[Item]) -> Manifest | None:
+        src_cfg = self.cfg.sources[source]
+        if src_cfg.kind == "sql" and src_cfg.mode == "keyset":
+            try:
+                manifest, self.checkpoints[source] = self.ledger.claim_range(
+                    batch_id, source, src_cfg.target, self.checkpoints[source],
+                    key_values(items[-1]), len(items),
+                )
+            except ClaimConflict:
+                # Another daemon on this ledger walks the same table: running
+                # two keyset walkers side by side is not supported yet.
+                self.queues[source].release(batch_id)
+                raise
+            return manifest
+        keys = [key_values(item) for item in items]
+        versions = [item.version for item in items]
+        if src_cfg.kind == "sql":
+            return self.ledger.claim_keys(
+                batch_id, source, src_cfg.target, keys, versions=versions
+            )
+        return self.ledger.claim_keys(
+            batch_id, source, src_cfg.target, keys, versions=versions,
+            payloads=[item.payload for item in items],
+        )
+
+    def _dispatch(self, manifest: Manifest) -> None:
+        started = self.ledger.begin(manifest.batch_id)
+        with self._lock:
+            self._inflight[started.batch_id] = started
+        future = self.sink.submit(started)
+        future.add_done_callback(lambda f, m=started: self._on_done(m, f))  # type: ignore[misc]
+
+    def _on_done(self, manifest: Manifest, future: Future[ImportResult]) -> None:
+        """Runs on a sink thread when an import ends."""
+        try:
+            error = future.exception()
+            queue = self.queues.get(manifest.source)
+            if error is None:
+                result = future.result()
+                self.ledger.finish(manifest.batch_id, result.rows_written)
+                if queue is not None:
+                    queue.ack(manifest.batch_id)
+                with self._lock:
+                    s = self.stats
+                    s.batches_done += 1
+                    s.rows_by_source[manifest.source] = (
+                        s.rows_by_source.get(manifest.source, 0) + result.rows_written
+                    )
+                    s.rows_by_target[manifest.target] = (
+                        s.rows_by_target.get(manifest.target, 0) + result.rows_written
+                    )
+                log.debug("batch %s done: %d rows", manifest.batch_id, result.rows_written)
+            else:
+                state = self.ledger.fail(manifest.batch_id, str(error), self.cfg.retry)
+                log.warning("batch %s of %s %s: %s", manifest.batch_id, manifest.source,
+                            state, error)
+                with self._lock:
+                    if state == "dead":
+                        self.stats.batches_dead += 1
+                        if queue is not None:
+                            queue.ack(manifest.batch_id)  # the ledger keeps it for `retry`
+                    else:
+                        self.stats.batches_failed += 1
+                        self._failed += 1
+        except BaseException as error:  # the ledger itself failed: stop loudly
+            log.critical("cannot record the end of batch %s: %s", manifest.batch_id, error)
+            self.fatal = error
+            self._stopping.set()
+        finally:
+            with self._lock:
+                self._inflight.pop(manifest.batch_id, None)
+            self.wake.set()
+
+    def _retry_due(self) -> None:
+        if self._failed == 0 or self.clock() < self._next_retry_check:
+            return
+        self._next_retry_check = self.clock() + min(1.0, self.cfg.retry.backoff)
+        for manifest in self.ledger.due_retries(self.queues):
+            with self._lock:
+                self._failed -= 1
+            self._dispatch(manifest)
+
+    def _resume_unfinished(self) -> None:
+        """Re-run batches a previous run claimed but did not finish."""
+        for manifest in self.ledger.batches(UNFINISHED, self.queues):
+            log.info("resuming batch %s of %s", manifest.batch_id, manifest.source)
+            self._dispatch(manifest)
+        failed = self.ledger.batches(["failed"], self.queues)
+        with self._lock:
+            self._failed += len(failed)
+
+    # -- idling and draining -----------------------------------------------------------
+
+    def _drained(self) -> bool:
+        with self._lock:
+            busy = bool(self._inflight) or self._failed > 0
+        return not busy and all(q.exhausted for q in self.queues.values())
+
+    def _poke_exhausted(self, until_drained: bool) -> None:
+        """Ask drained sources again now and then: rows may have arrived."""
+        now = self.clock()
+        for name, queue in self.queues.items():
+            if not queue.exhausted:
+                continue
+            src_cfg = self.cfg.sources[name]
+            # Draining re-checks each second; a daemon waits a source's sweep pause.
+            pause = 1.0 if until_drained else getattr(src_cfg, "sweep_pause", 1.0)
+            if now - self._last_poke.get(name, 0.0) >= pause:
+                self._last_poke[name] = now
+                queue.poke()
+
+    def _idle_timeout(self) -> float:
+        ages = [q.oldest_age() for q in self.queues.values()]
+        waits = [self.cfg.batch.max_wait - age for age in ages if age is not None]
+        return max(0.01, min([1.0, *waits]))
+
+    def _drain(self, timeout: float | None) -> None:
+        """Wait for in-flight batches to end (they are recorded by ``_on_done``)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if not self._inflight:
+                    return
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                log.warning("stopping with %d batches still importing", len(self._inflight))
+                return
+            self.wake.wait(0.5 if remaining is None else min(0.5, remaining))
+            self.wake.clear()
+
+
+def key_values(item: Item) -> list[Any]:
+    """An item's key as the list of its column values (how manifests carry keys)."""
+    return list(item.key) if isinstance(item.key, tuple) else [item.key]

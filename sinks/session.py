@@ -1,0 +1,144 @@
+"""Building the SparkSession that runs import jobs.
+
+One place decides every Spark default sluice relies on: the JDBC jars, the
+native library path of sqlite-jdbc, UTC everywhere, FAIR pools for concurrent
+imports, and loopback networking for local masters. The user's ``spark.conf``
+wins over each of these defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from pyspark.errors import PySparkRuntimeError
+from pyspark.sql import SparkSession
+
+from config.errors import ConfigError, SluiceError
+from config.models import SparkConfig
+
+DEBIAN_JARS = (
+    Path("/usr/share/java/postgresql.jar"),
+    Path("/usr/share/java/mariadb-java-client.jar"),
+    Path("/usr/share/java/sqlite-jdbc.jar"),
+)
+"""The JDBC drivers Debian's packages install; ``jars: auto`` uses those present."""
+
+JNI_DIR = "/usr/lib/x86_64-linux-gnu/jni"
+"""Where Debian's sqlite-jdbc keeps its native library (libsqlitejdbc.so)."""
+
+_JAVA_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+_LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+
+
+class SparkUnavailable(SluiceError, RuntimeError):
+    """Spark cannot start here (no Java, or the JVM died at start)."""
+
+
+def jdbc_jars(cfg: SparkConfig) -> list[str]:
+    """The JDBC driver jars to put on ``spark.jars``.
+
+    ``auto``: those of :data:`DEBIAN_JARS` that exist. A list: used as given;
+    a local path that does not exist is a :class:`ConfigError`.
+    """
+    if cfg.jars == "auto":
+        return [str(jar) for jar in DEBIAN_JARS if jar.exists()]
+    missing = [jar for jar in cfg.jars if "://" not in jar and not Path(jar).exists()]
+    if missing:
+        raise ConfigError(f"spark.jars: {', '.join(missing)} not found (fix the path or use auto)")
+    return list(cfg.jars)
+
+
+def is_loopback_master(master: str) -> bool:
+    """True for ``local[...]`` masters and cluster masters on this machine's loopback."""
+    if master.startswith("local"):
+        return True
+    host = urlsplit(master.split(",")[0]).hostname
+    return host in _LOOPBACK_HOSTS
+
+
+def session_conf(cfg: SparkConfig, app_name: str = "sluice") -> dict[str, str]:
+    """Every setting :func:`build_session` applies, defaults first, the user's last."""
+    java_opts = f"-Djava.library.path={JNI_DIR} -Duser.timezone=UTC"
+    conf = {
+        "spark.app.name": app_name,
+        "spark.master": cfg.master,
+        "spark.jars": ",".join(jdbc_jars(cfg)),
+        # JDBC converts TIMESTAMP values with the JVM's zone: make it agree with
+        # the session zone so a timestamp reads and writes back unchanged.
+        "spark.driver.extraJavaOptions": java_opts,
+        "spark.executor.extraJavaOptions": java_opts,
+        "spark.sql.session.timeZone": "UTC",
+        "spark.scheduler.mode": "FAIR",
+        "spark.ui.enabled": "false",
+    }
+    if is_loopback_master(cfg.master):
+        conf["spark.driver.host"] = "127.0.0.1"
+        conf["spark.driver.bindAddress"] = "127.0.0.1"
+    if cfg.master.startswith("local") and "PYSPARK_PYTHON" not in os.environ:
+        # Python workers (createDataFrame of keys and payloads) would run the
+        # `python3` on PATH, which may not be this virtualenv's interpreter.
+        conf["spark.pyspark.python"] = sys.executable
+    for key, value in cfg.conf.items():
+        if key in _JAVA_OPTIONS:
+            # Keep ours and append the user's: for a repeated -D the JVM takes
+            # the last one, so the user still wins, and sqlite-jdbc still loads.
+            conf[key] = f"{conf[key]} {value}"
+        else:
+            conf[key] = value
+    return conf
+
+
+def spark_submit_args(cfg: SparkConfig, app_name: str = "sluice") -> list[str]:
+    """``spark-submit`` options applying :func:`session_conf` (put them before the script).
+
+    Under spark-submit the driver JVM starts before any Python runs, so the
+    jars and Java options must be on its command line: set later by
+    :func:`build_session`, the drivers are not found (ClassNotFoundException).
+    The caller also sets ``SPARK_LOCAL_IP=127.0.0.1`` for a loopback master.
+    """
+    conf = session_conf(cfg, app_name)
+    args = ["--master", conf.pop("spark.master"), "--name", conf.pop("spark.app.name")]
+    for key, value in conf.items():
+        args += ["--conf", f"{key}={value}"]
+    return args
+
+
+def _require_java() -> None:
+    java_home = os.environ.get("JAVA_HOME")
+    if shutil.which("java") or (java_home and Path(java_home, "bin", "java").exists()):
+        return
+    raise SparkUnavailable(
+        "Spark needs Java 17: `java` is not on PATH and JAVA_HOME is not set "
+        "(install openjdk-17-jre-headless, or point JAVA_HOME at a Java 17)"
+    )
+
+
+def build_session(cfg: SparkConfig, app_name: str = "sluice") -> SparkSession:
+    """Start (or join) the SparkSession the import jobs run on.
+
+    Static settings (jars, Java options, master) only take effect when this
+    call starts the JVM; a session that already exists in the process is
+    returned as it is, with its own settings. Under ``spark-submit`` the JVM is
+    already running: give it :func:`spark_submit_args` on its command line.
+    """
+    conf = session_conf(cfg, app_name)
+    if is_loopback_master(cfg.master):
+        # The JVM otherwise binds to the machine's outward address.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    _require_java()
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    try:
+        session = builder.getOrCreate()
+    except PySparkRuntimeError as error:
+        raise SparkUnavailable(
+            f"Spark could not start its JVM ({error.getCondition()}); "
+            "Spark 4 needs Java 17 or later: check `java -version` and JAVA_HOME"
+        ) from error
+    session.sparkContext.setLogLevel(conf.get("spark.log.level", "WARN"))
+    return session

@@ -1,0 +1,123 @@
+"""The default sink: import jobs on an in-process SparkSession.
+
+Each import runs on its own thread, so several batches share one Spark
+application; the FAIR scheduler gives each source its own pool, so a big
+batch of one source does not starve the others' jobs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from config.models import SluiceConfig
+from sinks.abc import Sink, SinkClosed
+from sinks.session import build_session
+from spark_jobs.import_job import ImportResult, run_import
+from spark_jobs.manifest import Manifest
+
+
+class SparkSink(Sink):
+    """Runs :func:`~spark_jobs.import_job.run_import` on ``spark.max_concurrent_imports`` threads.
+
+    The session is built on first use when none is given (starting the JVM
+    takes seconds: it happens on an import thread, not in :meth:`submit`).
+    A session built here is stopped by :meth:`close`; a given one is not.
+    """
+
+    def __init__(self, cfg: SluiceConfig, spark: SparkSession | None = None) -> None:
+        self.cfg = cfg
+        self._spark = spark
+        self._owns_session = spark is None
+        self._session_lock = threading.Lock()
+        self._executor = ThreadPoolExecutor(
+            max_workers=cfg.spark.max_concurrent_imports, thread_name_prefix="sluice-import"
+        )
+        self._lock = threading.Lock()
+        self._pending: dict[int, Manifest] = {}
+        self._seq = itertools.count()
+        # Job groups are per SparkContext: a prefix per sink keeps another
+        # sink's close(wait=False) from cancelling this one's jobs.
+        self._group_prefix = f"sluice-import-{uuid.uuid4().hex[:8]}"
+        self._closed = False
+
+    def session(self) -> SparkSession:
+        """The SparkSession, started on first call (may block for seconds)."""
+        with self._session_lock:
+            if self._spark is None:
+                self._spark = build_session(self.cfg.spark, app_name="sluice")
+            return self._spark
+
+    def submit(self, manifest: Manifest) -> Future[ImportResult]:
+        with self._lock:
+            if self._closed:
+                raise SinkClosed("the Spark sink is closed")
+            ticket = next(self._seq)
+            self._pending[ticket] = manifest
+            future = self._executor.submit(self._run, ticket, manifest)
+        # Added first, so it runs before any caller's on_done callback: by
+        # then the gate no longer counts this batch.
+        future.add_done_callback(lambda _f: self._forget(ticket))
+        return future
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    def pending_items(self) -> int:
+        with self._lock:
+            return sum(m.items for m in self._pending.values())
+
+    def close(self, wait: bool = True) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            running = list(self._pending)
+        self._executor.shutdown(wait=wait, cancel_futures=not wait)
+        if not wait and self._spark is not None:
+            for ticket in running:
+                # Ends the Spark jobs of running imports; their futures fail.
+                self._spark.sparkContext.cancelJobGroup(self.job_group(ticket))
+        if self._owns_session and self._spark is not None:
+            self._spark.stop()
+
+    def job_group(self, ticket: int) -> str:
+        """The Spark job group of the ``ticket``-th batch submitted (0, 1, …)."""
+        return f"{self._group_prefix}-{ticket}"
+
+    def _forget(self, ticket: int) -> None:
+        with self._lock:
+            self._pending.pop(ticket, None)
+
+    def _run(self, ticket: int, manifest: Manifest) -> ImportResult:
+        sc = self.session().sparkContext
+        # Local properties belong to this thread (PySpark pins Python threads
+        # to JVM threads), and pool threads are reused: set them every time.
+        sc.setLocalProperty("spark.scheduler.pool", f"sluice-{manifest.source}")
+        # The description is shown in the Spark UI and logs: names only, no URL.
+        sc.setJobGroup(
+            self.job_group(ticket),
+            f"sluice import {manifest.batch_id}: {manifest.source} -> {manifest.target} "
+            f"({manifest.kind}, {manifest.items} items, token {manifest.token})",
+            interruptOnCancel=True,
+        )
+        try:
+            return run_import(self.session(), self.cfg, manifest)
+        finally:
+            _clear_local_properties(sc)
+
+
+def _clear_local_properties(sc: Any) -> None:
+    for key in (
+        "spark.scheduler.pool",
+        "spark.jobGroup.id",
+        "spark.job.description",
+        "spark.job.interruptOnCancel",
+    ):
+        sc.setLocalProperty(key, None)

@@ -1,0 +1,380 @@
+"""An in-memory buffer in front of a source, refilled in the background.
+
+The scheduler's main loop only ever talks to a :class:`QueueingLimitedSource`:
+``next_batch`` takes from memory, so a slow or failing database or queue never
+stalls the loop. One refill at a time asks the wrapped source for exactly the
+room left in the buffer; errors are counted, backed off and shown in
+:meth:`QueueingLimitedSource.health`, never raised to the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from operator import attrgetter
+
+from sources.abc import Item, LimitedSource
+from sources.setqueue import SetQueue
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RefillHealth:
+    """A snapshot of one buffer and its refills, for status and metrics."""
+
+    buffered: int
+    held: int
+    refilling: bool  # a refill is running or waiting to retry
+    errors: int
+    consecutive_errors: int
+    last_error: str | None
+    last_refill_at: float | None  # clock() of the last successful refill
+    exhausted: bool
+    hook_errors: int = 0
+
+
+class QueueingLimitedSource:
+    """Buffers up to ``capacity`` items of ``wrapped``; refills at ``replenish_below``.
+
+    Thread model: ``next_batch``, ``ack``, ``release``, ``poke`` and ``health``
+    are called by the scheduler and never wait for I/O (``ack``/``release``
+    call the wrapped source's hooks, which may). Refills run on ``executor``
+    (any object with ``submit``; by default a daemon thread per refill, so a
+    source stuck in I/O cannot hold up interpreter exit). Nothing happens in
+    the background before :meth:`start` or after :meth:`stop`.
+
+    Held items (handed out, batch not yet done) count against ``capacity``.
+    """
+
+    def __init__(
+        self,
+        wrapped: LimitedSource,
+        capacity: int,
+        replenish_below: int,
+        *,
+        executor: Executor | None = None,
+        on_refill: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not capacity > replenish_below >= 0:
+            raise ValueError(
+                f"{wrapped.name}: replenish_below ({replenish_below}) must be at least 0 "
+                f"and below capacity ({capacity})"
+            )
+        self.name = wrapped.name
+        self.wrapped = wrapped
+        self.replenish_below = replenish_below
+        self._queue: SetQueue[Item] = SetQueue(capacity, key=attrgetter("key"))
+        self._executor = executor
+        self._on_refill = on_refill
+        self._clock = clock
+        self._backoff_base = backoff_base
+        self._backoff_max = backoff_max
+        self._rng = rng or random.Random()
+        self._lock = threading.Lock()  # taken before the SetQueue's own lock
+        self._idle = threading.Event()  # set while no wrapped.next_batch call runs
+        self._idle.set()
+        self._started = False
+        self._stopped = False
+        self._busy = False  # a refill is running or its retry is scheduled
+        self._timer: threading.Timer | None = None
+        self._source_exhausted = False
+        # [count, enqueued_at] per refill chunk, oldest first; counts sum to len(queue)
+        self._chunks: deque[list[float]] = deque()
+        self._batch_enqueued: dict[Hashable, float] = {}
+        self._errors = 0
+        self._consecutive = 0
+        self._hook_errors = 0
+        self._last_error: str | None = None
+        self._last_refill_at: float | None = None
+
+    # -- the scheduler's side: memory only ---------------------------------
+
+    def start(self) -> None:
+        """Start the first refill. Calling it again does nothing."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+            go = self._claim_refill(force=True)
+        if go:
+            self._launch()
+
+    def next_batch(self, n: int, batch_id: Hashable) -> list[Item]:
+        """Take up to ``n`` buffered items and hold them under ``batch_id``.
+
+        Never blocks on I/O and never raises the wrapped source's errors. When
+        the buffer is left at or below ``replenish_below``, one refill starts.
+        """
+        with self._lock:
+            items = self._queue.poll_many(n, batch_id)
+            if items:
+                self._batch_enqueued.setdefault(batch_id, self._chunks[0][1])
+                self._consume_chunks(len(items))
+            go = self._claim_refill()
+        if go:
+            self._launch()
+        return items
+
+    def ack(self, batch_id: Hashable) -> None:
+        """The batch is done: forget its items here and ack them in the wrapped source.
+
+        Unknown batch ids are ignored. A failing wrapped ack (or release) is
+        logged and counted in health (``hook_errors``), not raised.
+        """
+        with self._lock:
+            items = self._queue.ack(batch_id)
+            self._batch_enqueued.pop(batch_id, None)
+            go = self._claim_refill()  # room was freed
+        if items:
+            self._call_hook(self.wrapped.ack, items)
+        if go:
+            self._launch()
+
+    def release(self, batch_id: Hashable, *, to_source: bool = False) -> int:
+        """Give a batch's items back; return how many.
+
+        By default they return to the front of this buffer, in order (a lost
+        claim race: the items are still ours, so the wrapped source is not
+        told). With ``to_source=True`` they leave the buffer and go to the
+        wrapped source's ``release`` (shutdown: SQS resets their visibility).
+        """
+        if to_source:
+            with self._lock:
+                items = self._queue.ack(batch_id)
+                self._batch_enqueued.pop(batch_id, None)
+                go = self._claim_refill()
+            if items:
+                self._call_hook(self.wrapped.release, items)
+            if go:
+                self._launch()
+            return len(items)
+        with self._lock:
+            count = self._queue.release(batch_id)
+            enqueued = self._batch_enqueued.pop(batch_id, None)
+            if count:
+                self._chunks.appendleft([count, self._clock() if enqueued is None else enqueued])
+            return count
+
+    def give_back(self) -> int:
+        """Hand every buffered (not held) item back to the wrapped source; return how many.
+
+        Part of shutdown, after :meth:`stop`: unprocessed items become
+        available to others again (SQS: visibility reset).
+        """
+        with self._lock:
+            items = self._queue.drain()
+            self._chunks.clear()
+        if items:
+            self._call_hook(self.wrapped.release, items)
+        return len(items)
+
+    def poke(self) -> bool:
+        """Refill now if none runs and the buffer is at or below the threshold.
+
+        Unlike the automatic trigger, this also asks a source that reported
+        itself exhausted (the scheduler pokes drained sources now and then).
+        A pending backoff is not cut short. Returns whether a refill started.
+        """
+        with self._lock:
+            go = self._claim_refill(force=True)
+        if go:
+            self._launch()
+        return go
+
+    def oldest_age(self) -> float | None:
+        """Seconds the item at the head of the buffer has waited; None when empty."""
+        with self._lock:
+            return self._clock() - self._chunks[0][1] if self._chunks else None
+
+    @property
+    def exhausted(self) -> bool:
+        """The wrapped source was exhausted on the last refill, none runs, the buffer is empty."""
+        with self._lock:
+            return self._source_exhausted and len(self._queue) == 0 and not self._busy
+
+    @property
+    def at_end(self) -> bool:
+        """The last refill reached the end of the source (items may still be buffered)."""
+        return self._source_exhausted
+
+    @property
+    def buffered(self) -> int:
+        """Items queued in memory, ready to be taken."""
+        return len(self._queue)
+
+    @property
+    def full(self) -> bool:
+        """No room left: queued and held items fill the capacity."""
+        return self._queue.free() <= 0
+
+    @property
+    def refilling(self) -> bool:
+        """A refill runs or its retry is scheduled."""
+        return self._busy
+
+    def health(self) -> RefillHealth:
+        """A consistent snapshot of the buffer and its refills."""
+        with self._lock:
+            return RefillHealth(
+                buffered=len(self._queue),
+                held=self._queue.held_count(),
+                refilling=self._busy,
+                errors=self._errors,
+                consecutive_errors=self._consecutive,
+                last_error=self._last_error,
+                last_refill_at=self._last_refill_at,
+                exhausted=self._source_exhausted and len(self._queue) == 0,
+                hook_errors=self._hook_errors,
+            )
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop refilling: cancel a pending retry at once, wait up to ``timeout``.
+
+        Returns True when no wrapped ``next_batch`` call is still running. One
+        that is (stuck in I/O) is left behind; whatever it returns later goes
+        straight back to the wrapped source's ``release``.
+        """
+        with self._lock:
+            self._stopped = True
+            timer, self._timer = self._timer, None
+            if timer is not None:
+                timer.cancel()  # its retry will not run: nothing is refilling now
+                self._busy = False
+        return self._idle.wait(timeout)
+
+    # -- the refill side ---------------------------------------------------
+
+    def _claim_refill(self, force: bool = False) -> bool:
+        """Under the lock: decide whether to start a refill and mark it started."""
+        if not self._started or self._stopped or self._busy:
+            return False
+        if self._source_exhausted and not force:
+            return False  # a drained source is asked again only when poked
+        if len(self._queue) > self.replenish_below or self._queue.free() <= 0:
+            return False
+        self._busy = True
+        return True
+
+    def _launch(self) -> None:
+        try:
+            if self._executor is None:
+                name = f"refill-{self.name}"
+                threading.Thread(target=self._refill, name=name, daemon=True).start()
+            else:
+                self._executor.submit(self._refill)
+        except RuntimeError:  # executor shut down, or no more threads
+            log.exception("%s: could not start a refill", self.name)
+            with self._lock:
+                self._busy = False
+
+    def _refill(self) -> None:
+        with self._lock:
+            room = self._queue.free()
+            if self._stopped or room <= 0:
+                self._busy = False
+                return
+            self._idle.clear()
+        try:
+            items = self.wrapped.next_batch(room)
+            exhausted = self.wrapped.exhausted
+        except Exception as exc:
+            self._failed(exc)
+        else:
+            self._filled(items, exhausted)
+        self._notify()
+
+    def _filled(self, items: list[Item], exhausted: bool) -> None:
+        now = self._clock()
+        leftover: list[Item] = []
+        with self._lock:
+            self._idle.set()
+            self._busy = False
+            if self._stopped:
+                leftover = items
+            else:
+                accepted = self._queue.offer_many(items)
+                if accepted:
+                    self._chunks.append([accepted, now])
+                if accepted < len(items):
+                    # Only keys already queued or held are refused: room was
+                    # reserved above and only this (single) refill offers.
+                    log.debug("%s: %d duplicate keys skipped", self.name, len(items) - accepted)
+                self._consecutive = 0
+                self._last_refill_at = now
+                self._source_exhausted = exhausted
+            # A source that returns little per call (SQS: 10) is asked again
+            # at once while it has more; an empty answer waits for a trigger.
+            again = bool(items) and self._claim_refill()
+        if leftover:
+            self._call_hook(self.wrapped.release, leftover)
+        if again:
+            self._launch()
+
+    def _failed(self, exc: Exception) -> None:
+        with self._lock:
+            self._idle.set()
+            self._errors += 1
+            self._consecutive += 1
+            self._last_error = f"{type(exc).__name__}: {exc}"
+            if self._stopped:
+                self._busy = False
+                delay = None
+            else:
+                # Exponential backoff with full jitter: spread retries of many
+                # sources hitting the same dead server.
+                cap = self._backoff_base * 2 ** min(self._consecutive - 1, 32)
+                delay = self._rng.uniform(0, min(self._backoff_max, cap))
+                self._timer = threading.Timer(delay, self._retry)
+                self._timer.daemon = True
+                self._timer.start()
+        log.warning(
+            "%s: refill failed (%d in a row), retry in %s s: %s",
+            self.name,
+            self._consecutive,
+            "-" if delay is None else f"{delay:.2f}",
+            self._last_error,
+        )
+
+    def _retry(self) -> None:
+        with self._lock:
+            self._timer = None
+            if self._stopped:
+                self._busy = False
+                return
+        self._launch()
+
+    def _consume_chunks(self, count: int) -> None:
+        while count:
+            chunk = self._chunks[0]
+            if chunk[0] <= count:
+                count -= int(chunk[0])
+                self._chunks.popleft()
+            else:
+                chunk[0] -= count
+                count = 0
+
+    def _call_hook(self, hook: Callable[[Sequence[Item]], None], items: list[Item]) -> None:
+        try:
+            hook(items)
+        except Exception as exc:
+            log.warning("%s: %s of %d items failed: %s", self.name, hook.__name__, len(items), exc)
+            with self._lock:
+                self._hook_errors += 1
+
+    def _notify(self) -> None:
+        if self._on_refill is not None:
+            try:
+                self._on_refill()
+            except Exception:
+                log.exception("%s: on_refill callback failed", self.name)

@@ -1,0 +1,247 @@
+"""Keys of a SQL table, read in key order with SQLAlchemy Core.
+
+Only the key columns are read: the Spark import job re-reads the rows through
+JDBC. An item's ``key`` is always a tuple of the key column values (a 1-tuple
+for a simple key). Identifiers are quoted by the dialect, values are bound, and
+``where:`` is trusted operator SQL pushed down as written.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+import sqlalchemy as sa
+from cachetools import LRUCache
+
+from config.errors import ConfigError, SourceError
+from config.models import SqlSourceConfig
+from sources.abc import Item, LimitedSource
+
+KeyTuple = tuple[Any, ...]
+
+
+def _nothing_done(keys: Sequence[KeyTuple]) -> set[KeyTuple]:
+    return set()
+
+
+class SqlSource(LimitedSource):
+    """A table's keys in key order: ``keyset``, ``sweep`` or ``incremental``.
+
+    - *keyset*: ``key > position ORDER BY key``; never returns a key twice.
+      ``position`` advances to the last key read; ``exhausted`` when a read
+      returned fewer rows than asked.
+    - *sweep*: re-reads the ``where:`` rows page by page, from the start again
+      after the end, handing out keys neither handed out (not yet acked or
+      released) nor done (``is_done``, behind an LRU cache of done keys).
+      ``exhausted`` after a full pass found nothing new.
+    - *incremental*: ``(cursor, key) > position``; an item's ``version`` is its
+      cursor value, so a row whose cursor moves forward comes back (rows with
+      a NULL cursor are never read).
+
+    ``next_batch`` blocks on the database and raises :class:`SourceError`
+    (transient when the database could not be reached). ``ack``/``release``
+    may be called from another thread than ``next_batch``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        cfg: SqlSourceConfig,
+        *,
+        after: KeyTuple | None = None,
+        engine: sa.Engine | None = None,
+        is_done: Callable[[Sequence[KeyTuple]], set[KeyTuple]] = _nothing_done,
+        done_cache_size: int = 100_000,
+    ) -> None:
+        self.name = name
+        self.cfg = cfg
+        self._owns_engine = engine is None
+        self.engine = engine if engine is not None else _make_engine(cfg)
+        schema, _, table = cfg.table.rpartition(".")
+        cursor = [cfg.cursor] if cfg.mode == "incremental" and cfg.cursor else []
+        order: list[sa.ColumnClause[Any]] = [sa.column(c) for c in [*cursor, *cfg.key_columns]]
+        self._order_cols = order
+        self._table = sa.table(table, *order, schema=schema or None)
+        # Escape ':' so the operator's SQL reaches the database verbatim
+        # rather than being read as bind parameters (PostgreSQL '::int' casts).
+        where = cfg.where.replace(":", "\\:") if cfg.where else None
+        self._where = sa.text(f"({where})") if where else None
+        self._position = after
+        self._exhausted = False
+        self._lock = threading.Lock()  # sweep state: ack/release come from other threads
+        self._handed: set[KeyTuple] = set()
+        self._done: LRUCache[KeyTuple, bool] = LRUCache(maxsize=done_cache_size)
+        self._is_done = is_done
+        self._found_in_pass = False
+
+    @property
+    def position(self) -> KeyTuple | None:
+        """The last key read (``(cursor, *key)`` in incremental mode); None at the start."""
+        return self._position
+
+    @property
+    def exhausted(self) -> bool:
+        return self._exhausted
+
+    def reset(self, after: KeyTuple | None) -> None:
+        """Continue after ``after`` (None: from the start), e.g. after a lost claim race."""
+        self._position = after
+        self._exhausted = False
+
+    def check(self) -> None:
+        """Run the query with ``LIMIT 0``: raise if it cannot run.
+
+        :class:`SourceError` (transient) when the database cannot be reached;
+        :class:`ConfigError` when it answers but refuses the query (missing
+        table or column, a failing ``where:``), naming source, table and cause.
+        """
+        try:
+            conn = self.engine.connect()
+        except sa.exc.DBAPIError as exc:
+            raise self._error("cannot connect", exc) from exc
+        with conn:
+            try:
+                conn.execute(self._select(None, 0)).all()
+            except sa.exc.DBAPIError as exc:
+                raise ConfigError(self._describe("check query failed", exc)) from exc
+
+    def next_batch(self, limit: int) -> list[Item]:
+        if limit <= 0:
+            return []
+        if self.cfg.mode == "sweep":
+            return self._sweep(limit)
+        rows = self._read(self._position, limit)
+        self._exhausted = len(rows) < limit
+        if rows:
+            self._position = rows[-1]
+        if self.cfg.mode == "incremental":
+            return [Item(self.name, row[1:], version=str(row[0])) for row in rows]
+        return [Item(self.name, row) for row in rows]
+
+    def ack(self, items: Sequence[Item]) -> None:
+        if self.cfg.mode == "sweep":
+            with self._lock:
+                keys = [cast(KeyTuple, item.key) for item in items]
+                self._handed.difference_update(keys)
+                self._done.update(dict.fromkeys(keys, True))
+
+    def release(self, items: Sequence[Item]) -> None:
+        if self.cfg.mode == "sweep":
+            with self._lock:
+                self._handed.difference_update(item.key for item in items)
+
+    def close(self) -> None:
+        """Dispose of the engine's connections (only an engine this source created)."""
+        if self._owns_engine:
+            self.engine.dispose()
+
+    # -- sweep ---------------------------------------------------------------
+
+    def _sweep(self, limit: int) -> list[Item]:
+        out: list[KeyTuple] = []
+        wrapped = False
+        page_size = self.cfg.page_size
+        while len(out) < limit:
+            page = self._read(self._position, page_size)
+            new = self._not_taken(page)
+            want = limit - len(out)
+            if len(new) > want:
+                # Stop right after the last key taken: the rest come next call.
+                new = new[:want]
+                self._position = new[-1]
+            elif page:
+                self._position = page[-1]
+            out.extend(new)
+            if new:
+                self._found_in_pass = True
+            if len(page) < page_size and len(out) < limit:
+                # End of a pass. A pass that found nothing new means drained;
+                # either way the next read starts from the beginning again.
+                self._exhausted = not self._found_in_pass
+                self._position = None
+                self._found_in_pass = False
+                if self._exhausted or wrapped or out:
+                    break
+                wrapped = True  # one more pass in this call, at most
+        if out:
+            self._exhausted = False
+            with self._lock:
+                self._handed.update(out)
+        return [Item(self.name, key) for key in out]
+
+    def _not_taken(self, page: list[KeyTuple]) -> list[KeyTuple]:
+        with self._lock:
+            candidates = [k for k in page if k not in self._handed and k not in self._done]
+        if not candidates:
+            return []
+        done = self._guard(lambda: self._is_done(candidates))
+        if done:
+            with self._lock:
+                self._done.update(dict.fromkeys(done, True))
+        return [k for k in candidates if k not in done]
+
+    # -- queries -------------------------------------------------------------
+
+    def _select(self, after: KeyTuple | None, limit: int) -> sa.Select[Any]:
+        stmt = sa.select(*self._order_cols).select_from(self._table)
+        if after is not None:
+            stmt = stmt.where(_after(self._order_cols, after, self.engine.dialect.name))
+        if self._where is not None:
+            stmt = stmt.where(self._where)
+        return stmt.order_by(*self._order_cols).limit(limit)
+
+    def _read(self, after: KeyTuple | None, limit: int) -> list[KeyTuple]:
+        def run() -> list[KeyTuple]:
+            with self.engine.connect() as conn:
+                return [tuple(row) for row in conn.execute(self._select(after, limit))]
+
+        return self._guard(run)
+
+    def _guard(self, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except sa.exc.DBAPIError as exc:
+            error = self._error("read failed", exc)
+            # A database that answered with an error (a dropped column) will
+            # answer the same way on retry; an unreachable one may come back.
+            error.transient = isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError)
+            raise error from exc
+
+    def _error(self, what: str, exc: BaseException) -> SourceError:
+        return SourceError(self._describe(what, exc))
+
+    def _describe(self, what: str, exc: BaseException) -> str:
+        url = self.engine.url.render_as_string(hide_password=True)
+        cause = getattr(exc, "orig", None) or exc
+        first_line = str(cause).strip().splitlines()[0] if str(cause).strip() else repr(cause)
+        return f"source {self.name} (table {self.cfg.table!r} at {url}): {what}: {first_line}"
+
+
+def _after(cols: list[sa.ColumnClause[Any]], after: KeyTuple, dialect: str) -> Any:
+    """``cols > after`` in key order, in the form the dialect can seek an index with."""
+    if len(cols) != len(after):
+        raise ValueError(f"position {after!r} does not match key columns {[c.name for c in cols]}")
+    if len(cols) == 1:
+        return cols[0] > after[0]
+    if dialect not in ("mysql", "mariadb"):
+        return sa.tuple_(*cols) > sa.tuple_(*after)
+    # MariaDB scans the whole index for (a, b) > (x, y); spelled out, with a
+    # leading a >= x, it becomes a range seek.
+    expanded = sa.or_(
+        *(
+            sa.and_(*(c == v for c, v in zip(cols[:i], after[:i], strict=True)), cols[i] > after[i])
+            for i in range(len(cols))
+        )
+    )
+    return sa.and_(cols[0] >= after[0], expanded)
+
+
+def _make_engine(cfg: SqlSourceConfig) -> sa.Engine:
+    url = sa.make_url(cfg.url)
+    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    if not (url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")):
+        # At most max_connections to the source database, never an overflow.
+        kwargs.update(pool_size=cfg.limits.max_connections, max_overflow=0)
+    return sa.create_engine(url, **kwargs)

@@ -1,0 +1,199 @@
+"""The Spark import job: one batch from its source into its target.
+
+One code path, run in-process by :class:`sinks.spark.SparkSink` or on its own:
+
+    spark-submit spark_jobs/import_job.py --config CONFIG --manifest FILE
+
+A batch already committed in its target is not imported again (the result
+says ``skipped``): after a crash between the target commit and the ledger,
+re-running the batch only reconciles. A commit carrying an older fencing token
+than the one recorded is refused (:class:`~spark_jobs.write.StaleToken`).
+"""
+
+from __future__ import annotations
+
+import sys
+
+if __name__ == "__main__" and not __package__:
+    # Run as a script by spark-submit from a checkout: make the project's
+    # packages importable (the zip on spark.submit.pyFiles does it otherwise).
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import argparse
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import sqlalchemy as sa
+from py4j.protocol import Py4JError
+from pyspark.errors import AnalysisException, PySparkException
+from pyspark.sql import DataFrame, SparkSession
+
+from config.errors import ConfigError, SluiceError
+from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig, split_target
+from spark_jobs.extract import extract
+from spark_jobs.manifest import Manifest
+from spark_jobs.write import TargetTable, committed_batch, stale_token_error, write_batch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What one import did.
+
+    ``rows_read``: rows the extract produced (payload bodies for SQS,
+    duplicates of a key included); ``rows_written``: rows the target
+    received, one per key. ``skipped``: the batch was already committed, so
+    nothing was read; ``rows_written`` is then what that commit recorded.
+    """
+
+    batch_id: str
+    rows_read: int
+    rows_written: int
+    target: str
+    skipped: bool = False
+
+
+class BatchImportFailed(SluiceError, RuntimeError):
+    """Spark or a database failed during an import.
+
+    ``transient``: a retry may help (a lost connection, a dead executor), as
+    opposed to a bad ``columns:`` expression or a row the target rejects.
+    """
+
+    def __init__(self, message: str, transient: bool = True) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+def run_import(spark: SparkSession, cfg: SluiceConfig, manifest: Manifest) -> ImportResult:
+    """Import one batch and commit it in its target; idempotent per batch id.
+
+    Blocks until the target commit is done. Raises :class:`SluiceError`
+    subclasses: ``StaleToken`` (a newer importer committed), ``TargetError``
+    (the target cannot take the batch), ``BatchImportFailed`` (Spark/JDBC).
+    """
+    source = _source(cfg, manifest)
+    target = target_table(cfg, manifest)
+    commit = committed_batch(target, manifest.batch_id, spark)
+    if commit is not None:
+        if commit.token > manifest.token:
+            raise stale_token_error(target, manifest, commit.token)
+        return ImportResult(manifest.batch_id, 0, commit.rows, manifest.target, skipped=True)
+    try:
+        rows = apply_columns(extract(spark, source, manifest), source.columns)
+        written = write_batch(spark, rows, target, manifest)
+    except (PySparkException, Py4JError, sa.exc.SQLAlchemyError) as error:
+        raise BatchImportFailed(
+            f"batch {manifest.batch_id} ({manifest.source} -> {target.label}): {_reason(error)}",
+            transient=_transient(error),
+        ) from error
+    # Nothing between extract and write drops rows, except the duplicate
+    # bodies of one key in a payloads batch.
+    rows_read = len(manifest.payloads) if manifest.kind == "payloads" else written
+    log.info("batch %s: %d rows into %s", manifest.batch_id, written, target.label)
+    return ImportResult(manifest.batch_id, rows_read, written, manifest.target)
+
+
+def is_committed(cfg: SluiceConfig, manifest: Manifest) -> bool:
+    """True when the target records the batch as committed (reconciliation after a crash)."""
+    target = target_table(cfg, manifest)
+    spark = SparkSession.getActiveSession()  # only needed for non-local Parquet paths
+    return committed_batch(target, manifest.batch_id, spark) is not None
+
+
+def target_table(cfg: SluiceConfig, manifest: Manifest) -> TargetTable:
+    """Resolve ``target.table`` / ``target.schema.table`` and the key of the batch's target."""
+    name, schema, table = split_target(manifest.target)
+    if name not in cfg.targets:
+        raise ConfigError(f"batch {manifest.batch_id}: target {name!r} is not in targets:")
+    return TargetTable(name, cfg.targets[name], schema, table, target_key(_source(cfg, manifest)))
+
+
+def target_key(source: SqlSourceConfig | SqsSourceConfig) -> tuple[str, ...]:
+    """The target's key columns: the SQL key, or the SQS key field (its last part if nested)."""
+    if isinstance(source, SqlSourceConfig):
+        return source.key_columns
+    return (source.key.rsplit(".", 1)[-1],)
+
+
+def apply_columns(df: DataFrame, columns: dict[str, str] | None) -> DataFrame:
+    """Apply ``columns: {target_column: Spark SQL expression}``; None keeps every column."""
+    if not columns:
+        return df
+    quoted = {name: "`" + name.replace("`", "``") + "`" for name in columns}
+    return df.selectExpr(*[f"{expr} AS {quoted[name]}" for name, expr in columns.items()])
+
+
+def _reason(error: Exception) -> str:
+    # A Py4JJavaError's own text is "An error occurred while calling o42.jdbc";
+    # the Java exception says what went wrong. Database messages carry no
+    # password (credentials travel as properties, never in a URL).
+    java = getattr(error, "java_exception", None)
+    if java is not None:
+        text = str(java.toString())
+    elif isinstance(error, sa.exc.DBAPIError):
+        text = str(error.orig)  # without the SQL text and its parameters
+    else:
+        text = str(error)
+    return (text.strip().splitlines() or ["unknown error"])[0][:500]
+
+
+def _transient(error: Exception) -> bool:
+    if isinstance(error, PySparkException):
+        if (error.getCondition() or "").startswith("FAILED_JDBC"):
+            return True  # a database unreachable or failing (Spark 4 raises it at analysis)
+        # Otherwise an analysis error means the plan is wrong (a column or
+        # expression of columns: does not resolve): retrying cannot help.
+        return not isinstance(error, AnalysisException)
+    if isinstance(error, sa.exc.DBAPIError):
+        # Lost connections and lock timeouts pass; rejected rows and bad SQL do not.
+        return isinstance(error, sa.exc.OperationalError | sa.exc.InterfaceError)
+    return True
+
+
+def _source(cfg: SluiceConfig, manifest: Manifest) -> SqlSourceConfig | SqsSourceConfig:
+    if manifest.source not in cfg.sources:
+        raise ConfigError(
+            f"batch {manifest.batch_id}: source {manifest.source!r} is not in sources:"
+        )
+    return cfg.sources[manifest.source]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``spark-submit spark_jobs/import_job.py --config CONFIG --manifest FILE``.
+
+    Prints the :class:`ImportResult` as one JSON line; exit 0 on success, the
+    error's exit code (1 failed, 2 bad config) otherwise.
+    """
+    parser = argparse.ArgumentParser(prog="import_job", description="Import one sluice batch.")
+    parser.add_argument("--config", required=True, type=Path, help="the sluice YAML config")
+    parser.add_argument("--manifest", required=True, type=Path, help="the batch manifest (JSON)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    # Imported here: config.loader pulls in YAML handling the job itself does not need.
+    from config.loader import load_config
+    from sinks.session import build_session
+
+    try:
+        cfg = load_config(args.config)
+        manifest = Manifest.from_json(args.manifest.read_text(encoding="utf-8"))
+        spark = build_session(cfg.spark, app_name=f"sluice-import-{manifest.batch_id}")
+        result = run_import(spark, cfg, manifest)
+    except SluiceError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return error.exit_code
+    except (OSError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(asdict(result)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""The batch manifest: everything an import job needs to know about one batch.
+
+The scheduler writes it (to the ledger, and to a file for ``spark-submit``);
+the import job reads it. It is plain JSON so that any process can read it.
+
+Keys are always lists of column values, one per key column, so that simple
+and composite keys travel the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+BatchKind = Literal["range", "keys", "payloads"]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One batch: items of one source for one target.
+
+    - ``range``: rows with ``lo < key <= hi`` (``lo`` None: from the start),
+      plus the source's ``where:``; a keyset batch.
+    - ``keys``: exactly the rows whose key is in ``keys``; a sweep batch.
+    - ``payloads``: the records themselves (``payloads``, JSON text each),
+      for sources that cannot be re-read, such as SQS.
+
+    ``token`` is the fencing token: it grows every time the batch is handed to
+    a new importer, and a target refuses a commit carrying an older one.
+    """
+
+    batch_id: str
+    source: str
+    target: str
+    kind: BatchKind
+    items: int
+    token: int = 1
+    lo: list[Any] | None = None
+    hi: list[Any] | None = None
+    keys: list[list[Any]] = field(default_factory=list)
+    payloads: list[str] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        """Serialise to JSON text."""
+        return json.dumps(asdict(self), separators=(",", ":"), default=str)
+
+    @classmethod
+    def from_json(cls, text: str) -> Manifest:
+        """Read back what :meth:`to_json` wrote."""
+        return cls(**json.loads(text))

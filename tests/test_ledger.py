@@ -1,0 +1,110 @@
+"""The ledger on SQLite and PostgreSQL: claims, compare-and-set, retries, identity."""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable
+
+import pytest
+
+from config.errors import ClaimConflict, FingerprintMismatch
+from config.models import RetryConfig
+from scheduler.ledger import Checkpoint, Ledger
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def ledger_url(request: pytest.FixtureRequest, sqlite_url: Callable[[str], str]) -> str:
+    if request.param == "sqlite":
+        return sqlite_url("ledger")
+    factory = request.getfixturevalue("pg_factory")
+    return factory.create("ledger")
+
+
+def test_source_identity_is_checked(ledger_url: str) -> None:
+    ledger = Ledger(ledger_url)
+    assert ledger.register_source("orders", "a" * 64) == Checkpoint(None, 0)
+    assert ledger.register_source("orders", "a" * 64) == Checkpoint(None, 0)
+    with pytest.raises(FingerprintMismatch, match="sluice reset shop.yaml --source orders"):
+        ledger.register_source("orders", "b" * 64, config_path="shop.yaml")
+    ledger.reset_source("orders")
+    assert ledger.register_source("orders", "b" * 64) == Checkpoint(None, 0)
+
+
+def test_range_claims_chain_and_a_stale_checkpoint_loses(ledger_url: str) -> None:
+    ledger = Ledger(ledger_url)
+    start = ledger.register_source("orders", "f" * 64)
+    first, after_first = ledger.claim_range("b1", "orders", "w.orders", start, [100], 100)
+    assert (first.lo, first.hi, first.kind) == (None, [100], "range")
+    second, _ = ledger.claim_range("b2", "orders", "w.orders", after_first, [250], 150)
+    assert (second.lo, second.hi) == ([100], [250])
+    with pytest.raises(ClaimConflict):
+        ledger.claim_range("b3", "orders", "w.orders", after_first, [400], 150)
+    assert ledger.checkpoint("orders") == Checkpoint([250], 2)
+    assert ledger.state_of("b3") is None
+
+
+def test_batch_lifecycle_retries_then_dies(ledger_url: str) -> None:
+    now = [1000.0]
+    ledger = Ledger(ledger_url, clock=lambda: now[0])
+    start = ledger.register_source("orders", "f" * 64)
+    ledger.claim_range("b1", "orders", "w.orders", start, [10], 10)
+    retry = RetryConfig(max_attempts=2, backoff=5, max_backoff=60)
+
+    assert ledger.begin("b1").token == 1
+    assert ledger.fail("b1", "boom: connection reset", retry) == "failed"
+    assert ledger.due_retries(["orders"]) == []  # backing off
+    now[0] += 6
+    [due] = ledger.due_retries(["orders"])
+    assert ledger.begin(due.batch_id).token == 2  # a new fencing token per attempt
+    assert ledger.fail("b1", "boom again", retry) == "dead"
+    [progress] = ledger.progress()
+    assert progress.states == {"dead": 1} and progress.last_error == "boom again"
+
+    ledger.requeue("b1")
+    assert ledger.begin("b1").token == 3
+    ledger.finish("b1", rows=10)
+    with pytest.raises(ClaimConflict):
+        ledger.finish("b1", rows=10)  # a done batch cannot be finished twice
+    [progress] = ledger.progress()
+    assert progress.states == {"done": 1} and progress.rows == 10
+
+
+def test_key_claims_skip_keys_already_held(ledger_url: str) -> None:
+    ledger = Ledger(ledger_url)
+    first = ledger.claim_keys("k1", "cust", "w.c", [[1], [2], [3]])
+    assert first is not None and first.keys == [[1], [2], [3]] and first.kind == "keys"
+    second = ledger.claim_keys("k2", "cust", "w.c", [[3], [4], [4]])
+    assert second is not None and second.keys == [[4]]
+    assert ledger.claim_keys("k3", "cust", "w.c", [[1], [2]]) is None
+    # A new version of a key (incremental mode) is a new claim.
+    again = ledger.claim_keys("k4", "cust", "w.c", [[1]], versions=["2024-05-01"])
+    assert again is not None and again.keys == [[1]]
+    payloads = ledger.claim_keys("k5", "ev", "w.e", [["a"], ["a"]], payloads=['{"id":"a"}'] * 2)
+    assert payloads is not None and payloads.payloads == ['{"id":"a"}']
+
+
+def _race(url: str, barrier: multiprocessing.synchronize.Barrier, name: str, out) -> None:  # type: ignore[name-defined, no-untyped-def]
+    ledger = Ledger(url)
+    checkpoint = ledger.checkpoint("orders")
+    barrier.wait(timeout=30)
+    try:
+        ledger.claim_range(name, "orders", "w.orders", checkpoint, [500], 500)
+        out.put((name, "won"))
+    except ClaimConflict:
+        out.put((name, "lost"))
+
+
+@pytest.mark.timeout(60)
+def test_two_processes_racing_on_one_range_one_wins(ledger_url: str) -> None:
+    Ledger(ledger_url).register_source("orders", "f" * 64)
+    ctx = multiprocessing.get_context("spawn")
+    barrier, out = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_race, args=(ledger_url, barrier, f"p{i}", out)) for i in (1, 2)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=50)
+        assert proc.exitcode == 0
+    results = sorted(out.get(timeout=5)[1] for _ in procs)
+    assert results == ["lost", "won"]
+    assert Ledger(ledger_url).checkpoint("orders") == Checkpoint([500], 1)

@@ -1,0 +1,165 @@
+"""The main loop with in-memory sources and sink and a real SQLite ledger."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from config.loader import load_config_text
+from config.models import SluiceConfig
+from scheduler.ledger import Ledger, fingerprint
+from scheduler.loop import MainLoop
+from scheduler.strategy import build_strategy
+from sinks.abc import MemorySink
+from sources.abc import MemorySource
+from sources.queueing import QueueingLimitedSource
+from spark_jobs.manifest import Manifest
+
+CONFIG = """
+ledger: sqlite:///ledger.db
+sources:
+  orders: {{kind: sql, url: "sqlite:///o.db", table: orders, key: id, target: lake.orders,
+            buffer: {{capacity: 400, replenish_below: 100}}}}
+  customers: {{kind: sql, url: "sqlite:///c.db", table: customers, key: id,
+               target: lake.customers, buffer: {{capacity: 400, replenish_below: 100}}}}
+targets:
+  lake: {{kind: parquet, path: ./lake}}
+strategy: {{fair: {{orders: 2, customers: 1}}}}
+batch: {{max_items: 50, max_wait: 50ms}}
+backpressure: {{max_pending: 150, resume_below: 60, max_importing_batches: 3}}
+retry: {{max_attempts: {attempts}, backoff: 10ms, max_backoff: 20ms}}
+"""
+
+
+def build(
+    tmp_path: Path, sink: MemorySink, rows: dict[str, int], attempts: int = 3, first_key: int = 1
+) -> tuple[MainLoop, Ledger, SluiceConfig]:
+    cfg = load_config_text(CONFIG.format(attempts=attempts), str(tmp_path / "sluice.yaml"))
+    ledger = Ledger(cfg.ledger)
+    checkpoints = {
+        name: ledger.register_source(name, fingerprint(src)) for name, src in cfg.sources.items()
+    }
+    holder: dict[str, MainLoop] = {}
+    queues = {
+        name: QueueingLimitedSource(
+            MemorySource(name, [(k,) for k in range(first_key, rows[name] + 1)]),
+            src.buffer.capacity, src.buffer.replenish_below,
+            on_refill=lambda: holder["loop"].notify() if "loop" in holder else None,
+        )
+        for name, src in cfg.sources.items()
+    }
+    loop = MainLoop(cfg, queues, build_strategy(cfg), ledger, sink, checkpoints)
+    holder["loop"] = loop
+    for queue in queues.values():
+        queue.start()
+    return loop, ledger, cfg
+
+
+def covered(manifests: list[Manifest]) -> Counter:
+    """How often each key falls inside a claimed range."""
+    keys: Counter = Counter()
+    for m in manifests:
+        lo = m.lo[0] if m.lo else 0
+        keys.update(range(lo + 1, m.hi[0] + 1))  # type: ignore[index]
+    return keys
+
+
+@pytest.mark.timeout(30)
+def test_every_key_lands_in_exactly_one_batch(tmp_path: Path) -> None:
+    sink = MemorySink()
+    loop, ledger, cfg = build(tmp_path, sink, {"orders": 1_000, "customers": 700})
+    stats = loop.run(until_drained=True)
+
+    for source, total in (("orders", 1_000), ("customers", 700)):
+        manifests = [m for m in sink.submitted if m.source == source]
+        assert covered(manifests) == Counter(range(1, total + 1))
+        assert all(m.items <= cfg.batch.max_items for m in manifests)
+    assert stats.rows_by_source == {"orders": 1_000, "customers": 700}
+    states = {p.source: p.states for p in ledger.progress()}
+    assert states["orders"] == {"done": len([m for m in sink.submitted if m.source == "orders"])}
+
+
+@pytest.mark.timeout(30)
+def test_shares_follow_weights_while_both_have_items(tmp_path: Path) -> None:
+    sink = MemorySink()
+    loop, _, _ = build(tmp_path, sink, {"orders": 2_000, "customers": 2_000})
+    loop.run(until_drained=True)
+    # While both sources had items the strategy fed them 2:1.
+    first = sink.submitted[:30]
+    fed = Counter()
+    for m in first:
+        fed[m.source] += m.items
+    assert fed["orders"] / fed["customers"] == pytest.approx(2.0, rel=0.15)
+
+
+@pytest.mark.timeout(30)
+def test_pending_never_exceeds_max_pending(tmp_path: Path) -> None:
+    sink = MemorySink(auto_complete=False)
+    loop, _, cfg = build(tmp_path, sink, {"orders": 600, "customers": 300})
+    peak = [0]
+    done = threading.Event()
+
+    def downstream() -> None:
+        # Completes the oldest batch whenever the loop has filled the gate.
+        while not done.is_set():
+            held = sink.held()
+            peak[0] = max(peak[0], sink.pending_items())
+            drained = all(q.exhausted for q in loop.queues.values())
+            if held and (sink.pending_items() >= 60 or drained):
+                sink.complete(held[0])
+            else:
+                loop.wake.wait(0.005)
+
+    worker = threading.Thread(target=downstream, daemon=True)
+    worker.start()
+    stats = loop.run(until_drained=True)
+    done.set()
+    worker.join(timeout=5)
+    assert peak[0] <= cfg.backpressure.max_pending
+    assert stats.rows == 900
+
+
+@pytest.mark.timeout(30)
+def test_failed_batches_are_retried_then_dead(tmp_path: Path) -> None:
+    class FailFirstAttempt(MemorySink):
+        def submit(self, manifest: Manifest):  # type: ignore[no-untyped-def]
+            if manifest.token == 1:
+                self.fail(manifest.batch_id)
+            return super().submit(manifest)
+
+    sink = FailFirstAttempt()
+    loop, ledger, _ = build(tmp_path, sink, {"orders": 200, "customers": 100})
+    stats = loop.run(until_drained=True)
+    assert stats.rows == 300 and stats.batches_failed == stats.batches_done
+    assert all(p.states == {"done": p.states["done"]} for p in ledger.progress())
+
+    class AlwaysFail(MemorySink):
+        def submit(self, manifest: Manifest):  # type: ignore[no-untyped-def]
+            self.fail(manifest.batch_id, ValueError("column amount: value too long"))
+            return super().submit(manifest)
+
+    dead_path = tmp_path / "dead"
+    dead_path.mkdir()
+    loop, ledger, _ = build(dead_path, AlwaysFail(), {"orders": 100, "customers": 0}, attempts=2)
+    stats = loop.run(until_drained=True)
+    [orders] = [p for p in ledger.progress() if p.source == "orders"]
+    assert stats.batches_dead == 2 and orders.states == {"dead": 2}
+    assert orders.last_error == "column amount: value too long"
+
+
+def test_unfinished_batches_are_resumed(tmp_path: Path) -> None:
+    # What a crashed run leaves behind: keys 1..40 claimed and importing.
+    cfg = load_config_text(CONFIG.format(attempts=3), str(tmp_path / "sluice.yaml"))
+    ledger = Ledger(cfg.ledger)
+    checkpoint = ledger.register_source("orders", fingerprint(cfg.sources["orders"]))
+    ledger.claim_range("crashed", "orders", "lake.orders", checkpoint, [40], 40)
+    ledger.begin("crashed")
+
+    sink = MemorySink()
+    loop, ledger, _ = build(tmp_path, sink, {"orders": 100, "customers": 0}, first_key=41)
+    loop.run(until_drained=True)
+    assert ledger.state_of("crashed") == "done"
+    assert covered(sink.submitted) == Counter(range(1, 101))

@@ -1,0 +1,126 @@
+"""SetQueue: FIFO with set semantics, held keys per batch, bounded, thread-safe."""
+
+from __future__ import annotations
+
+import threading
+from operator import attrgetter
+
+import pytest
+
+from sources.abc import Item
+from sources.setqueue import SetQueue
+
+
+def test_fifo_order_and_queued_key_keeps_its_place() -> None:
+    q: SetQueue[int] = SetQueue(10)
+    assert q.offer_many([1, 2, 3]) == 3
+    assert q.offer(1) is False
+    assert q.offer_many([4, 2, 5]) == 2
+    assert q.poll_many(10, "b1") == [1, 2, 3, 4, 5]
+
+
+def test_repeats_within_one_offer_are_taken_once_with_the_first_value() -> None:
+    q: SetQueue[Item] = SetQueue(10, key=attrgetter("key"))
+    first, again = Item("s", (1,), payload="first"), Item("s", (1,), payload="again")
+    assert q.offer_many([first, Item("s", (2,)), again]) == 2
+    assert [i.payload for i in q.poll_many(1, "b")] == ["first"]
+
+
+def test_held_keys_are_not_requeued_until_released() -> None:
+    q: SetQueue[int] = SetQueue(10)
+    q.offer_many([1, 2, 3, 4])
+    assert q.poll_many(2, "b1") == [1, 2]
+    assert 1 in q and q.held_count() == 2 and len(q) == 2
+    assert q.offer_many([1, 2, 5]) == 1  # a refill returning in-flight keys
+    assert q.release("b1") == 2
+    assert q.held_count() == 0
+    assert q.poll_many(10, "b2") == [1, 2, 3, 4, 5]  # given back at the front, in order
+
+
+def test_ack_forgets_the_batch_so_its_keys_can_come_again() -> None:
+    q: SetQueue[int] = SetQueue(10)
+    q.offer_many([1, 2])
+    q.poll_many(1, "b1")
+    q.poll_many(1, "b1")  # same batch id: adds to the batch
+    assert q.ack("b1") == [1, 2]
+    assert q.ack("b1") == [] and q.release("unknown") == 0
+    assert 1 not in q
+    assert q.offer(1) is True
+
+
+def test_held_keys_count_against_capacity_and_nothing_is_evicted() -> None:
+    q: SetQueue[int] = SetQueue(4)
+    assert q.offer_many(range(10)) == 4
+    assert q.poll_many(3, "b1") == [0, 1, 2]
+    assert q.free() == 0
+    assert q.offer(99) is False
+    assert q.offer_many([7, 8]) == 0
+    q.ack("b1")
+    assert q.free() == 3
+    assert q.offer_many([7, 8, 9, 10]) == 3
+    assert q.drain() == [3, 7, 8, 9]
+    assert len(q) == 0 and q.free() == 4
+
+
+def test_release_after_many_polls_keeps_order() -> None:
+    # Enough keys to exercise the compaction of the order list.
+    q: SetQueue[int] = SetQueue(50_000)
+    q.offer_many(range(20_000))
+    for i in range(15):
+        q.poll_many(1000, i)
+    q.release(14)
+    q.release(3)
+    assert q.poll_many(3, "x") == [3000, 3001, 3002]
+    rest = q.poll_many(50_000, "y")
+    assert rest[997:1000] == [14_000, 14_001, 14_002] and rest[-1] == 19_999
+    assert len(rest) == 1997 + 5000
+
+
+def test_invalid_capacity() -> None:
+    with pytest.raises(ValueError, match="capacity"):
+        SetQueue(0)
+
+
+@pytest.mark.timeout(10)
+def test_duplicates_offered_concurrently_are_queued_once() -> None:
+    q: SetQueue[int] = SetQueue(100_000)
+    go = threading.Event()
+    accepted: list[int] = []
+
+    def offer() -> None:
+        go.wait()
+        accepted.append(
+            sum(q.offer_many(range(start, start + 1000)) for start in range(0, 20_000, 1000))
+        )
+
+    threads = [threading.Thread(target=offer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    go.set()
+    for t in threads:
+        t.join(timeout=5)
+    assert sum(accepted) == 20_000
+    assert q.poll_many(100_000, "all") == list(range(20_000))
+
+
+@pytest.mark.timeout(10)
+def test_concurrent_polls_hand_each_key_out_once() -> None:
+    q: SetQueue[int] = SetQueue(100_000)
+    q.offer_many(range(50_000))
+    go = threading.Event()
+    got: list[list[int]] = [[] for _ in range(4)]
+
+    def poll(slot: int) -> None:
+        go.wait()
+        while batch := q.poll_many(97, (slot, len(got[slot]))):
+            got[slot].extend(batch)
+
+    threads = [threading.Thread(target=poll, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    go.set()
+    for t in threads:
+        t.join(timeout=5)
+    every = sorted(k for part in got for k in part)
+    assert every == list(range(50_000))
+    assert all(part == sorted(part) for part in got)  # each thread saw FIFO order

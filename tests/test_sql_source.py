@@ -1,0 +1,262 @@
+"""SqlSource against SQLite, PostgreSQL and MariaDB: keyset, sweep, incremental, errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from config.errors import ConfigError, SourceError
+from config.models import SqlSourceConfig
+from sources.sql import SqlSource
+
+N = 3000
+REGIONS = ("apac", "eu", "us")
+PER_REGION = 700
+WHERE = "status = 'ready' AND note LIKE 'n:%'"  # a ':' and a '%' must reach the database as written
+
+
+def status(i: int) -> str:
+    return "ready" if i % 3 == 0 else "new"
+
+
+def load(url: str) -> None:
+    """``items`` (id) and ``Order Items`` (region, id), with status and note columns."""
+    engine = sa.create_engine(url)
+    md = sa.MetaData()
+    items = sa.Table(
+        "items",
+        md,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("status", sa.String(10)),
+        sa.Column("note", sa.String(20)),
+        sa.Column("updated_at", sa.Integer),
+    )
+    order_items = sa.Table(
+        "Order Items",
+        md,
+        sa.Column("region", sa.String(8), primary_key=True),
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("status", sa.String(10)),
+    )
+    md.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(
+            items.insert(),
+            [
+                {"id": i, "status": status(i), "note": f"n:{i}%", "updated_at": i % 10}
+                for i in range(1, N + 1)
+            ],
+        )
+        conn.execute(
+            order_items.insert(),
+            [
+                {"region": r, "id": i, "status": status(i)}
+                for r in REGIONS
+                for i in range(1, PER_REGION + 1)
+            ],
+        )
+    engine.dispose()
+
+
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("mariadb", marks=pytest.mark.mariadb),
+    ]
+)
+def db(request: pytest.FixtureRequest, sqlite_url: Callable[[str], str]) -> str:
+    """A database of each kind holding the test tables."""
+    if request.param == "sqlite":
+        url = sqlite_url("source")
+    else:
+        url = request.getfixturevalue("pg_url" if request.param == "postgres" else "mariadb_url")
+    load(url)
+    return url
+
+
+def config(url: str, **kw: Any) -> SqlSourceConfig:
+    fields: dict[str, Any] = {"table": "items", "key": "id", "target": "wh.items", **kw}
+    return SqlSourceConfig(kind="sql", url=url, **fields)
+
+
+@pytest.fixture
+def opened() -> Iterator[Callable[..., SqlSource]]:
+    """Build SqlSources that are closed at the end of the test."""
+    made: list[SqlSource] = []
+
+    def make(*args: Any, **kw: Any) -> SqlSource:
+        made.append(SqlSource(*args, **kw))
+        return made[-1]
+
+    yield make
+    for source in made:
+        source.close()
+
+
+def read_all(source: SqlSource, limit: int) -> list[Any]:
+    keys: list[Any] = []
+    while True:
+        batch = source.next_batch(limit)
+        assert len(batch) <= limit
+        keys.extend(item.key for item in batch)
+        if source.exhausted:
+            return keys
+        assert len(batch) == limit
+
+
+def test_keyset_reads_every_key_in_order_and_resumes(
+    db: str, opened: Callable[..., SqlSource]
+) -> None:
+    source = opened("items", config(db))
+    source.check()
+    assert read_all(source, 700) == [(i,) for i in range(1, N + 1)]
+    assert source.position == (N,)
+    assert source.next_batch(10) == [] and source.exhausted
+
+    resumed = opened("items", config(db), after=(1234,))
+    assert read_all(resumed, 1000) == [(i,) for i in range(1235, N + 1)]
+    resumed.reset(None)
+    assert [i.key for i in resumed.next_batch(2)] == [(1,), (2,)]
+
+
+def test_keyset_composite_key_quoted_table_and_where(
+    db: str, opened: Callable[..., SqlSource]
+) -> None:
+    cfg = config(db, table="Order Items", key=["region", "id"], where="status = 'ready'")
+    source = opened("order_items", cfg)
+    source.check()
+    expected = [(r, i) for r in REGIONS for i in range(1, PER_REGION + 1) if status(i) == "ready"]
+    assert read_all(source, 97) == expected
+    items = opened("order_items", cfg, after=("eu", 600)).next_batch(10_000)
+    assert [i.key for i in items] == [k for k in expected if k > ("eu", 600)]
+    assert {i.source for i in items} == {"order_items"}
+
+
+def test_where_with_colon_and_percent_is_pushed_down_as_written(
+    db: str, opened: Callable[..., SqlSource]
+) -> None:
+    source = opened("items", config(db, where=WHERE))
+    source.check()
+    assert read_all(source, 333) == [(i,) for i in range(1, N + 1) if status(i) == "ready"]
+
+
+@pytest.mark.postgres
+def test_schema_qualified_table_and_dialect_casts(
+    pg_url: str, opened: Callable[..., SqlSource]
+) -> None:
+    load(pg_url)
+    engine = sa.create_engine(pg_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text('CREATE SCHEMA "Sales"'))
+        conn.execute(sa.text('CREATE TABLE "Sales"."Orders" AS SELECT id, status FROM items'))
+    engine.dispose()
+    cfg = config(pg_url, table="Sales.Orders", where="id::text LIKE '12%'")
+    source = opened("orders", cfg)
+    source.check()
+    assert read_all(source, 5) == sorted((i,) for i in range(1, N + 1) if str(i).startswith("12"))
+
+
+@pytest.mark.parametrize(
+    ("changes", "cause"),
+    [
+        ({"table": "no_such_table"}, "no_such_table"),
+        ({"key": "no_such_column"}, "no_such_column"),
+        ({"where": "status = = 'x'"}, "check query failed"),
+    ],
+)
+def test_check_names_source_table_and_cause(
+    db: str, opened: Callable[..., SqlSource], changes: dict[str, str], cause: str
+) -> None:
+    source = opened("broken", config(db, **changes))
+    with pytest.raises(ConfigError) as info:
+        source.check()
+    message = str(info.value)
+    assert "source broken" in message and cause in message
+    assert repr(changes.get("table", "items")) in message
+
+
+def test_unreachable_database_is_transient_and_hides_the_password(
+    opened: Callable[..., SqlSource],
+) -> None:
+    source = opened("down", config("postgresql+psycopg://app:s3cret@127.0.0.1:1/shop"))
+    for call in (source.check, lambda: source.next_batch(10)):
+        with pytest.raises(SourceError) as info:
+            call()
+        assert info.value.transient
+        assert "s3cret" not in str(info.value) and "source down" in str(info.value)
+        assert "app:***@127.0.0.1:1/shop" in str(info.value)
+
+
+class Ledger:
+    """A stand-in for the ledger: keys claimed so far are done for the sweep."""
+
+    def __init__(self) -> None:
+        self.claimed: set[Any] = set()
+        self.lookups = 0
+
+    def is_done(self, keys: Sequence[Any]) -> set[Any]:
+        self.lookups += 1
+        return {k for k in keys if k in self.claimed}
+
+
+def test_sweep_hands_every_visible_key_out_once_across_passes(
+    db: str, opened: Callable[..., SqlSource]
+) -> None:
+    ledger = Ledger()
+    cfg = config(db, mode="sweep", where=WHERE, page_size=128)
+    # A tiny done cache: evictions must cost look-ups, never correctness.
+    source = opened("sweep", cfg, is_done=ledger.is_done, done_cache_size=50)
+    expected = {(i,) for i in range(1, N + 1) if status(i) == "ready"}
+    seen: list[Any] = []
+    for call in range(1000):
+        items = source.next_batch(150)
+        seen.extend(item.key for item in items)
+        ledger.claimed.update(item.key for item in items)
+        if call % 2:
+            source.ack(items)  # some batches finish, others stay handed out
+        if source.exhausted:
+            break
+    assert len(seen) == len(set(seen)) and set(seen) == expected
+    assert source.exhausted and source.next_batch(10) == []
+
+    # After a restart only the ledger knows: still nothing comes twice.
+    again = opened("sweep", cfg, is_done=ledger.is_done)
+    assert again.next_batch(100) == [] and again.exhausted
+
+
+def test_sweep_gives_released_keys_out_again_and_sees_new_rows(
+    db: str, opened: Callable[..., SqlSource]
+) -> None:
+    source = opened("sweep", config(db, mode="sweep", where="id <= 10", page_size=4))
+    first = source.next_batch(3)
+    assert [i.key for i in first] == [(1,), (2,), (3,)]
+    rest = source.next_batch(100)
+    assert [i.key for i in rest] == [(i,) for i in range(4, 11)]
+    source.release(first[:2])
+    source.ack(first[2:])
+    # The pass ended with the last read; the next pass finds only the released keys.
+    assert [i.key for i in source.next_batch(100)] == [(1,), (2,)]
+    assert source.next_batch(100) == [] and source.exhausted
+
+
+def test_incremental_reads_rows_again_when_their_cursor_moves(
+    sqlite_url: Callable[[str], str], opened: Callable[..., SqlSource]
+) -> None:
+    url = sqlite_url("inc")
+    load(url)
+    cfg = config(url, mode="incremental", cursor="updated_at")
+    source = opened("inc", cfg)
+    source.check()
+    items = [item for _ in range(10) for item in source.next_batch(500)]
+    assert len(items) == N and source.exhausted
+    assert [(i.key, i.version) for i in items[:2]] == [((10,), "0"), ((20,), "0")]
+    assert source.position == (9, (N // 10) * 10 - 1)
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE items SET updated_at = 42 WHERE id IN (5, 7)"))
+    engine.dispose()
+    assert [(i.key, i.version) for i in source.next_batch(500)] == [((5,), "42"), ((7,), "42")]

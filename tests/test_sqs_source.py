@@ -1,0 +1,390 @@
+"""SqsSource against moto_server: keys, duplicates, poison, done keys, visibility, errors."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.stub import Stubber
+
+from config.errors import ConfigError, SourceError
+from config.models import SqsSourceConfig
+from sources.abc import Item
+from sources.queueing import QueueingLimitedSource
+from sources.sqs import SqsSource
+
+pytestmark = pytest.mark.sqs
+
+MakeQueue = Callable[..., str]
+
+
+def make_cfg(endpoint: str | None, queue_url: str, **overrides: Any) -> SqsSourceConfig:
+    fields: dict[str, Any] = {
+        "kind": "sqs",
+        "queue_url": queue_url,
+        "endpoint_url": endpoint,
+        "access_key_id": "testing",
+        "secret_access_key": "testing",
+        "wait_time": 0,  # moto answers at once; long polls are not what is tested here
+        "visibility_timeout": 30,
+        "target": "warehouse.events",
+    }
+    fields.update(overrides)
+    return SqsSourceConfig.model_validate(fields)
+
+
+def plain_client(endpoint: str | None = None, **config: Any) -> Any:
+    return boto3.client(
+        "sqs",
+        region_name="us-east-1",
+        endpoint_url=endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=Config(**config),
+    )
+
+
+@pytest.fixture
+def sqs(moto_server: str) -> Iterator[Any]:
+    """A client for the test's own side: producers and other consumers."""
+    client = plain_client(moto_server)
+    yield client
+    client.close()
+
+
+def send(client: Any, url: str, bodies: list[Any]) -> None:
+    """Send bodies (dicts as JSON, strings as they are) in batches of 10."""
+    texts = [b if isinstance(b, str) else json.dumps(b) for b in bodies]
+    for start in range(0, len(texts), 10):
+        entries = [
+            {"Id": str(i), "MessageBody": text} for i, text in enumerate(texts[start : start + 10])
+        ]
+        assert not client.send_message_batch(QueueUrl=url, Entries=entries).get("Failed")
+
+
+def on_queue(client: Any, url: str) -> int:
+    """Messages still on the queue, visible or not."""
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    attrs = client.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+    return sum(int(attrs[n]) for n in names)
+
+
+def keys_of(items: list[Item]) -> list[Any]:
+    """The items' keys, sorted."""
+    keys: list[Any] = [item.key for item in items]
+    return sorted(keys)
+
+
+def drain(source: SqsSource, limit: int) -> list[Item]:
+    """Call next_batch until the source reports itself exhausted."""
+    items: list[Item] = []
+    for _ in range(200):
+        batch = source.next_batch(limit)
+        assert len(batch) <= limit
+        items += batch
+        if source.exhausted:
+            return items
+    raise AssertionError("the source never reported itself exhausted")
+
+
+def test_every_message_becomes_one_item_with_its_key_and_body(
+    moto_server: str, sqs_queue: MakeQueue, sqs: Any
+) -> None:
+    url = sqs_queue()
+    bodies = [{"id": i, "name": f"n{i}", "tags": [i]} for i in range(100)]
+    send(sqs, url, bodies)
+    source = SqsSource("events", make_cfg(moto_server, url))
+    source.check()
+
+    items = drain(source, 23)  # not a multiple of 10: no call may return more than asked
+
+    assert keys_of(items) == [(i,) for i in range(100)]
+    assert all(json.loads(item.payload) == bodies[cast(Any, item.key)[0]] for item in items)
+    assert {item.source for item in items} == {"events"}
+    assert source.in_flight() == 100
+    source.ack(items)
+    assert source.in_flight() == 0
+    assert on_queue(sqs, url) == 0
+    source.close()
+
+
+def test_nested_key_field(moto_server: str, sqs_queue: MakeQueue, sqs: Any) -> None:
+    url = sqs_queue()
+    send(sqs, url, [{"meta": {"id": "a-1"}}, {"meta": {"id": 7}}])
+    source = SqsSource("events", make_cfg(moto_server, url, key="meta.id"))
+    assert sorted(map(str, (item.key for item in drain(source, 10)))) == ["('a-1',)", "(7,)"]
+
+
+def test_a_refill_long_polls_once_then_asks_briefly(
+    moto_server: str, sqs_queue: MakeQueue, sqs: Any
+) -> None:
+    url = sqs_queue()
+    send(sqs, url, [{"id": i} for i in range(3)])
+    source = SqsSource("events", make_cfg(moto_server, url, wait_time=20))
+    start = time.monotonic()
+    assert len(source.next_batch(10)) == 3  # then one empty receive of 1 s, not 20
+    assert time.monotonic() - start < 5
+    assert not source.exhausted  # one empty receive is not enough
+
+
+def test_an_empty_queue_is_exhausted_after_two_empty_receives(
+    moto_server: str, sqs_queue: MakeQueue
+) -> None:
+    source = SqsSource("events", make_cfg(moto_server, sqs_queue()))
+    assert source.next_batch(10) == []
+    assert source.exhausted
+
+
+def test_duplicate_deliveries_give_one_item_and_ack_deletes_them_all(
+    moto_server: str, sqs_queue: MakeQueue, sqs: Any
+) -> None:
+    url = sqs_queue()
+    send(sqs, url, [{"id": 1, "v": "a"}, {"id": 1, "v": "b"}, {"id": 2}])
+    source = SqsSource("events", make_cfg(moto_server, url))
+
+    items = drain(source, 10)
+    assert keys_of(items) == [(1,), (2,)]
+    send(sqs, url, [{"id": 2, "v": "late"}])  # a key in flight, sent again later
+    assert source.next_batch(10) == []
+    assert on_queue(sqs, url) == 4  # all invisible, none deleted before the ack
+
+    source.ack(items)
+    assert on_queue(sqs, url) == 0
+
+
+POISON = [
+    "not json {",
+    '{"other": 1}',
+    "[1, 2]",
+    '{"id": {"a": 1}}',
+    '{"id": null}',
+    '{"id": true}',
+]
+
+
+def test_poison_goes_to_the_dead_letter_queue(
+    moto_server: str, sqs_queue: MakeQueue, sqs: Any
+) -> None:
+    url, dlq = sqs_queue(), sqs_queue("dlq")
+    send(sqs, url, [*POISON, {"id": 1}])
+    source = SqsSource("events", make_cfg(moto_server, url, dead_letter_queue_url=dlq))
+    source.check()
+
+    items = drain(source, 10)
+    assert [item.key for item in items] == [(1,)]
+    source.ack(items)
+    assert on_queue(sqs, url) == 0
+    dead = sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=10, MessageAttributeNames=["All"])[
+        "Messages"
+    ]
+    assert sorted(m["Body"] for m in dead) == sorted(POISON)
+    assert {m["MessageAttributes"]["sluice_source"]["StringValue"] for m in dead} == {"events"}
+    assert all(m["MessageAttributes"]["sluice_reason"]["StringValue"] for m in dead)
+
+
+def test_poison_without_dead_letter_queue_goes_to_on_poison_and_is_deleted(
+    moto_server: str, sqs_queue: MakeQueue, sqs: Any
+) -> None:
+    url = sqs_queue()
+    send(sqs, url, [*POISON, {"id": 1}])
+    seen: list[tuple[str, str, str, str]] = []
+    source = SqsSource(
+        "events", make_cfg(moto_server, url), on_poison=lambda *args: seen.append(args)
+    )
+
+    items = drain(source, 10)
+    assert [item.key for item in items] == [(1,)]
+    assert sorted(body for _, _, body, _ in seen) == sorted(POISON)
+    assert {name for name, _, _, _ in seen} == {"events"}
+    reasons = " | ".join(reason for _, _, _, reason in seen)
+    for word in ("not JSON", "no key field 'id'", "array", "object", "null", "boolean"):
+        assert word in reasons
+    source.ack(items)
+    assert on_queue(sqs, url) == 0
+
+
+def test_a_message_received_too_often_is_poison(
+    moto_server: str, sqs_queue: MakeQueue, sqs: Any
+) -> None:
+    url = sqs_queue()
+    send(sqs, url, [{"id": 1}])
+    # Another consumer received it once and gave it back at once (a crash).
+    assert sqs.receive_message(QueueUrl=url, VisibilityTimeout=0)["Messages"]
+    seen: list[str] = []
+    source = SqsSource(
+        "events",
+        make_cfg(moto_server, url, max_receives=1),
+        on_poison=lambda _s, _m, _b, reason: seen.append(reason),
+    )
+    assert drain(source, 10) == []
+    assert seen == ["received 2 times (max_receives 1)"]
+    assert on_queue(sqs, url) == 0
+
+
+def test_done_keys_are_deleted_at_once_and_looked_up_only_once(
+    moto_server: str, sqs_queue: MakeQueue, sqs: Any
+) -> None:
+    url = sqs_queue()
+    asked: list[tuple[Any, ...]] = []
+
+    def is_done(keys: list[tuple[Any, ...]]) -> set[tuple[Any, ...]]:
+        asked.extend(keys)
+        return {k for k in keys if k[0] % 2 == 0}
+
+    send(sqs, url, [{"id": i} for i in range(1, 7)])
+    source = SqsSource("events", make_cfg(moto_server, url), is_done=is_done)
+
+    items = drain(source, 10)
+    assert keys_of(items) == [(1,), (3,), (5,)]
+    assert on_queue(sqs, url) == 3  # the done ones are gone, the others in flight
+    source.ack(items)
+    assert on_queue(sqs, url) == 0
+
+    asked.clear()
+    send(sqs, url, [{"id": 2}, {"id": 3}])  # done per the ledger; acked by this process
+    assert drain(source, 10) == []
+    assert on_queue(sqs, url) == 0
+    assert asked == []  # both answered from memory
+
+
+def test_release_makes_messages_receivable_again(
+    moto_server: str, sqs_queue: MakeQueue, sqs: Any
+) -> None:
+    url = sqs_queue()
+    send(sqs, url, [{"id": i} for i in range(3)])
+    source = SqsSource("events", make_cfg(moto_server, url))
+    items = sorted(drain(source, 10), key=lambda item: cast(Any, item.key))
+
+    source.release(items[:2])
+    assert source.in_flight() == 1
+    again = source.next_batch(10)
+    assert keys_of(again) == [(0,), (1,)]
+
+
+def test_extend_visibility_keeps_messages_invisible_past_the_timeout(
+    moto_server: str, sqs_queue: MakeQueue, sqs: Any
+) -> None:
+    url = sqs_queue()
+    send(sqs, url, [{"id": "control"}])
+    start = time.monotonic()
+    # The control message is received by another consumer, with the same
+    # timeout and no heartbeat: it shows when the original timeout has passed.
+    assert sqs.receive_message(QueueUrl=url, VisibilityTimeout=2)["Messages"]
+    send(sqs, url, [{"id": i} for i in range(3)])
+    source = SqsSource("events", make_cfg(moto_server, url, visibility_timeout=2))
+    assert len(source.next_batch(10)) == 3
+
+    # The other consumer's long poll is the wait: ~1 s in which nothing shows.
+    assert not sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1).get("Messages")
+    assert source.extend_visibility() == 3  # now invisible until ~start + 3 s
+    time.sleep(max(0.0, start + 2.4 - time.monotonic()))
+
+    seen = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    assert [json.loads(m["Body"])["id"] for m in seen] == ["control"]
+
+
+@pytest.mark.parametrize(
+    ("code", "transient"),
+    [
+        ("ThrottlingException", True),
+        ("RequestThrottled", True),
+        ("AWS.SimpleQueueService.OverLimit", True),
+        ("AccessDenied", False),  # waiting does not help: the backoff may stay long
+    ],
+)
+def test_receive_errors_are_transient_only_when_waiting_helps(code: str, transient: bool) -> None:
+    client = plain_client()
+    url = "https://sqs.us-east-1.amazonaws.com/123456789012/events"
+    with Stubber(client) as stub:
+        stub.add_client_error("receive_message", service_error_code=code, http_status_code=400)
+        source = SqsSource("events", make_cfg(None, url), client=client)
+        with pytest.raises(SourceError) as raised:
+            source.next_batch(10)
+    assert raised.value.transient is transient
+    assert "events" in str(raised.value)
+    assert url in str(raised.value)
+    assert code in str(raised.value)
+
+
+def test_an_unreachable_endpoint_is_a_transient_source_error(sqs_queue: MakeQueue) -> None:
+    closed = "http://127.0.0.1:9"  # discard port: nothing listens on loopback
+    client = plain_client(closed, retries={"max_attempts": 1}, connect_timeout=1)
+    source = SqsSource("events", make_cfg(closed, f"{closed}/123456789012/q"), client=client)
+    with pytest.raises(SourceError) as raised:
+        source.next_batch(10)
+    assert raised.value.transient
+
+
+def test_check_names_the_source_and_the_missing_queue(moto_server: str) -> None:
+    url = f"{moto_server}/123456789012/no-such-queue"
+    cfg = make_cfg(
+        moto_server, url, access_key_id="AKIDSECRETISH", secret_access_key="s3cr3t-value"
+    )
+    with pytest.raises(ConfigError) as raised:
+        SqsSource("events", cfg).check()
+    message = str(raised.value)
+    assert "events" in message
+    assert url in message
+    assert "s3cr3t" not in message
+    assert "AKIDSECRETISH" not in message
+
+
+def test_check_without_credentials_fails_fast_and_clearly(
+    moto_server: str, sqs_queue: MakeQueue, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for var in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    ):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    cfg = make_cfg(moto_server, sqs_queue(), access_key_id=None, secret_access_key=None)
+
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match="no AWS credentials"):
+        SqsSource("events", cfg).check()
+    assert time.monotonic() - start < 5  # no instance-metadata probe
+
+
+def test_items_flow_from_the_queue_into_a_queueing_buffer(
+    moto_server: str, sqs_queue: MakeQueue, sqs: Any
+) -> None:
+    url = sqs_queue()
+    send(sqs, url, [{"id": i} for i in range(60)])
+    source = SqsSource("events", make_cfg(moto_server, url))
+    refilled = threading.Event()
+    buffer = QueueingLimitedSource(source, capacity=100, replenish_below=20, on_refill=refilled.set)
+    buffer.start()
+    try:
+        deadline = time.monotonic() + 10
+        while buffer.buffered < 60:
+            assert time.monotonic() < deadline, buffer.health()
+            refilled.wait(0.2)
+            refilled.clear()
+        batch = buffer.next_batch(100, "b1")
+        assert keys_of(batch) == [(i,) for i in range(60)]
+
+        buffer.ack("b1")  # deletes in SQS; the refill it triggers finds the queue drained
+        while not buffer.exhausted:
+            assert time.monotonic() < deadline, buffer.health()
+            refilled.wait(0.2)
+            refilled.clear()
+        assert on_queue(sqs, url) == 0
+        assert buffer.health().errors == 0
+    finally:
+        assert buffer.stop(timeout=10)
+    source.close()
