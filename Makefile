@@ -23,7 +23,7 @@ lint: venv
 	$(VENV)/bin/mypy scheduler sources sinks config spark_jobs
 
 bench: venv jars java
-	$(PY) benchmarks/run.py
+	$(PY) benchmarks/run.py $(BENCH)
 
 venv: $(STAMP)
 
