@@ -10,6 +10,7 @@ This runner passes their output through and ends with a table of the figures.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -35,10 +36,8 @@ def main(argv: list[str]) -> int:
         for line in proc.stdout.splitlines():
             print(line, flush=True)
             if line.startswith("{"):
-                try:
+                with contextlib.suppress(json.JSONDecodeError):
                     figures.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass
         if proc.returncode:
             failed.append(script.name)
     print("\n== figures")

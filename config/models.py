@@ -326,6 +326,15 @@ class SluiceConfig(Model):
     lease: LeaseConfig = LeaseConfig()
     windows: list[str] = []
 
+    @field_validator("windows")
+    @classmethod
+    def _windows_are_crontabs(cls, value: list[str]) -> list[str]:
+        from scheduler.windows import parse_window
+
+        for expression in value:
+            parse_window(expression)
+        return value
+
     @model_validator(mode="after")
     def _references_resolve(self) -> SluiceConfig:
         # Raised as a ValidationError so each problem keeps the key path the

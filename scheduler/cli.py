@@ -10,11 +10,15 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
 from config.errors import ConfigError, SluiceError
+
+if TYPE_CHECKING:
+    from config.models import SluiceConfig
+    from scheduler.ledger import Ledger
 
 app = typer.Typer(
     name="sluice",
@@ -27,7 +31,7 @@ app = typer.Typer(
 ConfigPath = Annotated[Path, typer.Argument(help="The YAML config file.", show_default=False)]
 
 
-def _fail(error: SluiceError) -> None:
+def _fail(error: SluiceError) -> NoReturn:
     typer.echo(f"error: {error}", err=True)
     raise typer.Exit(error.exit_code)
 
@@ -138,6 +142,158 @@ def demo(
     finally:
         daemon.close()
     raise typer.Exit(summary.exit_code)
+
+
+# -- operator commands on the ledger: status, retry, reset -----------------------------
+
+Sources = Annotated[
+    list[str] | None,
+    typer.Option("--source", "-s", help="Only this source (repeat for more; default: all)."),
+]
+
+
+def _load_for_ledger(config: Path, sources: list[str] | None) -> tuple[SluiceConfig, list[str]]:
+    """The config and the chosen sources; exit 2 on a bad config or an unknown source."""
+    from config.loader import load_config
+
+    try:
+        cfg = load_config(config)
+    except ConfigError as error:
+        _fail(error)
+    unknown = [name for name in sources or [] if name not in cfg.sources]
+    if unknown:
+        _fail(ConfigError(f"{config}: no source {', '.join(map(repr, unknown))} "
+                          f"(sources: {', '.join(cfg.sources)})"))
+    return cfg, list(sources or cfg.sources)
+
+
+def _open_ledger(cfg: SluiceConfig) -> Ledger | None:
+    """The ledger, or None when a SQLite ledger was never created (nothing ran yet)."""
+    from scheduler.ledger import Ledger
+    from scheduler.status import ledger_exists
+
+    if not ledger_exists(cfg.ledger):
+        return None
+    try:
+        return Ledger(cfg.ledger)
+    except SluiceError as error:
+        _fail(error)
+
+
+@app.command()
+def status(
+    config: ConfigPath,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
+) -> None:
+    """Where each source stands, from the ledger: batches per state, rows, rate, errors."""
+    from rich.console import Console
+
+    from scheduler.status import collect_status, render_table, render_text
+
+    cfg, _ = _load_for_ledger(config, None)
+    ledger = _open_ledger(cfg)
+    try:
+        report = collect_status(cfg, ledger)
+    finally:
+        if ledger is not None:
+            ledger.close()
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=2))
+    elif sys.stdout.isatty():
+        Console().print(render_table(report))
+    else:
+        typer.echo(render_text(report))
+
+
+@app.command()
+def retry(
+    config: ConfigPath,
+    source: Sources = None,
+    dead: Annotated[bool, typer.Option("--dead", help="Also requeue dead batches.")] = False,
+) -> None:
+    """Requeue failed (with --dead also dead) batches with fresh attempts."""
+    from collections import Counter
+
+    from config.errors import ClaimConflict
+    from scheduler.status import batch_ids
+
+    cfg, names = _load_for_ledger(config, source)
+    ledger = _open_ledger(cfg)
+    requeued: Counter[str] = Counter()
+    skipped = 0
+    if ledger is not None:
+        try:
+            states = ["failed", "dead"] if dead else ["failed"]
+            for batch_id, name in batch_ids(ledger, states, names).items():
+                try:
+                    ledger.requeue(batch_id)
+                except ClaimConflict:  # a running daemon retried it meanwhile
+                    skipped += 1
+                else:
+                    requeued[name] += 1
+        finally:
+            ledger.close()
+    detail = ", ".join(f"{name} {count}" for name, count in sorted(requeued.items()))
+    typer.echo(f"requeued {requeued.total()} batches" + (f" ({detail})" if detail else "")
+               + (f"; {skipped} changed meanwhile and were left alone" if skipped else ""))
+
+
+@app.command()
+def reset(
+    config: ConfigPath,
+    source: Sources = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+) -> None:
+    """Forget sources' progress (checkpoint, batches, claimed keys); they start over.
+
+    Re-importing is safe (every write is idempotent) but redoes the work.
+    Stop the daemons on this ledger first.
+    """
+    from config.secrets import redact_url
+
+    cfg, names = _load_for_ledger(config, source)
+    ledger = _open_ledger(cfg)
+    if ledger is None:
+        typer.echo("nothing to reset: the ledger does not exist yet")
+        return
+    try:
+        where = redact_url(cfg.ledger)
+        if not yes:
+            try:
+                sure = typer.confirm(
+                    f"Forget the progress of {', '.join(names)} in {where}? "
+                    "They will be migrated again from the start", default=False,
+                )
+            except typer.Abort:  # no answer (stdin closed): not a yes
+                sure = False
+            if not sure:
+                typer.echo("reset aborted: nothing changed", err=True)
+                raise typer.Exit(1)
+        for name in names:
+            typer.echo(f"{name}: forgot {ledger.reset_source(name)} batches and its checkpoint")
+    finally:
+        ledger.close()
+
+
+@app.command()
+def plan(
+    config: ConfigPath,
+    ticks: Annotated[int, typer.Option(help="How many ticks to simulate.", min=0)] = 10,
+) -> None:
+    """Dry run: each source's backlog (read-only) and what the next ticks would feed.
+
+    Writes nothing: no ledger, no work folder. Exit 1 if a backlog could not be read.
+    """
+    from config.loader import load_config
+    from scheduler.plan import make_plan, render
+
+    try:
+        cfg = load_config(config)
+    except ConfigError as error:
+        _fail(error)
+    result = make_plan(cfg, ticks, config_path=str(config))
+    typer.echo(render(result, str(config)))
+    raise typer.Exit(0 if result.ok else 1)
 
 
 def main() -> None:

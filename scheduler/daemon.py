@@ -14,6 +14,7 @@ import signal
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -54,18 +55,23 @@ class Daemon:
         sink: Sink | None = None,
         reporter: Reporter | None = None,
         report_every: float = 10.0,
+        wall_clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.cfg = cfg
+        self.wall_clock = wall_clock
         self.config_path = config_path
         self.reporter = reporter
         self.report_every = report_every
         Path(cfg.work_dir).mkdir(parents=True, exist_ok=True)
-        self.ledger = Ledger(cfg.ledger)
+        self.ledger = Ledger(cfg.ledger, lease_ttl=cfg.lease.ttl, on_writer_death=self._died)
         self._sink = sink
         self.queues: dict[str, QueueingLimitedSource] = {}
         self.loop: MainLoop | None = None
         self.signal: int | None = None
         self._periodic = BackgroundScheduler(daemon=True)
+        self._config_mtime = _mtime(config_path)
+        # Leases are renewed, and dead owners' batches reaped, this often.
+        self.heartbeat_every = min(5.0, cfg.lease.ttl / 3)
 
     @property
     def sink(self) -> Sink:
@@ -129,12 +135,57 @@ class Daemon:
         if self.loop is not None:
             self.loop.notify()
 
+    def _died(self, error: BaseException) -> None:
+        log.critical("stopping: a supervised thread died: %s", error)
+        if self.loop is not None:
+            self.loop.die(error)
+
+    def _heartbeat(self) -> None:
+        self.ledger.heartbeat()
+
+    def _reap(self) -> None:
+        if self.loop is not None:
+            self.loop.adopt(self.ledger.orphans(self.queues, dead_after=6 * self.heartbeat_every))
+
+    def _watch_config(self) -> None:
+        mtime = _mtime(self.config_path)
+        if mtime != self._config_mtime:
+            self._config_mtime = mtime
+            self.reload("the file changed")
+
+    def reload(self, reason: str) -> bool:
+        """Re-read the config; apply the strategy, batch, backpressure, retry and windows.
+
+        An invalid file is logged and ignored: the running config stays.
+        Changes to sources, targets, the ledger or Spark need a restart.
+        """
+        from config.errors import ConfigError
+        from config.loader import load_config
+
+        try:
+            new = load_config(self.config_path)
+        except ConfigError as error:
+            log.warning("config reload (%s) ignored, the running config stays: %s", reason, error)
+            return False
+        fixed = [f for f in ("ledger", "work_dir", "spark", "sources", "targets")
+                 if getattr(new, f) != getattr(self.cfg, f)]
+        if fixed:
+            log.warning("config reload: %s changed; that takes a restart", ", ".join(fixed))
+        new = new.model_copy(update={f: getattr(self.cfg, f) for f in fixed})
+        self.cfg = new
+        if self.loop is not None:
+            self.loop.reconfigure(new)
+        log.info("config reloaded (%s): strategy, batch, backpressure, retry, windows", reason)
+        return True
+
     def run(self, *, until_drained: bool = False) -> RunSummary:
         """Run until drained (or stopped); returns the summary and the exit code."""
+        self.ledger.register_owner()
         checkpoints = self._build_sources()
         strategy = build_strategy(self.cfg)
         self.loop = MainLoop(
-            self.cfg, self.queues, strategy, self.ledger, self.sink, checkpoints
+            self.cfg, self.queues, strategy, self.ledger, self.sink, checkpoints,
+            **({"wall_clock": self.wall_clock} if self.wall_clock else {}),
         )
         if self.reporter is not None:
             reporter, loop = self.reporter, self.loop
@@ -142,6 +193,13 @@ class Daemon:
                 lambda: reporter(loop.stats, self.queues), "interval",
                 seconds=self.report_every, id="progress", max_instances=1, coalesce=True,
             )
+        jobs = {"lease-heartbeat": self._heartbeat, "reaper": self._reap}
+        for job_id, job in jobs.items():
+            self._periodic.add_job(job, "interval", seconds=self.heartbeat_every, id=job_id,
+                                   max_instances=1, coalesce=True)
+        if self._config_mtime is not None:
+            self._periodic.add_job(self._watch_config, "interval", seconds=2.0,
+                                   id="config-reload", max_instances=1, coalesce=True)
         self._periodic.start()
         for queue in self.queues.values():
             queue.start()
@@ -163,6 +221,10 @@ class Daemon:
             queue.stop(timeout=5.0)
         for queue in self.queues.values():
             queue.wrapped.close()
+        try:
+            self.ledger.unregister_owner()
+        except Exception as error:  # the ledger may be what failed
+            log.error("could not unregister from the ledger: %s", error)
 
     def close(self) -> None:
         """Close the sink and the ledger."""
@@ -185,8 +247,20 @@ class Daemon:
             if self.loop is not None:
                 self.loop.request_stop()
 
+        def hangup(_signum: int, _frame: FrameType | None) -> None:
+            # Off the main thread: the handler must return at once.
+            threading.Thread(target=self.reload, args=("SIGHUP",), daemon=True).start()
+
         signal.signal(signal.SIGTERM, handle)
         signal.signal(signal.SIGINT, handle)
+        signal.signal(signal.SIGHUP, hangup)
+
+
+def _mtime(path: str) -> float | None:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
 
 
 def format_summary(summary: RunSummary) -> str:

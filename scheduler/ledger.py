@@ -14,69 +14,38 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
+import os
+import socket
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
 from config.errors import ClaimConflict, FingerprintMismatch, LedgerError
 from config.models import RetryConfig, SqlSourceConfig, SqsSourceConfig
+from scheduler.ledger_schema import (
+    batches_table,
+    decode_key,
+    encode_key,
+    keys_table,
+    metadata,
+    open_engine,
+    owners_table,
+    poison_table,
+    sources_table,
+)
+from scheduler.writer import SerialWriter
 from spark_jobs.manifest import Manifest
 
-metadata = sa.MetaData()
+__all__ = [
+    "UNFINISHED", "Checkpoint", "Ledger", "SourceProgress", "batches_table", "encode_key",
+    "fingerprint", "keys_table", "owners_table", "poison_table", "sources_table",
+]
 
-sources_table = sa.Table(
-    "sluice_sources",
-    metadata,
-    sa.Column("name", sa.String(200), primary_key=True),
-    sa.Column("fingerprint", sa.String(64), nullable=False),
-    sa.Column("high_water", sa.Text, nullable=True),  # JSON list of key values
-    sa.Column("version", sa.Integer, nullable=False),
-    sa.Column("updated_at", sa.Float, nullable=False),
-)
-
-batches_table = sa.Table(
-    "sluice_batches",
-    metadata,
-    sa.Column("id", sa.String(32), primary_key=True),
-    sa.Column("source", sa.String(200), nullable=False, index=True),
-    sa.Column("target", sa.String(400), nullable=False),
-    sa.Column("kind", sa.String(16), nullable=False),
-    sa.Column("state", sa.String(16), nullable=False, index=True),
-    sa.Column("version", sa.Integer, nullable=False),
-    sa.Column("token", sa.Integer, nullable=False),
-    sa.Column("attempts", sa.Integer, nullable=False),
-    sa.Column("items", sa.Integer, nullable=False),
-    sa.Column("rows", sa.BigInteger, nullable=True),
-    sa.Column("manifest", sa.Text, nullable=False),
-    sa.Column("error", sa.Text, nullable=True),
-    sa.Column("not_before", sa.Float, nullable=True),
-    sa.Column("created_at", sa.Float, nullable=False),
-    sa.Column("updated_at", sa.Float, nullable=False),
-)
-
-keys_table = sa.Table(
-    "sluice_keys",
-    metadata,
-    sa.Column("source", sa.String(200), primary_key=True),
-    sa.Column("key", sa.String(1000), primary_key=True),  # JSON list of key values
-    sa.Column("version", sa.String(200), primary_key=True),
-    sa.Column("batch_id", sa.String(32), nullable=False, index=True),
-)
-
-poison_table = sa.Table(
-    "sluice_poison",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("source", sa.String(200), nullable=False, index=True),
-    sa.Column("message_id", sa.String(200), nullable=False),
-    sa.Column("reason", sa.Text, nullable=False),
-    sa.Column("body", sa.Text, nullable=False),
-    sa.Column("recorded_at", sa.Float, nullable=False),
-)
+T = TypeVar("T")
 
 UNFINISHED = ("claimed", "importing")
 STATES = ("claimed", "importing", "done", "failed", "dead")
@@ -114,22 +83,29 @@ def fingerprint(cfg: SqlSourceConfig | SqsSourceConfig) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
-def encode_key(key: Iterable[Any]) -> str:
-    """The JSON text a key is stored as."""
-    return json.dumps(list(key), separators=(",", ":"), default=str)
-
-
 class Ledger:
-    """Batches and checkpoints in a SQL database. Thread-safe.
+    """Batches, checkpoints and owners in a SQL database. Thread-safe.
 
-    Writes are serialised by one lock so that SQLite never sees two writers
-    from this process; across processes the compare-and-sets decide.
+    Every write goes through one :class:`SerialWriter` thread (group commit);
+    reads use the connection pool directly. Across processes the
+    compare-and-sets decide. ``owner`` names this process in leases: a batch
+    belongs to the owner that claimed or began it until its lease expires or
+    its owner is seen dead, and then any live daemon may take it over.
     """
 
-    def __init__(self, url: str, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Callable[[], float] = time.time,
+        lease_ttl: float = 600.0,
+        owner: str | None = None,
+        on_writer_death: Callable[[BaseException], None] | None = None,
+    ) -> None:
         self.clock = clock
-        self.engine = _engine(url)
-        self._write_lock = threading.Lock()
+        self.lease_ttl = lease_ttl
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.engine = open_engine(url)
         try:
             metadata.create_all(self.engine)
         except sa.exc.SQLAlchemyError as error:
@@ -137,17 +113,106 @@ class Ledger:
             raise LedgerError(
                 f"cannot open the ledger {shown}: {getattr(error, 'orig', None) or error}"
             ) from error
+        self.writer = SerialWriter(self.engine, on_death=on_writer_death)
 
     def close(self) -> None:
-        """Release the ledger's connections."""
+        """Finish queued writes and release the ledger's connections."""
+        self.writer.close()
         self.engine.dispose()
+
+    def _write(self, fn: Callable[[sa.Connection], T]) -> T:
+        return self.writer.call(fn)
+
+    # -- owners and leases ------------------------------------------------------------
+
+    def register_owner(self) -> None:
+        """Announce this process as a live owner of batches."""
+        now = self.clock()
+
+        def write(conn: sa.Connection) -> None:
+            conn.execute(owners_table.delete().where(owners_table.c.owner == self.owner))
+            conn.execute(
+                owners_table.insert().values(
+                    owner=self.owner, host=socket.gethostname(), pid=os.getpid(),
+                    started_at=now, heartbeat_at=now,
+                )
+            )
+
+        self._write(write)
+
+    def heartbeat(self) -> int:
+        """Say this owner is alive and renew the leases of its batches; returns how many."""
+        now = self.clock()
+        t = batches_table
+
+        def write(conn: sa.Connection) -> int:
+            conn.execute(
+                owners_table.update()
+                .where(owners_table.c.owner == self.owner)
+                .values(heartbeat_at=now)
+            )
+            renewed = conn.execute(
+                t.update()
+                .where(t.c.owner == self.owner, t.c.state.in_(UNFINISHED))
+                .values(lease_until=now + self.lease_ttl)
+            )
+            return renewed.rowcount or 0
+
+        return self._write(write)
+
+    def unregister_owner(self) -> None:
+        """This process stops: its unfinished batches may be taken over at once."""
+        t = batches_table
+
+        def write(conn: sa.Connection) -> None:
+            conn.execute(owners_table.delete().where(owners_table.c.owner == self.owner))
+            conn.execute(
+                t.update()
+                .where(t.c.owner == self.owner, t.c.state.in_(UNFINISHED))
+                .values(lease_until=0.0)
+            )
+
+        self._write(write)
+
+    def orphans(self, sources: Iterable[str], dead_after: float = 30.0) -> list[Manifest]:
+        """Unfinished batches whose lease expired or whose owner is gone.
+
+        An owner is gone when it unregistered, stopped its heartbeat for
+        ``dead_after`` seconds, or was a process on this host that no longer
+        exists (a restart after ``kill -9`` takes its batches back at once).
+        """
+        now = self.clock()
+        t, o = batches_table, owners_table
+        with self.engine.connect() as conn:
+            owners = {row.owner: row for row in conn.execute(sa.select(o))}
+            rows = conn.execute(
+                sa.select(t.c.id, t.c.owner, t.c.lease_until).where(
+                    t.c.state.in_(UNFINISHED), t.c.source.in_(list(sources))
+                )
+            ).all()
+        host = socket.gethostname()
+
+        def gone(owner: str | None) -> bool:
+            row = owners.get(owner) if owner else None
+            if row is None:
+                return True
+            if row.heartbeat_at < now - dead_after:
+                return True
+            return row.host == host and row.pid != os.getpid() and not _pid_alive(row.pid)
+
+        ids = {
+            r.id for r in rows
+            if r.owner != self.owner and ((r.lease_until or 0.0) < now or gone(r.owner))
+        }
+        return [m for m in self.batches(UNFINISHED, sources) if m.batch_id in ids]
 
     # -- sources ---------------------------------------------------------------------
 
     def register_source(self, name: str, digest: str, *, config_path: str = "CONFIG") -> Checkpoint:
         """Record a source (first run) or check it is the one recorded before."""
         t = sources_table
-        with self._write_lock, self.engine.begin() as conn:
+
+        def write(conn: sa.Connection) -> Any:
             row = conn.execute(sa.select(t).where(t.c.name == name)).first()
             if row is None:
                 conn.execute(
@@ -156,40 +221,45 @@ class Ledger:
                         updated_at=self.clock(),
                     )
                 )
-                return Checkpoint(None, 0)
+            return row
+
+        row = self._write(write)
+        if row is None:
+            return Checkpoint(None, 0)
         if row.fingerprint != digest:
             raise FingerprintMismatch(
                 f"source {name!r} changed (url, table, key, mode or where) since the ledger "
                 f"recorded its progress; to start it over run: "
                 f"sluice reset {config_path} --source {name}"
             )
-        return Checkpoint(_decode(row.high_water), row.version)
+        return Checkpoint(decode_key(row.high_water), row.version)
 
     def checkpoint(self, name: str) -> Checkpoint:
         """The current high-water mark of a source."""
         t = sources_table
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(t.c.high_water, t.c.version).where(t.c.name == name)).one()
-        return Checkpoint(_decode(row.high_water), row.version)
+        return Checkpoint(decode_key(row.high_water), row.version)
 
     def reset_source(self, name: str) -> int:
         """Forget a source's progress and batches; returns the batches removed."""
-        with self._write_lock, self.engine.begin() as conn:
+
+        def write(conn: sa.Connection) -> int:
             conn.execute(sources_table.delete().where(sources_table.c.name == name))
             conn.execute(keys_table.delete().where(keys_table.c.source == name))
             conn.execute(poison_table.delete().where(poison_table.c.source == name))
             result = conn.execute(batches_table.delete().where(batches_table.c.source == name))
-        return result.rowcount or 0
+            return result.rowcount or 0
+
+        return self._write(write)
 
     def record_poison(self, source: str, message_id: str, body: str, reason: str) -> None:
         """Keep a message no batch can take (bad JSON, no key…) before it is deleted."""
-        with self._write_lock, self.engine.begin() as conn:
-            conn.execute(
-                poison_table.insert().values(
-                    source=source, message_id=message_id, body=body, reason=reason,
-                    recorded_at=self.clock(),
-                )
-            )
+        values = {
+            "source": source, "message_id": message_id, "body": body, "reason": reason,
+            "recorded_at": self.clock(),
+        }
+        self._write(lambda conn: conn.execute(poison_table.insert().values(**values)))
 
     def poison_count(self, source: str) -> int:
         """Messages of a source recorded as poison."""
@@ -216,7 +286,8 @@ class Ledger:
             items=items, token=0, lo=after.high_water, hi=list(hi),
         )
         t = sources_table
-        with self._write_lock, self.engine.begin() as conn:
+
+        def write(conn: sa.Connection) -> None:
             moved = conn.execute(
                 t.update()
                 .where(t.c.name == source, t.c.version == after.version)
@@ -229,6 +300,8 @@ class Ledger:
                     f"{after.version}; another daemon claimed this range"
                 )
             self._insert_batch(conn, manifest)
+
+        self._write(write)
         return manifest, Checkpoint(list(hi), after.version + 1)
 
     def claim_keys(
@@ -264,10 +337,13 @@ class Ledger:
              "batch_id": batch_id}
             for i in mine
         ]
+
+        def write(conn: sa.Connection) -> None:
+            conn.execute(keys_table.insert(), rows)
+            self._insert_batch(conn, manifest)
+
         try:
-            with self._write_lock, self.engine.begin() as conn:
-                conn.execute(keys_table.insert(), rows)
-                self._insert_batch(conn, manifest)
+            self._write(write)
         except sa.exc.IntegrityError as error:
             raise ClaimConflict(f"source {source!r}: keys of batch {batch_id} were "
                                 "claimed by another daemon first") from error
@@ -297,24 +373,34 @@ class Ledger:
                 id=manifest.batch_id, source=manifest.source, target=manifest.target,
                 kind=manifest.kind, state="claimed", version=0, token=manifest.token,
                 attempts=0, items=manifest.items, rows=None, manifest=manifest.to_json(),
-                error=None, not_before=None, created_at=now, updated_at=now,
+                error=None, not_before=None, owner=self.owner, lease_until=now + self.lease_ttl,
+                created_at=now, updated_at=now,
             )
         )
 
     # -- transitions -----------------------------------------------------------------
 
     def begin(self, batch_id: str) -> Manifest:
-        """Move a batch to ``importing`` with a new fencing token; return its manifest."""
+        """Take a batch for this owner: ``importing``, a new fencing token, a fresh lease.
+
+        Raises :class:`ClaimConflict` when another owner changed it first.
+        """
         row = self._transition(
             batch_id, ("claimed", "failed", "importing"), "importing",
-            lambda r: {"token": r.token + 1, "attempts": r.attempts + 1, "error": None},
+            lambda r: {
+                "token": r.token + 1, "attempts": r.attempts + 1, "error": None,
+                "owner": self.owner, "lease_until": self.clock() + self.lease_ttl,
+            },
         )
         manifest = Manifest.from_json(row.manifest)
         return Manifest(**{**manifest.__dict__, "token": row.token + 1})
 
-    def finish(self, batch_id: str, rows: int) -> None:
+    def finish(self, batch_id: str, rows: int, rejected: int = 0) -> None:
         """Record that a batch's rows are committed in its target."""
-        self._transition(batch_id, ("importing",), "done", lambda r: {"rows": rows})
+        self._transition(
+            batch_id, ("importing",), "done",
+            lambda r: {"rows": rows, "rejected": rejected, "lease_until": None},
+        )
 
     def fail(self, batch_id: str, error: str, retry: RetryConfig) -> str:
         """Record a failed attempt; returns the new state, ``failed`` or ``dead``."""
@@ -324,9 +410,9 @@ class Ledger:
             nonlocal state
             if row.attempts >= retry.max_attempts:
                 state = "dead"
-                return {"state": "dead", "error": error, "not_before": None}
+                return {"state": "dead", "error": error, "not_before": None, "lease_until": None}
             delay = min(retry.max_backoff, retry.backoff * 2 ** max(0, row.attempts - 1))
-            return {"error": error, "not_before": self.clock() + delay}
+            return {"error": error, "not_before": self.clock() + delay, "lease_until": None}
 
         self._transition(batch_id, ("importing",), "failed", values)
         return state
@@ -334,14 +420,15 @@ class Ledger:
     def requeue(self, batch_id: str) -> None:
         """Put a failed or dead batch back to ``claimed`` with fresh attempts."""
         self._transition(batch_id, ("failed", "dead"), "claimed",
-                         lambda r: {"attempts": 0, "not_before": None})
+                         lambda r: {"attempts": 0, "not_before": None, "lease_until": 0.0})
 
     def _transition(
         self, batch_id: str, allowed: tuple[str, ...], state: str,
         values: Callable[[Any], dict[str, Any]],
     ) -> Any:
         t = batches_table
-        with self._write_lock, self.engine.begin() as conn:
+
+        def write(conn: sa.Connection) -> Any:
             row = conn.execute(sa.select(t).where(t.c.id == batch_id)).first()
             if row is None:
                 raise LedgerError(f"batch {batch_id} is not in the ledger")
@@ -357,7 +444,9 @@ class Ledger:
             )
             if changed.rowcount != 1:
                 raise ClaimConflict(f"batch {batch_id} changed under us (version {row.version})")
-        return row
+            return row
+
+        return self._write(write)
 
     # -- queries ---------------------------------------------------------------------
 
@@ -423,21 +512,11 @@ class Ledger:
         ]
 
 
-def _decode(text: str | None) -> list[Any] | None:
-    return None if text is None else json.loads(text)
-
-
-def _engine(url: str) -> sa.Engine:
-    engine = sa.create_engine(url, pool_pre_ping=True)
-    if engine.dialect.name == "sqlite":
-
-        @sa.event.listens_for(engine, "connect")
-        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-            # WAL lets readers (status, the sink's threads) run beside the writer.
-            cursor = dbapi_conn.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA synchronous=NORMAL")
-            cursor.execute("PRAGMA busy_timeout=30000")
-            cursor.close()
-
-    return engine
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

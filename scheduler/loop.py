@@ -16,13 +16,16 @@ import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from queue import Empty, SimpleQueue
 from typing import Any
 
 from config.errors import ClaimConflict
 from config.models import SluiceConfig
 from scheduler.gate import BackpressureGate
 from scheduler.ledger import UNFINISHED, Checkpoint, Ledger
-from scheduler.strategy import Node
+from scheduler.strategy import Node, build_strategy
+from scheduler.windows import Windows
 from sinks.abc import Sink
 from sources.abc import Item
 from sources.queueing import QueueingLimitedSource
@@ -68,6 +71,7 @@ class MainLoop:
         checkpoints: Mapping[str, Checkpoint],
         *,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.cfg = cfg
         self.queues = dict(queues)
@@ -85,6 +89,13 @@ class MainLoop:
         self._failed = 0  # batches waiting for a retry
         self._next_retry_check = 0.0
         self._last_poke: dict[str, float] = {}
+        self._next_global_check = 0.0
+        self._adopted: SimpleQueue[Manifest] = SimpleQueue()
+        self._new_cfg: SluiceConfig | None = None
+        self.windows = Windows(cfg.windows)
+        self.wall_clock = wall_clock
+        self._window_open = True
+        self._next_window_check = 0.0
         self.fatal: BaseException | None = None
 
     # -- control -----------------------------------------------------------------------
@@ -98,6 +109,35 @@ class MainLoop:
         """Wake the loop (a refill landed, a batch finished)."""
         self.wake.set()
 
+    def adopt(self, manifests: list[Manifest]) -> None:
+        """Hand the loop batches taken over from a dead owner (thread-safe)."""
+        for manifest in manifests:
+            self._adopted.put(manifest)
+        if manifests:
+            self.wake.set()
+
+    def reconfigure(self, cfg: SluiceConfig) -> None:
+        """Use a new config (strategy, batch, backpressure, retry, windows) from the next tick."""
+        self._new_cfg = cfg
+        self.wake.set()
+
+    def _apply_new_config(self) -> None:
+        cfg, self._new_cfg = self._new_cfg, None
+        if cfg is None:
+            return
+        self.cfg = cfg
+        self.strategy = build_strategy(cfg)
+        was_open = self.gate.is_open
+        self.gate = BackpressureGate.from_config(cfg.backpressure)
+        self.gate.is_open = was_open
+        self.windows = Windows(cfg.windows)
+        self._next_window_check = 0.0
+
+    def die(self, error: BaseException) -> None:
+        """A supervised part (the ledger writer) died: stop loudly."""
+        self.fatal = error
+        self.request_stop()
+
     @property
     def stopping(self) -> bool:
         """Whether a stop was requested."""
@@ -110,7 +150,9 @@ class MainLoop:
             self.wake.clear()
             if self.fatal is not None:
                 break
+            self._apply_new_config()
             self._retry_due()
+            self._take_adopted()
             if self._feed_once():
                 continue
             if until_drained and self._drained():
@@ -124,7 +166,19 @@ class MainLoop:
 
     # -- feeding -----------------------------------------------------------------------
 
+    def _in_window(self) -> bool:
+        now = self.clock()
+        if now >= self._next_window_check:
+            self._next_window_check = now + 1.0
+            was_open, self._window_open = self._window_open, self.windows.is_open(self.wall_clock())
+            if was_open != self._window_open:
+                log.info("feeding %s (windows: %s)",
+                         "resumes" if self._window_open else "pauses", self.windows.expressions)
+        return self._window_open
+
     def _feed_once(self) -> bool:
+        if not self._in_window():
+            return False
         if self.sink.in_flight() >= self.cfg.backpressure.max_importing_batches:
             return False
         room = self.gate.room(self.sink.pending_items())
@@ -187,7 +241,11 @@ class MainLoop:
         )
 
     def _dispatch(self, manifest: Manifest) -> None:
-        started = self.ledger.begin(manifest.batch_id)
+        try:
+            started = self.ledger.begin(manifest.batch_id)
+        except ClaimConflict as conflict:
+            log.info("batch %s taken by another daemon: %s", manifest.batch_id, conflict)
+            return
         with self._lock:
             self._inflight[started.batch_id] = started
         future = self.sink.submit(started)
@@ -200,12 +258,14 @@ class MainLoop:
             queue = self.queues.get(manifest.source)
             if error is None:
                 result = future.result()
-                self.ledger.finish(manifest.batch_id, result.rows_written)
+                rejected = getattr(result, "rows_rejected", 0)
+                self.ledger.finish(manifest.batch_id, result.rows_written, rejected)
                 if queue is not None:
                     queue.ack(manifest.batch_id)
                 with self._lock:
                     s = self.stats
                     s.batches_done += 1
+                    s.rows_rejected += rejected
                     s.rows_by_source[manifest.source] = (
                         s.rows_by_source.get(manifest.source, 0) + result.rows_written
                     )
@@ -244,8 +304,8 @@ class MainLoop:
             self._dispatch(manifest)
 
     def _resume_unfinished(self) -> None:
-        """Re-run batches a previous run claimed but did not finish."""
-        for manifest in self.ledger.batches(UNFINISHED, self.queues):
+        """Re-run batches a previous run (or a dead daemon) claimed but did not finish."""
+        for manifest in self.ledger.orphans(self.queues):
             log.info("resuming batch %s of %s", manifest.batch_id, manifest.source)
             self._dispatch(manifest)
         failed = self.ledger.batches(["failed"], self.queues)
@@ -254,10 +314,31 @@ class MainLoop:
 
     # -- idling and draining -----------------------------------------------------------
 
+    def _take_adopted(self) -> None:
+        while True:
+            try:
+                manifest = self._adopted.get_nowait()
+            except Empty:
+                return
+            with self._lock:
+                mine = manifest.batch_id in self._inflight
+            if not mine:
+                log.warning("taking over batch %s of %s from a dead owner",
+                            manifest.batch_id, manifest.source)
+                self._dispatch(manifest)
+
     def _drained(self) -> bool:
         with self._lock:
             busy = bool(self._inflight) or self._failed > 0
-        return not busy and all(q.exhausted for q in self.queues.values())
+        if busy or not all(q.exhausted for q in self.queues.values()):
+            return False
+        # Locally drained; other daemons on this ledger may still hold batches
+        # (which the reaper hands to us if their owner dies).
+        now = self.clock()
+        if now < self._next_global_check:
+            return False
+        self._next_global_check = now + 0.5
+        return not self.ledger.batches(UNFINISHED + ("failed",), self.queues)
 
     def _poke_exhausted(self, until_drained: bool) -> None:
         """Ask drained sources again now and then: rows may have arrived."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -108,3 +109,75 @@ def test_two_processes_racing_on_one_range_one_wins(ledger_url: str) -> None:
     results = sorted(out.get(timeout=5)[1] for _ in procs)
     assert results == ["lost", "won"]
     assert Ledger(ledger_url).checkpoint("orders") == Checkpoint([500], 1)
+
+
+def test_an_expired_lease_is_reaped_and_taken_over(ledger_url: str) -> None:
+    now = [1000.0]
+    first = Ledger(ledger_url, clock=lambda: now[0], lease_ttl=60, owner="first")
+    first.register_owner()
+    start = first.register_source("orders", "f" * 64)
+    first.claim_range("b1", "orders", "w.orders", start, [10], 10)
+    assert first.begin("b1").token == 1
+
+    second = Ledger(ledger_url, clock=lambda: now[0], lease_ttl=60, owner="second")
+    second.register_owner()
+    assert second.orphans(["orders"]) == []  # first is alive and its lease holds
+    now[0] += 30
+    first.heartbeat()  # renews the lease to 1090
+    now[0] += 45
+    assert second.orphans(["orders"], dead_after=1_000) == []
+    now[0] += 20  # lease expired (1095 > 1090): first stopped renewing
+    [orphan] = second.orphans(["orders"], dead_after=1_000)
+    taken = second.begin(orphan.batch_id)
+    assert taken.token == 2  # the fencing token moves on
+    second.finish("b1", rows=10)
+    assert second.state_of("b1") == "done"
+    with pytest.raises(ClaimConflict):
+        first.finish("b1", rows=10)  # the old owner can no longer record it
+
+
+def test_a_dead_owner_loses_its_batches_at_once(ledger_url: str) -> None:
+    now = [1000.0]
+    gone = Ledger(ledger_url, clock=lambda: now[0], owner="gone")
+    gone.register_owner()
+    start = gone.register_source("orders", "f" * 64)
+    gone.claim_range("b1", "orders", "w.orders", start, [10], 10)
+    live = Ledger(ledger_url, clock=lambda: now[0], owner="live")
+    assert live.orphans(["orders"]) == []
+    gone.unregister_owner()  # a clean stop hands its batches over at once
+    assert [m.batch_id for m in live.orphans(["orders"])] == ["b1"]
+
+
+def test_the_writer_commits_in_groups_and_a_failed_request_fails_alone(
+    ledger_url: str,
+) -> None:
+    ledger = Ledger(ledger_url)
+    start = ledger.register_source("orders", "f" * 64)
+    ledger.claim_range("b1", "orders", "w.orders", start, [10], 10)
+    gate = threading.Event()
+    blocker = ledger.writer.submit(lambda conn: gate.wait(30))  # holds the writer busy
+    groups_before = ledger.writer.groups
+    futures = [
+        ledger.writer.submit(
+            lambda conn, i=i: ledger._insert_batch(conn, _keys_manifest(f"k{i}", [[i]]))
+        )
+        for i in range(200)
+    ]
+    stale = ledger.writer.submit(
+        lambda conn: ledger._insert_batch(conn, _keys_manifest("k0", [[0]]))
+    )
+    gate.set()
+    assert blocker.result(timeout=30)
+    for future in futures:
+        future.result(timeout=30)
+    with pytest.raises(Exception, match="(?i)unique|duplicate|constraint"):
+        stale.result(timeout=30)
+    # 201 requests queued behind the blocker: committed in a handful of groups.
+    assert ledger.writer.groups - groups_before <= 3
+    assert len(ledger.batches(["claimed"])) == 201
+
+
+def _keys_manifest(batch_id: str, keys: list[list[int]]):  # type: ignore[no-untyped-def]
+    from spark_jobs.manifest import Manifest
+
+    return Manifest(batch_id=batch_id, source="c", target="w.c", kind="keys", items=1, keys=keys)

@@ -1,0 +1,109 @@
+"""The ledger's tables (``sluice_*``) and how its database is opened."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+sources_table = sa.Table(
+    "sluice_sources",
+    metadata,
+    sa.Column("name", sa.String(200), primary_key=True),
+    sa.Column("fingerprint", sa.String(64), nullable=False),
+    sa.Column("high_water", sa.Text, nullable=True),  # JSON list of key values
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+batches_table = sa.Table(
+    "sluice_batches",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("source", sa.String(200), nullable=False, index=True),
+    sa.Column("target", sa.String(400), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False, index=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("token", sa.Integer, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("items", sa.Integer, nullable=False),
+    sa.Column("rows", sa.BigInteger, nullable=True),
+    sa.Column("rejected", sa.BigInteger, nullable=True),
+    sa.Column("manifest", sa.Text, nullable=False),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("not_before", sa.Float, nullable=True),
+    sa.Column("owner", sa.String(120), nullable=True, index=True),
+    sa.Column("lease_until", sa.Float, nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+keys_table = sa.Table(
+    "sluice_keys",
+    metadata,
+    sa.Column("source", sa.String(200), primary_key=True),
+    sa.Column("key", sa.String(1000), primary_key=True),  # JSON list of key values
+    sa.Column("version", sa.String(200), primary_key=True),
+    sa.Column("batch_id", sa.String(32), nullable=False, index=True),
+)
+
+poison_table = sa.Table(
+    "sluice_poison",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("source", sa.String(200), nullable=False, index=True),
+    sa.Column("message_id", sa.String(200), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("recorded_at", sa.Float, nullable=False),
+)
+
+owners_table = sa.Table(
+    "sluice_owners",
+    metadata,
+    sa.Column("owner", sa.String(120), primary_key=True),
+    sa.Column("host", sa.String(200), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("heartbeat_at", sa.Float, nullable=False),
+)
+
+
+def encode_key(key: Iterable[Any]) -> str:
+    """The JSON text a key is stored as."""
+    return json.dumps(list(key), separators=(",", ":"), default=str)
+
+
+def decode_key(text: str | None) -> list[Any] | None:
+    """A stored key back as a list of values (None stays None)."""
+    return None if text is None else json.loads(text)
+
+
+def open_engine(url: str) -> sa.Engine:
+    """An engine for the ledger; SQLite gets WAL and working savepoints."""
+    engine = sa.create_engine(url, pool_pre_ping=True)
+    if engine.dialect.name != "sqlite":
+        return engine
+
+    @sa.event.listens_for(engine, "connect")
+    def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
+        # WAL lets readers (status, the sink's threads) run beside the writer.
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+        # pysqlite's own transaction handling breaks SAVEPOINT, which the
+        # writer uses per request: let SQLAlchemy emit BEGIN itself.
+        dbapi_conn.isolation_level = None
+
+    @sa.event.listens_for(engine, "begin")
+    def _sqlite_begin(conn: sa.Connection) -> None:
+        conn.exec_driver_sql("BEGIN")
+
+    return engine

@@ -1,0 +1,132 @@
+"""The ledger's single writer (the Singular Update Queue pattern).
+
+Every ledger write is a function of a connection, queued to one thread that
+runs them in groups: one transaction per group, one savepoint per request, so
+a request that fails (a lost compare-and-set) fails alone while the group
+still commits. Callers get futures. The queue is bounded, so a ledger that
+falls behind slows its callers instead of eating memory. If the thread dies,
+every waiting and later request fails with the cause and ``on_death`` is
+called, so the daemon stops loudly instead of limping on.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+
+from config.errors import LedgerError
+
+log = logging.getLogger("sluice.ledger")
+
+T = TypeVar("T")
+Request = tuple[Callable[[sa.Connection], Any], "Future[Any]"]
+_STOP = object()
+
+
+class SerialWriter:
+    """One thread that owns every write to ``engine``."""
+
+    def __init__(
+        self,
+        engine: sa.Engine,
+        *,
+        max_queue: int = 10_000,
+        max_group: int = 500,
+        on_death: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.max_group = max_group
+        self.on_death = on_death
+        self.failure: BaseException | None = None
+        self.groups = 0  # transactions committed (for benchmarks and tests)
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queue)
+        self._thread = threading.Thread(target=self._run, name="ledger-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[[sa.Connection], T]) -> Future[T]:
+        """Queue ``fn(conn)``; blocks only while the queue is full."""
+        if self.failure is not None:
+            raise LedgerError(f"the ledger writer stopped: {self.failure}") from self.failure
+        future: Future[T] = Future()
+        self._queue.put((fn, future))
+        return future
+
+    def call(self, fn: Callable[[sa.Connection], T]) -> T:
+        """Run ``fn(conn)`` in the writer and wait for its result."""
+        return self.submit(fn).result()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Finish the queued writes, then stop the thread."""
+        if self._thread.is_alive():
+            self._queue.put(_STOP)
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            stopping = False
+            while not stopping:
+                first = self._queue.get()
+                if first is _STOP:
+                    break
+                group: list[Request] = [first]
+                while len(group) < self.max_group:
+                    try:
+                        nxt = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if nxt is _STOP:
+                        stopping = True
+                        break
+                    group.append(nxt)
+                self._commit(group)
+        except BaseException as error:  # pragma: no cover - the writer itself broke
+            self._die(error)
+
+    def _commit(self, group: list[Request]) -> None:
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            with self.engine.begin() as conn:
+                for fn, future in group:
+                    if not future.set_running_or_notify_cancel():
+                        outcomes.append((False, None))
+                        continue
+                    try:
+                        with conn.begin_nested():
+                            outcomes.append((True, fn(conn)))
+                    except Exception as error:  # this request alone fails
+                        outcomes.append((False, error))
+        except sa.exc.SQLAlchemyError as error:
+            # The commit itself failed: no request of the group took effect.
+            log.error("ledger commit failed for %d requests: %s", len(group), error)
+            wrapped = LedgerError(f"ledger commit failed: {getattr(error, 'orig', None) or error}")
+            for _, future in group:
+                if future.running():
+                    future.set_exception(wrapped)
+            return
+        self.groups += 1
+        for (_, future), (ok, value) in zip(group, outcomes, strict=True):
+            if not future.running():
+                continue
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+    def _die(self, error: BaseException) -> None:
+        self.failure = error
+        log.critical("the ledger writer died: %s", error)
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not _STOP:
+                item[1].set_exception(LedgerError(f"the ledger writer stopped: {error}"))
+        if self.on_death is not None:
+            self.on_death(error)
