@@ -1,10 +1,11 @@
 """The ledger's single writer (the Singular Update Queue pattern).
 
 Every ledger write is a function of a connection, queued to one thread that
-runs them in groups: one transaction per group, one savepoint per request, so
-a request that fails (a lost compare-and-set) fails alone while the group
-still commits. Callers get futures. The queue is bounded, so a ledger that
-falls behind slows its callers instead of eating memory. If the thread dies,
+runs them in groups, one transaction per group; if a request fails (a lost
+compare-and-set) the group is re-run request by request, so the failure stays
+with its own request while the others still commit. Callers get futures.
+The queue is bounded, so a ledger that falls behind slows its callers
+instead of eating memory. If the thread dies,
 every waiting and later request fails with the cause and ``on_death`` is
 called, so the daemon stops loudly instead of limping on.
 """
@@ -89,34 +90,34 @@ class SerialWriter:
             self._die(error)
 
     def _commit(self, group: list[Request]) -> None:
-        outcomes: list[tuple[bool, Any]] = []
+        live = [(fn, future) for fn, future in group if future.set_running_or_notify_cancel()]
+        if live:
+            self._run_group(live)
+
+    def _run_group(self, group: list[Request]) -> None:
+        """One transaction for the group; if any request fails, each alone.
+
+        Failures are rare (a lost compare-and-set), so the common case pays
+        no savepoints; the rare one re-runs the group request by request so a
+        failure stays with its own request.
+        """
         try:
             with self.engine.begin() as conn:
-                for fn, future in group:
-                    if not future.set_running_or_notify_cancel():
-                        outcomes.append((False, None))
-                        continue
-                    try:
-                        with conn.begin_nested():
-                            outcomes.append((True, fn(conn)))
-                    except Exception as error:  # this request alone fails
-                        outcomes.append((False, error))
-        except sa.exc.SQLAlchemyError as error:
-            # The commit itself failed: no request of the group took effect.
-            log.error("ledger commit failed for %d requests: %s", len(group), error)
-            wrapped = LedgerError(f"ledger commit failed: {getattr(error, 'orig', None) or error}")
-            for _, future in group:
-                if future.running():
-                    future.set_exception(wrapped)
+                results = [fn(conn) for fn, _ in group]
+        except Exception as error:
+            if len(group) > 1:
+                for request in group:
+                    self._run_group([request])
+                return
+            if isinstance(error, sa.exc.SQLAlchemyError) and not isinstance(
+                error, sa.exc.IntegrityError
+            ):
+                log.error("ledger write failed: %s", error)
+            group[0][1].set_exception(error)
             return
         self.groups += 1
-        for (_, future), (ok, value) in zip(group, outcomes, strict=True):
-            if not future.running():
-                continue
-            if ok:
-                future.set_result(value)
-            else:
-                future.set_exception(value)
+        for (_, future), result in zip(group, results, strict=True):
+            future.set_result(result)
 
     def _die(self, error: BaseException) -> None:
         self.failure = error

@@ -154,27 +154,29 @@ def test_the_writer_commits_in_groups_and_a_failed_request_fails_alone(
     ledger = Ledger(ledger_url)
     start = ledger.register_source("orders", "f" * 64)
     ledger.claim_range("b1", "orders", "w.orders", start, [10], 10)
-    gate = threading.Event()
-    blocker = ledger.writer.submit(lambda conn: gate.wait(30))  # holds the writer busy
+    def burst(requests):  # type: ignore[no-untyped-def]
+        """Queue requests behind a blocked writer, so they arrive as one group."""
+        gate = threading.Event()
+        blocker = ledger.writer.submit(lambda conn: gate.wait(30))
+        futures = [ledger.writer.submit(request) for request in requests]
+        gate.set()
+        assert blocker.result(timeout=30)
+        return futures
+
+    def insert(batch_id: str, key: int):  # type: ignore[no-untyped-def]
+        return lambda conn: ledger._insert_batch(conn, _keys_manifest(batch_id, [[key]]))
+
     groups_before = ledger.writer.groups
-    futures = [
-        ledger.writer.submit(
-            lambda conn, i=i: ledger._insert_batch(conn, _keys_manifest(f"k{i}", [[i]]))
-        )
-        for i in range(200)
-    ]
-    stale = ledger.writer.submit(
-        lambda conn: ledger._insert_batch(conn, _keys_manifest("k0", [[0]]))
-    )
-    gate.set()
-    assert blocker.result(timeout=30)
-    for future in futures:
+    for future in burst([insert(f"k{i}", i) for i in range(200)]):
         future.result(timeout=30)
+    assert ledger.writer.groups - groups_before <= 3  # 200 requests, a handful of commits
+
+    mixed = burst([insert("m1", 1), insert("k0", 0), insert("m2", 2)])  # k0 exists already
+    mixed[0].result(timeout=30)
+    mixed[2].result(timeout=30)
     with pytest.raises(Exception, match="(?i)unique|duplicate|constraint"):
-        stale.result(timeout=30)
-    # 201 requests queued behind the blocker: committed in a handful of groups.
-    assert ledger.writer.groups - groups_before <= 3
-    assert len(ledger.batches(["claimed"])) == 201
+        mixed[1].result(timeout=30)
+    assert len(ledger.batches(["claimed"])) == 203
 
 
 def _keys_manifest(batch_id: str, keys: list[list[int]]):  # type: ignore[no-untyped-def]
