@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -26,6 +26,10 @@ from scheduler.ledger import Checkpoint, Ledger, fingerprint
 from scheduler.loop import MainLoop, RunStats
 from scheduler.strategy import build_strategy
 from sinks.abc import Sink
+
+if TYPE_CHECKING:
+    from scheduler.metrics import MetricsServer
+    from scheduler.probe import Probe
 from sources.abc import LimitedSource
 from sources.queueing import QueueingLimitedSource
 
@@ -72,6 +76,8 @@ class Daemon:
         self._config_mtime = _mtime(config_path)
         # Leases are renewed, and dead owners' batches reaped, this often.
         self.heartbeat_every = min(5.0, cfg.lease.ttl / 3)
+        self.probe: Probe | None = None
+        self._metrics: MetricsServer | None = None
 
     @property
     def sink(self) -> Sink:
@@ -184,9 +190,11 @@ class Daemon:
         checkpoints = self._build_sources()
         strategy = build_strategy(self.cfg)
         self.loop = MainLoop(
-            self.cfg, self.queues, strategy, self.ledger, self.sink, checkpoints,
-            **({"wall_clock": self.wall_clock} if self.wall_clock else {}),
+            self.cfg, self.queues, strategy, self.ledger, self.sink, checkpoints
         )
+        if self.wall_clock is not None:
+            self.loop.wall_clock = self.wall_clock
+        self._start_probe_and_metrics(self.loop)
         if self.reporter is not None:
             reporter, loop = self.reporter, self.loop
             self._periodic.add_job(
@@ -214,11 +222,33 @@ class Daemon:
         failed = stats.batches_dead > 0 or stats.rows_rejected > 0
         return RunSummary(stats, 1 if failed else 0)
 
+    def _start_probe_and_metrics(self, loop: MainLoop) -> None:
+        probe_cfg = self.cfg.backpressure.probe
+        if probe_cfg is not None:
+            from scheduler.probe import build_probe, check_sql
+
+            if probe_cfg.sql is not None and probe_cfg.url is not None:
+                check_sql(probe_cfg.url, probe_cfg.sql)  # a refused query is a config error
+            self.probe = build_probe(probe_cfg, on_change=loop.notify)
+            loop.probe = self.probe
+            self.probe.start()
+        if self.cfg.metrics_port is not None:
+            from scheduler.metrics import start_metrics
+
+            self._metrics = start_metrics(
+                self.cfg.metrics_port, loop, self.queues, probe=self.probe
+            )
+            log.info("metrics on http://127.0.0.1:%d/metrics", self._metrics.port)
+
     def _shutdown(self) -> None:
         # Refills first, so nothing new lands while we close.
         self._periodic.shutdown(wait=False)
         for queue in self.queues.values():
             queue.stop(timeout=5.0)
+        if self.probe is not None:
+            self.probe.stop(timeout=2.0)
+        if self._metrics is not None:
+            self._metrics.stop()
         for queue in self.queues.values():
             queue.wrapped.close()
         try:

@@ -420,7 +420,8 @@ class Ledger:
     def requeue(self, batch_id: str) -> None:
         """Put a failed or dead batch back to ``claimed`` with fresh attempts."""
         self._transition(batch_id, ("failed", "dead"), "claimed",
-                         lambda r: {"attempts": 0, "not_before": None, "lease_until": 0.0})
+                         lambda r: {"attempts": 0, "not_before": None, "owner": None,
+                                    "lease_until": 0.0})
 
     def _transition(
         self, batch_id: str, allowed: tuple[str, ...], state: str,

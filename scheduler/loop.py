@@ -24,6 +24,7 @@ from config.errors import ClaimConflict
 from config.models import SluiceConfig
 from scheduler.gate import BackpressureGate
 from scheduler.ledger import UNFINISHED, Checkpoint, Ledger
+from scheduler.probe import Probe
 from scheduler.strategy import Node, build_strategy
 from scheduler.windows import Windows
 from sinks.abc import Sink
@@ -86,12 +87,12 @@ class MainLoop:
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._inflight: dict[str, Manifest] = {}
-        self._failed = 0  # batches waiting for a retry
         self._next_retry_check = 0.0
         self._last_poke: dict[str, float] = {}
         self._next_global_check = 0.0
         self._adopted: SimpleQueue[Manifest] = SimpleQueue()
         self._new_cfg: SluiceConfig | None = None
+        self.probe: Probe | None = None  # the downstream's own pending work, if probed
         self.windows = Windows(cfg.windows)
         self.wall_clock = wall_clock
         self._window_open = True
@@ -166,6 +167,11 @@ class MainLoop:
 
     # -- feeding -----------------------------------------------------------------------
 
+    def pending(self) -> int:
+        """Items not yet done downstream: ours in flight plus what the probe reports."""
+        probed = self.probe.value() if self.probe is not None else 0
+        return self.sink.pending_items() + probed
+
     def _in_window(self) -> bool:
         now = self.clock()
         if now >= self._next_window_check:
@@ -181,7 +187,7 @@ class MainLoop:
             return False
         if self.sink.in_flight() >= self.cfg.backpressure.max_importing_batches:
             return False
-        room = self.gate.room(self.sink.pending_items())
+        room = self.gate.room(self.pending())
         if room <= 0:
             return False
         want = min(self.cfg.batch.max_items, room)
@@ -200,7 +206,7 @@ class MainLoop:
             self.queues[source].ack(batch_id)
             return True
         self._dispatch(manifest)
-        self.gate.observe(self.sink.pending_items())
+        self.gate.observe(self.pending())
         return True
 
     def _ready(self, queue: QueueingLimitedSource, want: int) -> bool:
@@ -284,7 +290,6 @@ class MainLoop:
                             queue.ack(manifest.batch_id)  # the ledger keeps it for `retry`
                     else:
                         self.stats.batches_failed += 1
-                        self._failed += 1
         except BaseException as error:  # the ledger itself failed: stop loudly
             log.critical("cannot record the end of batch %s: %s", manifest.batch_id, error)
             self.fatal = error
@@ -295,12 +300,12 @@ class MainLoop:
             self.wake.set()
 
     def _retry_due(self) -> None:
-        if self._failed == 0 or self.clock() < self._next_retry_check:
+        # The ledger is the truth about failed batches (``sluice retry`` and
+        # other daemons change them too); a read at most once a second.
+        if self.clock() < self._next_retry_check:
             return
         self._next_retry_check = self.clock() + min(1.0, self.cfg.retry.backoff)
         for manifest in self.ledger.due_retries(self.queues):
-            with self._lock:
-                self._failed -= 1
             self._dispatch(manifest)
 
     def _resume_unfinished(self) -> None:
@@ -308,9 +313,6 @@ class MainLoop:
         for manifest in self.ledger.orphans(self.queues):
             log.info("resuming batch %s of %s", manifest.batch_id, manifest.source)
             self._dispatch(manifest)
-        failed = self.ledger.batches(["failed"], self.queues)
-        with self._lock:
-            self._failed += len(failed)
 
     # -- idling and draining -----------------------------------------------------------
 
@@ -329,7 +331,7 @@ class MainLoop:
 
     def _drained(self) -> bool:
         with self._lock:
-            busy = bool(self._inflight) or self._failed > 0
+            busy = bool(self._inflight)
         if busy or not all(q.exhausted for q in self.queues.values()):
             return False
         # Locally drained; other daemons on this ledger may still hold batches

@@ -11,14 +11,19 @@ child carries a virtual time that grows by ``items / weight`` whenever it is
 fed, and the child with items and the smallest virtual time goes next. A
 child that had nothing is lifted to the current virtual time when it comes
 back, so an idle source neither holds the others back nor banks credit.
+
+The root is always wrapped in a :class:`ShareGuard`, which enforces the
+per-source ``strategy.shares`` bounds and ages starved sources over whatever
+the tree below would pick; see its docstring.
 """
 
 from __future__ import annotations
 
 import abc
+from collections import deque
 from collections.abc import Mapping, Sequence
 
-from config.models import PreferNode, SluiceConfig, StrategyNode
+from config.models import PreferNode, ShareConfig, SluiceConfig, StrategyNode
 
 
 class Node(abc.ABC):
@@ -133,6 +138,181 @@ class Fair(Node):
         return f"fair[{parts}] -> {self.pick(ready)}"
 
 
+DEFAULT_AGING = 50
+"""Picks in a row a source with items may be passed over before it is fed regardless."""
+
+DEFAULT_WINDOW_BATCHES = 100
+"""How many full batches' worth of items a share is measured over."""
+
+
+class _Window:
+    """A source's items against all items fed, over recent picks it competed in.
+
+    Only picks at which it and another source had items count: an idle spell
+    does not lower its share (no catch-up burst when it returns), and being
+    fed alone does not raise it (no cap holding it back afterwards).
+    """
+
+    __slots__ = ("entries", "mine", "size", "total")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.entries: deque[tuple[int, int]] = deque()
+        self.mine = 0
+        self.total = 0
+
+    def add(self, mine: int, total: int) -> None:
+        self.entries.append((mine, total))
+        self.mine += mine
+        self.total += total
+        # Drop the oldest picks while the rest still cover the window.
+        while self.total - self.entries[0][1] >= self.size:
+            old_mine, old_total = self.entries.popleft()
+            self.mine -= old_mine
+            self.total -= old_total
+
+    @property
+    def share(self) -> float | None:
+        return self.mine / self.total if self.total else None
+
+
+class ShareGuard(Node):
+    """Per-source share bounds and aging on top of a strategy tree.
+
+    Among the sources with items ready, in this order:
+
+    1. a source at or over its ``max`` share is skipped while a source under
+       its own max has items (alone, it is fed: a cap never idles the loop;
+       to slow a source down use ``limits.max_rows_per_s``);
+    2. aging: a source passed over ``aging`` picks in a row is fed, the
+       longest-waiting first, so no source with a backlog starves;
+    3. a source under its ``min`` share is fed, the furthest below first;
+    4. otherwise the tree below picks among the sources not skipped.
+
+    A share is measured by items over a sliding window of ``window`` items
+    (see :class:`_Window`), never by wall-clock time, so decisions are
+    deterministic. A forced pick is charged to the tree below too, so ``fair``
+    weights the rest accordingly.
+    """
+
+    def __init__(
+        self,
+        inner: Node,
+        shares: Mapping[str, ShareConfig] | None = None,
+        *,
+        window: int = DEFAULT_WINDOW_BATCHES * 1000,
+        aging: int | None = DEFAULT_AGING,
+    ) -> None:
+        if window <= 0 or (aging is not None and aging <= 0):
+            raise ValueError(f"window ({window}) and aging ({aging}) must be positive")
+        self.inner = inner
+        self.shares = dict(shares or {})
+        self.aging = aging
+        self._order = inner.sources()
+        # Only bounds that can bind are checked on each pick: the hot path stays short.
+        self._maxes = {name: b.max for name, b in self.shares.items() if b.max < 1}
+        self._mins = {name: b.min for name, b in self.shares.items() if b.min > 0}
+        self._windows = {name: _Window(window) for name in self._order if name in self.shares}
+        self._waiting: dict[str, int] = {}  # picks passed over in a row, per ready source
+        self._last_ready: dict[str, int] = {}
+
+    def sources(self) -> list[str]:
+        return list(self._order)
+
+    def share(self, source: str) -> float | None:
+        """``source``'s share of the items fed in its window; None before it competed.
+
+        Measured only for sources with bounds in ``shares``.
+        """
+        window = self._windows.get(source)
+        return None if window is None else window.share
+
+    def pick(self, ready: Mapping[str, int]) -> str | None:
+        choice, _, _ = self._decide(ready)
+        self._last_ready = {name: n for name, n in ready.items() if n > 0}
+        return choice
+
+    def charge(self, source: str, items: int) -> None:
+        # Windows and waits move for the sources that were ready at the pick.
+        ready = self._last_ready if source in self._last_ready else {source: items}
+        if len(ready) > 1 and self._windows:
+            for name in ready:
+                window = self._windows.get(name)
+                if window is not None:
+                    window.add(items if name == source else 0, items)
+        self._waiting = {
+            name: self._waiting.get(name, 0) + 1 for name in ready if name != source
+        }
+        self._last_ready = {}
+        self.inner.charge(source, items)
+
+    def explain(self, ready: Mapping[str, int]) -> str:
+        choice, reason, allowed = self._decide(ready)
+        notes = [self._note(name, ready, allowed) for name in self._order]
+        inner = self.inner.explain({name: ready[name] for name in allowed})
+        shown = "; ".join(note for note in notes if note)
+        return f"guard[{shown}] {inner}; feeds {choice} ({reason})"
+
+    # -- decisions ---------------------------------------------------------------
+
+    def _decide(self, ready: Mapping[str, int]) -> tuple[str | None, str, list[str]]:
+        """The choice, why, and the sources the tree below may choose from."""
+        candidates = [name for name in self._order if ready.get(name, 0) > 0]
+        if not candidates:
+            return None, "nothing ready", []
+        capped = [name for name in candidates if self._over_max(name)] if self._maxes else []
+        allowed = [name for name in candidates if name not in capped] or candidates
+        if self.aging is not None and self._waiting:
+            aged = [name for name in allowed if self._waiting.get(name, 0) >= self.aging]
+            if aged:
+                oldest = max(aged, key=lambda name: self._waiting[name])
+                return oldest, f"aged, passed over {self._waiting[oldest]} picks in a row", allowed
+        starved = [name for name in allowed if self._under_min(name)] if self._mins else []
+        if starved:
+            worst = min(starved, key=lambda name: (self.share(name) or 0.0) / self._mins[name])
+            return worst, f"share {self._shown(worst)} below min {self._mins[worst]:g}", allowed
+        if not capped:
+            return self.inner.pick(ready), "strategy", allowed
+        if allowed is candidates:
+            return self.inner.pick(ready), "strategy, only capped sources have items", allowed
+        choice = self.inner.pick({name: ready[name] for name in allowed})
+        return choice, "strategy, capped sources skipped", allowed
+
+    def _over_max(self, name: str) -> bool:
+        bound = self._maxes.get(name)
+        if bound is None:
+            return False
+        share = self._windows[name].share
+        return share is not None and share >= bound
+
+    def _under_min(self, name: str) -> bool:
+        bound = self._mins.get(name)
+        if bound is None:
+            return False
+        share = self._windows[name].share
+        return share is None or share < bound
+
+    def _shown(self, name: str) -> str:
+        share = self.share(name)
+        return "n/a" if share is None else f"{share:.3f}"
+
+    def _note(self, name: str, ready: Mapping[str, int], allowed: list[str]) -> str:
+        bound = self.shares.get(name)
+        waiting = self._waiting.get(name, 0)
+        if bound is None and not waiting:
+            return ""
+        parts = []
+        if bound is not None:
+            parts.append(f"share {self._shown(name)}, min {bound.min:g} max {bound.max:g}")
+        if waiting:
+            parts.append(f"passed over {waiting}")
+        if ready.get(name, 0) > 0 and name not in allowed:
+            parts.append("capped")
+        elif ready.get(name, 0) <= 0:
+            parts.append("nothing ready")
+        return f"{name}: {', '.join(parts)}"
+
+
 def build_node(node: StrategyNode) -> Node:
     """Turn a validated config node into a strategy node."""
     if isinstance(node, str):
@@ -144,14 +324,19 @@ def build_node(node: StrategyNode) -> Node:
     return Fair([(build_node(entry.node), entry.weight) for entry in node.fair])
 
 
-def build_strategy(cfg: SluiceConfig) -> Node:
-    """The configured strategy, or a fair share with equal weights over every source."""
+def build_strategy(cfg: SluiceConfig, *, aging: int | None = DEFAULT_AGING) -> ShareGuard:
+    """The configured strategy (by default a fair share with equal weights), guarded.
+
+    Every source is below the guard, so aging reaches all of them; shares are
+    measured over :data:`DEFAULT_WINDOW_BATCHES` full batches.
+    """
+    window = DEFAULT_WINDOW_BATCHES * cfg.batch.max_items
     if cfg.strategy is None:
-        return Fair([(Leaf(name), 1.0) for name in cfg.sources])
+        return ShareGuard(Fair([(Leaf(name), 1.0) for name in cfg.sources]),
+                          window=window, aging=aging)
     root = build_node(cfg.strategy.root)
     unmentioned = [name for name in cfg.sources if name not in root.sources()]
     if unmentioned:
         # A source left out of the strategy is still migrated, after the others.
         root = Prefer([root, Fair([(Leaf(name), 1.0) for name in unmentioned])])
-    return root
-
+    return ShareGuard(root, cfg.strategy.shares, window=window, aging=aging)

@@ -1,0 +1,239 @@
+"""Prometheus ``/metrics`` for a running daemon (``metrics_port:``).
+
+Pull-based: :class:`SluiceCollector` reads the loop's stats, each buffer's
+health, the sink's pending work and the gate when Prometheus scrapes, on the
+HTTP server's thread, so the main loop does no extra work per tick. Ledger
+counts (batches per state, rows done, across every daemon on the ledger) need
+a query, so they are cached for ``ledger_ttl`` seconds: a scrape storm cannot
+load the ledger. Served by prometheus_client on a registry of its own, so only
+sluice's metrics appear and two daemons in one process (tests) do not clash.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from scheduler.ledger import batches_table
+from sources.queueing import QueueingLimitedSource
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    from scheduler.loop import MainLoop
+    from scheduler.probe import Probe
+
+log = logging.getLogger("sluice.metrics")
+
+LedgerCounts = dict[tuple[str, str], tuple[int, int]]  # (source, state) -> (batches, rows)
+
+
+class SluiceCollector(Collector):
+    """Reads a running loop's state at scrape time. Never blocks the loop.
+
+    Everything it reads is either a thread-safe snapshot (``health()``, the
+    sink's counters) or a plain value copied under the GIL (the stats dicts).
+    """
+
+    def __init__(
+        self,
+        loop: MainLoop,
+        queues: Mapping[str, QueueingLimitedSource],
+        *,
+        probe: Probe | None = None,
+        ledger_ttl: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.loop = loop
+        self.queues = dict(queues)
+        self.probe = probe
+        self.ledger_ttl = ledger_ttl
+        self.clock = clock
+        self._ledger_lock = threading.Lock()  # one query at a time, however many scrapes
+        self._ledger_counts: LedgerCounts = {}
+        self._ledger_read_at: float | None = None
+        self._ledger_errors = 0
+
+    def describe(self) -> Iterable[Metric]:
+        # Registering must not run a ledger query: the names need no checking
+        # in a registry of our own.
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        yield from self._buffers()
+        yield from self._flow()
+        yield from self._run_totals()
+        yield from self._ledger()
+
+    def _buffers(self) -> Iterable[Metric]:
+        buffered = GaugeMetricFamily(
+            "sluice_buffer_items", "Items buffered in memory, ready to feed.", labels=["source"])
+        held = GaugeMetricFamily(
+            "sluice_held_items", "Items handed to batches not yet done.", labels=["source"])
+        exhausted = GaugeMetricFamily(
+            "sluice_source_exhausted", "1 when the last refill found the source empty.",
+            labels=["source"])
+        refilling = GaugeMetricFamily(
+            "sluice_refilling", "1 while a refill runs or waits to retry.", labels=["source"])
+        errors = CounterMetricFamily(
+            "sluice_refill_errors", "Refills that failed.", labels=["source"])
+        in_a_row = GaugeMetricFamily(
+            "sluice_refill_consecutive_errors", "Refills failed since the last success.",
+            labels=["source"])
+        for name, queue in self.queues.items():
+            health = queue.health()
+            buffered.add_metric([name], health.buffered)
+            held.add_metric([name], health.held)
+            exhausted.add_metric([name], int(health.exhausted))
+            refilling.add_metric([name], int(health.refilling))
+            errors.add_metric([name], health.errors)
+            in_a_row.add_metric([name], health.consecutive_errors)
+        return [buffered, held, exhausted, refilling, errors, in_a_row]
+
+    def _flow(self) -> Iterable[Metric]:
+        loop = self.loop
+        gate = loop.gate
+        yield _gauge("sluice_pending_items", "Items in batches submitted and not done.",
+                     loop.sink.pending_items())
+        yield _gauge("sluice_importing_batches", "Batches submitted and not done.",
+                     loop.sink.in_flight())
+        yield _gauge("sluice_gate_open", "1 while the backpressure gate lets batches through.",
+                     int(gate.is_open))
+        yield _gauge("sluice_max_pending_items", "Pending items at which the gate closes.",
+                     gate.max_pending)
+        yield _gauge("sluice_resume_below_items", "Pending items under which it opens again.",
+                     gate.resume_below)
+        if self.probe is not None:
+            reading = self.probe.reading()
+            yield _gauge("sluice_probe_up", "1 when the downstream probe's value is known.",
+                         int(reading.value is not None))
+            yield _gauge("sluice_probe_pending_items", "Pending work the downstream reports.",
+                         reading.value or 0)
+
+    def _run_totals(self) -> Iterable[Metric]:
+        stats = self.loop.stats
+        yield _counter("sluice_items_claimed", "Keys claimed into batches by this run.",
+                       "source", dict(stats.items))
+        yield _counter("sluice_rows_written", "Rows written by this run, per source.",
+                       "source", dict(stats.rows_by_source))
+        yield _counter("sluice_target_rows_written", "Rows written by this run, per target.",
+                       "target", dict(stats.rows_by_target))
+        yield _counter("sluice_batches", "Batch outcomes in this run (failed: attempts).",
+                       "outcome", {"done": stats.batches_done, "failed": stats.batches_failed,
+                                   "dead": stats.batches_dead})
+        yield _counter("sluice_rows_rejected", "Rows the targets refused in this run.",
+                       None, {"": stats.rows_rejected})
+        ticks = getattr(stats, "ticks", None)  # counted by loops that keep it
+        if ticks is not None:
+            yield _counter("sluice_loop_ticks", "Main loop iterations.", None, {"": ticks})
+        yield _gauge("sluice_run_seconds", "Seconds since this run started.", stats.elapsed())
+
+    def _ledger(self) -> Iterable[Metric]:
+        counts = self._cached_ledger_counts()
+        batches = GaugeMetricFamily(
+            "sluice_ledger_batches", "Batches per state in the ledger (every daemon).",
+            labels=["source", "state"])
+        rows = GaugeMetricFamily(
+            "sluice_ledger_rows", "Rows written by done batches, per the ledger.",
+            labels=["source"])
+        done_rows: dict[str, int] = dict.fromkeys(self.queues, 0)
+        for (source, state), (count, written) in sorted(counts.items()):
+            batches.add_metric([source, state], count)
+            if state == "done":
+                done_rows[source] = written
+        for source, written in done_rows.items():
+            rows.add_metric([source], written)
+        errors = CounterMetricFamily(
+            "sluice_ledger_read_errors", "Scrapes whose ledger query failed.")
+        errors.add_metric([], self._ledger_errors)
+        return [batches, rows, errors]
+
+    def _cached_ledger_counts(self) -> LedgerCounts:
+        with self._ledger_lock:
+            now = self.clock()
+            if self._ledger_read_at is not None and now - self._ledger_read_at < self.ledger_ttl:
+                return self._ledger_counts
+            try:
+                self._ledger_counts = _ledger_counts(self.loop.ledger.engine, list(self.queues))
+            except Exception as error:  # a scrape must answer; keep the last counts
+                self._ledger_errors += 1
+                log.warning("metrics: cannot read the ledger: %s", error)
+            self._ledger_read_at = now
+            return self._ledger_counts
+
+
+def _ledger_counts(engine: sa.Engine, sources: list[str]) -> LedgerCounts:
+    b = batches_table
+    with engine.connect() as conn:
+        found = conn.execute(
+            sa.select(b.c.source, b.c.state, sa.func.count(), sa.func.sum(b.c.rows))
+            .where(b.c.source.in_(sources)).group_by(b.c.source, b.c.state)
+        ).all()
+    return {(source, state): (int(n), int(rows or 0)) for source, state, n, rows in found}
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+def _counter(
+    name: str, doc: str, label: str | None, values: Mapping[str, float]
+) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, doc, labels=[label] if label else [])
+    for key, value in sorted(values.items()):
+        family.add_metric([key] if label else [], value)
+    return family
+
+
+class MetricsServer:
+    """The running endpoint; call it (or :meth:`stop`) to stop serving."""
+
+    def __init__(self, server: WSGIServer, thread: threading.Thread) -> None:
+        self._server = server
+        self._thread = thread
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (the one chosen by the system for port 0)."""
+        return int(self._server.server_port)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop serving and close the socket. Idempotent."""
+        if self._thread.is_alive():
+            self._server.shutdown()
+            self._thread.join(timeout)
+        self._server.server_close()
+
+    __call__ = stop
+
+
+def start_metrics(
+    port: int,
+    loop: MainLoop,
+    queues: Mapping[str, QueueingLimitedSource],
+    *,
+    host: str = "127.0.0.1",
+    probe: Probe | None = None,
+    ledger_ttl: float = 5.0,
+) -> MetricsServer:
+    """Serve ``/metrics`` on ``host:port`` (0: any free port); returns the stopper.
+
+    Loopback by default: metrics name sources and targets, so exposing them
+    beyond the host is the operator's choice. Raises ``OSError`` when the
+    port is taken.
+    """
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SluiceCollector(loop, queues, probe=probe, ledger_ttl=ledger_ttl))
+    server, thread = start_http_server(port, addr=host, registry=registry)
+    thread.name = "metrics-http"
+    endpoint = MetricsServer(server, thread)
+    log.info("metrics on http://%s:%d/metrics", host, endpoint.port)
+    return endpoint
