@@ -21,6 +21,7 @@ from queue import Empty, SimpleQueue
 from typing import Any
 
 from config.errors import ClaimConflict
+from config.faults import crash_point
 from config.models import SluiceConfig
 from scheduler.gate import BackpressureGate
 from scheduler.ledger import UNFINISHED, Checkpoint, Ledger
@@ -200,6 +201,7 @@ class MainLoop:
         if not items:
             return False
         manifest = self._claim(source, batch_id, items)
+        crash_point("after_claim")
         self.strategy.charge(source, len(items))
         self.stats.items[source] = self.stats.items.get(source, 0) + len(items)
         if manifest is None:
@@ -265,6 +267,7 @@ class MainLoop:
             if error is None:
                 result = future.result()
                 rejected = getattr(result, "rows_rejected", 0)
+                crash_point("before_ledger_done")
                 self.ledger.finish(manifest.batch_id, result.rows_written, rejected)
                 if queue is not None:
                     queue.ack(manifest.batch_id)
