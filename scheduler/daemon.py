@@ -8,6 +8,7 @@ left ``importing`` are re-run on the next start: every write is idempotent).
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -189,6 +190,10 @@ class Daemon:
         self.ledger.register_owner()
         checkpoints = self._build_sources()
         strategy = build_strategy(self.cfg)
+        # Start-up objects live as long as the daemon: keep full collections
+        # from scanning them (each such pause stalled every thread ~60-100 ms).
+        gc.collect()
+        gc.freeze()
         self.loop = MainLoop(
             self.cfg, self.queues, strategy, self.ledger, self.sink, checkpoints
         )

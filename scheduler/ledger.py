@@ -274,16 +274,18 @@ class Ledger:
 
     def claim_range(
         self, batch_id: str, source: str, target: str, after: Checkpoint, hi: list[Any],
-        items: int,
+        items: int, *, begin: bool = False,
     ) -> tuple[Manifest, Checkpoint]:
         """Claim the keys ``after.high_water < key <= hi`` as one new batch.
 
-        Raises :class:`ClaimConflict` when the high-water mark moved since
-        ``after`` was read (another daemon claimed first).
+        With ``begin`` the batch is born ``importing`` with token 1 (one
+        ledger write instead of a claim and a :meth:`begin`). Raises
+        :class:`ClaimConflict` when the high-water mark moved since ``after``
+        was read (another daemon claimed first).
         """
         manifest = Manifest(
             batch_id=batch_id, source=source, target=target, kind="range",
-            items=items, token=0, lo=after.high_water, hi=list(hi),
+            items=items, token=int(begin), lo=after.high_water, hi=list(hi),
         )
         t = sources_table
 
@@ -307,6 +309,7 @@ class Ledger:
     def claim_keys(
         self, batch_id: str, source: str, target: str, keys: list[list[Any]],
         *, payloads: list[str] | None = None, versions: list[str] | None = None,
+        begin: bool = False,
     ) -> Manifest | None:
         """Claim the given keys as one new batch, skipping keys another batch holds.
 
@@ -328,7 +331,7 @@ class Ledger:
             return None
         manifest = Manifest(
             batch_id=batch_id, source=source, target=target,
-            kind="keys" if payloads is None else "payloads", items=len(mine), token=0,
+            kind="keys" if payloads is None else "payloads", items=len(mine), token=int(begin),
             keys=[keys[i] for i in mine],
             payloads=[] if payloads is None else [payloads[i] for i in mine],
         )
@@ -367,13 +370,16 @@ class Ledger:
         return found
 
     def _insert_batch(self, conn: sa.Connection, manifest: Manifest) -> None:
+        """A new batch row: ``claimed``, or ``importing`` when its token is already 1."""
         now = self.clock()
+        begun = manifest.token > 0
         conn.execute(
             batches_table.insert().values(
                 id=manifest.batch_id, source=manifest.source, target=manifest.target,
-                kind=manifest.kind, state="claimed", version=0, token=manifest.token,
-                attempts=0, items=manifest.items, rows=None, manifest=manifest.to_json(),
-                error=None, not_before=None, owner=self.owner, lease_until=now + self.lease_ttl,
+                kind=manifest.kind, state="importing" if begun else "claimed", version=0,
+                token=manifest.token, attempts=int(begun), items=manifest.items, rows=None,
+                manifest=manifest.to_json(), error=None, not_before=None, owner=self.owner,
+                lease_until=now + self.lease_ttl,
                 created_at=now, updated_at=now,
             )
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -89,6 +90,8 @@ def open_engine(url: str) -> sa.Engine:
     engine = sa.create_engine(url, pool_pre_ping=True)
     if engine.dialect.name != "sqlite":
         return engine
+    if engine.url.database and engine.url.database != ":memory:":
+        Path(engine.url.database).parent.mkdir(parents=True, exist_ok=True)
 
     @sa.event.listens_for(engine, "connect")
     def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:

@@ -207,7 +207,7 @@ class MainLoop:
         if manifest is None:
             self.queues[source].ack(batch_id)
             return True
-        self._dispatch(manifest)
+        self._dispatch(manifest, begun=True)
         self.gate.observe(self.pending())
         return True
 
@@ -229,7 +229,7 @@ class MainLoop:
             try:
                 manifest, self.checkpoints[source] = self.ledger.claim_range(
                     batch_id, source, src_cfg.target, self.checkpoints[source],
-                    key_values(items[-1]), len(items),
+                    key_values(items[-1]), len(items), begin=True,
                 )
             except ClaimConflict:
                 # Another daemon on this ledger walks the same table: running
@@ -241,16 +241,17 @@ class MainLoop:
         versions = [item.version for item in items]
         if src_cfg.kind == "sql":
             return self.ledger.claim_keys(
-                batch_id, source, src_cfg.target, keys, versions=versions
+                batch_id, source, src_cfg.target, keys, versions=versions, begin=True
             )
         return self.ledger.claim_keys(
             batch_id, source, src_cfg.target, keys, versions=versions,
-            payloads=[item.payload for item in items],
+            payloads=[item.payload for item in items], begin=True,
         )
 
-    def _dispatch(self, manifest: Manifest) -> None:
+    def _dispatch(self, manifest: Manifest, *, begun: bool = False) -> None:
+        """Hand a batch to the sink; ``begun``: it was claimed as importing already."""
         try:
-            started = self.ledger.begin(manifest.batch_id)
+            started = manifest if begun else self.ledger.begin(manifest.batch_id)
         except ClaimConflict as conflict:
             log.info("batch %s taken by another daemon: %s", manifest.batch_id, conflict)
             return

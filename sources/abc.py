@@ -55,6 +55,14 @@ class LimitedSource(abc.ABC):
         """True when the last read reached the end of what is there now."""
         return False
 
+    def backlog(self) -> int | None:
+        """How many items are left to hand out, if the source can tell; read-only.
+
+        May block on I/O like :meth:`next_batch` (``sluice plan`` calls it,
+        never the main loop). None means the source cannot tell.
+        """
+        return None
+
     def ack(self, items: Sequence[Item]) -> None:  # noqa: B027 - optional hook
         """The items' batch is done: forget them for good (SQS: delete)."""
 
@@ -98,3 +106,6 @@ class MemorySource(LimitedSource):
     @property
     def exhausted(self) -> bool:
         return self._pos >= len(self._keys)
+
+    def backlog(self) -> int:
+        return len(self._keys) - self._pos

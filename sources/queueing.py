@@ -46,9 +46,12 @@ class QueueingLimitedSource:
     Thread model: ``next_batch``, ``ack``, ``release``, ``poke`` and ``health``
     are called by the scheduler and never wait for I/O (``ack``/``release``
     call the wrapped source's hooks, which may). Refills run on ``executor``
-    (any object with ``submit``; by default a daemon thread per refill, so a
-    source stuck in I/O cannot hold up interpreter exit). Nothing happens in
-    the background before :meth:`start` or after :meth:`stop`.
+    (any object with ``submit``) or, by default, on one daemon thread per
+    buffer, started by :meth:`start` and woken by an event: starting a thread
+    waits until it runs, milliseconds when the GIL is busy, so none is ever
+    started on the scheduler's path; and a daemon thread stuck in I/O cannot
+    hold up interpreter exit. Nothing happens in the background before
+    :meth:`start` or after :meth:`stop`.
 
     Held items (handed out, batch not yet done) count against ``capacity``.
     """
@@ -88,6 +91,8 @@ class QueueingLimitedSource:
         self._stopped = False
         self._busy = False  # a refill is running or its retry is scheduled
         self._timer: threading.Timer | None = None
+        self._wake = threading.Event()  # a refill is due (or a stop): the worker runs
+        self._worker: threading.Thread | None = None
         self._source_exhausted = False
         # [count, enqueued_at] per refill chunk, oldest first; counts sum to len(queue)
         self._chunks: deque[list[float]] = deque()
@@ -107,6 +112,11 @@ class QueueingLimitedSource:
                 return
             self._started = True
             go = self._claim_refill(force=True)
+        if self._executor is None:
+            self._worker = threading.Thread(
+                target=self._work, name=f"refill-{self.name}", daemon=True
+            )
+            self._worker.start()
         if go:
             self._launch()
 
@@ -251,6 +261,7 @@ class QueueingLimitedSource:
             if timer is not None:
                 timer.cancel()  # its retry will not run: nothing is refilling now
                 self._busy = False
+        self._wake.set()  # an idle worker wakes up and ends
         return self._idle.wait(timeout)
 
     # -- the refill side ---------------------------------------------------
@@ -267,16 +278,22 @@ class QueueingLimitedSource:
         return True
 
     def _launch(self) -> None:
+        if self._executor is None:
+            self._wake.set()  # cheap: the worker thread already exists
+            return
         try:
-            if self._executor is None:
-                name = f"refill-{self.name}"
-                threading.Thread(target=self._refill, name=name, daemon=True).start()
-            else:
-                self._executor.submit(self._refill)
+            self._executor.submit(self._refill)
         except RuntimeError:  # executor shut down, or no more threads
             log.exception("%s: could not start a refill", self.name)
             with self._lock:
                 self._busy = False
+
+    def _work(self) -> None:
+        """The default refill thread: one refill per wake-up until stopped."""
+        while not self._stopped:
+            self._wake.wait()
+            self._wake.clear()
+            self._refill()  # returns at once after a stop (and clears _busy)
 
     def _refill(self) -> None:
         with self._lock:
@@ -295,6 +312,8 @@ class QueueingLimitedSource:
         self._notify()
 
     def _filled(self, items: list[Item], exhausted: bool) -> None:
+        # Keys and hashes are computed before taking the lock that next_batch needs.
+        offer = self._queue.prepare(items)
         now = self._clock()
         leftover: list[Item] = []
         with self._lock:
@@ -303,7 +322,7 @@ class QueueingLimitedSource:
             if self._stopped:
                 leftover = items
             else:
-                accepted = self._queue.offer_many(items)
+                accepted = self._queue.offer_prepared(offer)
                 if accepted:
                     self._chunks.append([accepted, now])
                 if accepted < len(items):

@@ -14,20 +14,34 @@ and a refill cannot queue a key whose batch is still in flight. Held keys count
 against ``capacity`` (they are in memory too), so ``queued + held <= capacity``
 always holds; nothing is ever evicted to make room, an offer simply takes fewer.
 
-Layout, chosen so the batch operations run as C-level loops: the FIFO order is
-a list of keys whose live part starts at ``_head`` (polling slices it and moves
-the head; the dead prefix is cut off in one ``del`` once it is half the list),
-and ``_values`` maps each queued key to its value.
+Layout, chosen so that every batch operation is a handful of C-level bulk
+operations (set ``update``/``difference_update``/``isdisjoint``, list slices
+and ``extend``) and no per-key Python code runs on the common path:
+
+- ``_queued``: the set of queued keys; ``_held_keys``: the set of held keys;
+- ``_keys`` (and ``_vals``, only when a ``key`` function is given: otherwise a
+  value is its own key) hold the FIFO order; their live part starts at
+  ``_head``. Polling slices them and moves the head; the dead prefix is cut
+  off in one ``del`` once it is half the list.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable, Iterable
-from itertools import islice
+from dataclasses import dataclass
 from typing import Generic, TypeVar, cast
 
 V = TypeVar("V")
+
+
+@dataclass(frozen=True, slots=True)
+class Offer(Generic[V]):
+    """Values ready to be offered: their keys (first of each) and the set of them."""
+
+    keys: list[Hashable]
+    values: list[V]
+    unique: set[Hashable]
 
 # Cutting the consumed prefix of the order list costs a memmove of the live
 # part; doing it only when the prefix is large and at least half the list keeps
@@ -49,27 +63,17 @@ class SetQueue(Generic[V]):
         self.capacity = capacity
         self._key = key
         self._lock = threading.Lock()
-        self._order: list[Hashable] = []
+        self._keys: list[Hashable] = []
+        self._vals: list[V] = []  # parallel to _keys; unused (empty) when key is None
         self._head = 0
-        self._values: dict[Hashable, V] = {}
+        self._queued: set[Hashable] = set()
         self._held_keys: set[Hashable] = set()
-        # batch id -> (keys, values) in the order they were polled
+        # batch id -> (keys, values) in the order they were polled (one list when key is None)
         self._held: dict[Hashable, tuple[list[Hashable], list[V]]] = {}
-
-    def _keys_of(self, values: list[V]) -> list[Hashable]:
-        if self._key is None:
-            return cast("list[Hashable]", values)
-        return list(map(self._key, values))
 
     def offer(self, value: V) -> bool:
         """Queue one value at the back; False if its key is queued or held, or no room."""
-        key = value if self._key is None else self._key(value)
-        with self._lock:
-            if key in self._values or key in self._held_keys or self._free() <= 0:
-                return False
-            self._values[key] = value
-            self._order.append(key)
-            return True
+        return self.offer_many([value]) == 1
 
     def offer_many(self, values: Iterable[V]) -> int:
         """Queue values at the back, in order; return how many were accepted.
@@ -79,29 +83,52 @@ class SetQueue(Generic[V]):
         out (the caller still owns them). A key repeated within ``values`` is
         taken once, with its first value.
         """
-        values = values if isinstance(values, list) else list(values)
-        keys = self._keys_of(values)
-        fresh = dict(zip(keys, values, strict=True))  # built outside the lock
-        if len(fresh) != len(keys):
-            # Repeats within the offer: keep the first value of each key.
-            fresh = {}
-            for k, v in zip(keys, values, strict=True):
-                fresh.setdefault(k, v)
+        return self.offer_prepared(self.prepare(values))
+
+    def prepare(self, values: Iterable[V]) -> Offer[V]:
+        """The costly half of :meth:`offer_many` (keys, hashes), without the lock.
+
+        A caller that must offer under a lock of its own prepares first,
+        outside it, then calls :meth:`offer_prepared` under it.
+        """
+        vals: list[V] = values if isinstance(values, list) else list(values)
+        keys = cast("list[Hashable]", vals) if self._key is None else list(map(self._key, vals))
+        unique = set(keys)
+        if len(unique) != len(keys):
+            # Repeats within the offer: keep the first value of each key, in order.
+            firsts: dict[Hashable, V] = {}
+            for k, v in zip(keys, vals, strict=True):
+                firsts.setdefault(k, v)
+            keys, vals = list(firsts), list(firsts.values())
+        return Offer(keys, vals, unique)
+
+    def offer_prepared(self, offer: Offer[V]) -> int:
+        """Queue a prepared offer (see :meth:`offer_many`); C-level set work only."""
+        keys, vals = offer.keys, offer.values
+        if not keys:
+            return 0
         with self._lock:
             room = self._free()
-            if room <= 0 or not fresh:
+            if room <= 0:
                 return 0
-            # Set operations on dict views run in C over the smaller side.
-            known = (fresh.keys() & self._values.keys()) | (fresh.keys() & self._held_keys)
-            if len(known) == len(fresh):
-                return 0
-            for k in known:
-                del fresh[k]
-            if len(fresh) > room:
-                fresh = dict(islice(fresh.items(), room))
-            self._values.update(fresh)
-            self._order.extend(fresh)
-            return len(fresh)
+            queued, held = self._queued, self._held_keys
+            # Set-to-set operations reuse the hashes stored in the offer's set.
+            unique: set[Hashable] | None = offer.unique
+            if not (queued.isdisjoint(offer.unique) and held.isdisjoint(offer.unique)):
+                # Some keys are known: the slow path, per key, for those offers only.
+                fresh = [i for i, k in enumerate(keys) if k not in queued and k not in held]
+                if not fresh:
+                    return 0
+                keys = [keys[i] for i in fresh]
+                vals = [vals[i] for i in fresh]
+                unique = None
+            if len(keys) > room:
+                keys, vals, unique = keys[:room], vals[:room], None
+            queued.update(keys if unique is None else unique)
+            self._keys.extend(keys)
+            if self._key is not None:
+                self._vals.extend(vals)
+            return len(keys)
 
     def poll_many(self, n: int, batch_id: Hashable) -> list[V]:
         """Take up to ``n`` values from the head and hold them under ``batch_id``.
@@ -111,20 +138,23 @@ class SetQueue(Generic[V]):
         """
         with self._lock:
             head = self._head
-            keys = self._order[head : head + n] if n > 0 else []
+            keys = self._keys[head : head + n] if n > 0 else []
             if not keys:
                 return []
-            self._head = head + len(keys)
-            values = list(map(self._values.pop, keys))
+            end = head + len(keys)
+            values = cast("list[V]", keys) if self._key is None else self._vals[head:end]
+            self._head = end
+            self._queued.difference_update(keys)
             self._held_keys.update(keys)
             held = self._held.get(batch_id)
             if held is None:
                 self._held[batch_id] = (keys, values)
             else:
                 held[0].extend(keys)
-                held[1].extend(values)
+                if held[1] is not held[0]:
+                    held[1].extend(values)
             self._compact()
-            return values
+            return list(values)  # the caller's own list: later polls extend the held one
 
     def ack(self, batch_id: Hashable) -> list[V]:
         """The batch is done: forget its held keys; return its values ([] if unknown)."""
@@ -148,18 +178,22 @@ class SetQueue(Generic[V]):
             keys, values = held
             self._held_keys.difference_update(keys)
             # Replacing the consumed prefix puts the keys at the front in one step.
-            self._order[: self._head] = keys
+            self._keys[: self._head] = keys
+            if self._key is not None:
+                self._vals[: self._head] = values
             self._head = 0
-            self._values.update(zip(keys, values, strict=True))
+            self._queued.update(keys)
             return len(keys)
 
     def drain(self) -> list[V]:
         """Remove and return every queued value in order (held ones stay held)."""
         with self._lock:
-            keys = self._order[self._head :]
-            values = list(map(self._values.pop, keys))
-            self._order.clear()
+            head = self._head
+            values = cast("list[V]", self._keys[head:]) if self._key is None else self._vals[head:]
+            self._keys.clear()
+            self._vals.clear()
             self._head = 0
+            self._queued.clear()
             return values
 
     def free(self) -> int:
@@ -175,21 +209,24 @@ class SetQueue(Generic[V]):
     def __len__(self) -> int:
         """How many keys are queued (held ones not included)."""
         with self._lock:
-            return len(self._order) - self._head
+            return len(self._queued)
 
     def __contains__(self, key: object) -> bool:
         """True when the key is queued or held."""
         with self._lock:
-            return key in self._values or key in self._held_keys
+            return key in self._queued or key in self._held_keys
 
     def _free(self) -> int:
-        return self.capacity - (len(self._order) - self._head) - len(self._held_keys)
+        return self.capacity - len(self._queued) - len(self._held_keys)
 
     def _compact(self) -> None:
         head = self._head
-        if head == len(self._order):
-            self._order.clear()
+        if head == len(self._keys):
+            self._keys.clear()
+            self._vals.clear()
             self._head = 0
-        elif head >= _COMPACT_MIN and head * 2 >= len(self._order):
-            del self._order[:head]
+        elif head >= _COMPACT_MIN and head * 2 >= len(self._keys):
+            del self._keys[:head]
+            if self._key is not None:
+                del self._vals[:head]
             self._head = 0

@@ -68,6 +68,10 @@ class SqlSource(LimitedSource):
         # rather than being read as bind parameters (PostgreSQL '::int' casts).
         where = cfg.where.replace(":", "\\:") if cfg.where else None
         self._where = sa.text(f"({where})") if where else None
+        # Rows with a NULL cursor have no place in (cursor, key) order: a NULL
+        # position would compare as unknown and end the walk (SQLite and
+        # MariaDB sort NULLs first), so they are left out explicitly.
+        self._has_cursor = order[0].is_not(None) if cursor else None
         self._position = after
         self._exhausted = False
         self._lock = threading.Lock()  # sweep state: ack/release come from other threads
@@ -106,6 +110,23 @@ class SqlSource(LimitedSource):
                 conn.execute(self._select(None, 0)).all()
             except sa.exc.DBAPIError as exc:
                 raise ConfigError(self._describe("check query failed", exc)) from exc
+
+    def backlog(self) -> int:
+        """Rows still to read, counted without reading them or writing anything.
+
+        Keyset and incremental: rows past :attr:`position` (that match
+        ``where:``). Sweep: every row that matches ``where:`` (a sweep reads
+        them all again; which are done only the ledger knows). Blocks on the
+        database; raises :class:`SourceError` like :meth:`next_batch`.
+        """
+        after = None if self.cfg.mode == "sweep" else self._position
+        stmt = self._filter(sa.select(sa.func.count()).select_from(self._table), after)
+
+        def run() -> int:
+            with self.engine.connect() as conn:
+                return int(conn.scalar(stmt) or 0)
+
+        return cast(int, self._guard(run))
 
     def next_batch(self, limit: int) -> list[Item]:
         if limit <= 0:
@@ -185,12 +206,18 @@ class SqlSource(LimitedSource):
     # -- queries -------------------------------------------------------------
 
     def _select(self, after: KeyTuple | None, limit: int) -> sa.Select[Any]:
-        stmt = sa.select(*self._order_cols).select_from(self._table)
+        stmt = self._filter(sa.select(*self._order_cols).select_from(self._table), after)
+        return stmt.order_by(*self._order_cols).limit(limit)
+
+    def _filter(self, stmt: sa.Select[Any], after: KeyTuple | None) -> sa.Select[Any]:
+        """The rows this source reads: past ``after``, matching ``where:``, with a cursor."""
         if after is not None:
             stmt = stmt.where(_after(self._order_cols, after, self.engine.dialect.name))
+        if self._has_cursor is not None:
+            stmt = stmt.where(self._has_cursor)
         if self._where is not None:
             stmt = stmt.where(self._where)
-        return stmt.order_by(*self._order_cols).limit(limit)
+        return stmt
 
     def _read(self, after: KeyTuple | None, limit: int) -> list[KeyTuple]:
         def run() -> list[KeyTuple]:

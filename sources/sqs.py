@@ -146,6 +146,20 @@ class SqsSource(LimitedSource):
                     raise
                 raise ConfigError(f"{exc} (region {self.cfg.region})") from exc
 
+    def backlog(self) -> int:
+        """Messages waiting in the queue (SQS's ``ApproximateNumberOfMessages``).
+
+        Read-only; in-flight messages (received, not yet deleted) are not
+        counted. Raises :class:`SourceError` like :meth:`next_batch`.
+        """
+        response = self._call(
+            "count messages of",
+            self.client.get_queue_attributes,
+            self.cfg.queue_url,
+            AttributeNames=["ApproximateNumberOfMessages"],
+        )
+        return int(response.get("Attributes", {}).get("ApproximateNumberOfMessages", 0))
+
     def next_batch(self, limit: int) -> list[Item]:
         """Receive until ``limit`` new items or an empty receive (blocking: see the class)."""
         items: list[Item] = []

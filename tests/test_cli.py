@@ -117,7 +117,7 @@ backpressure: {max_pending: 400, resume_below: 200, max_importing_batches: 2}
     if done < 3:
         proc.kill()
         _, stderr = proc.communicate(timeout=30)
-        pytest.fail(f"the daemon finished {done} batches (exit {proc.returncode}): {stderr[-3000:]}")
+        pytest.fail(f"{done} batches done (exit {proc.returncode}): {stderr[-3000:]}")
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 143, stderr[-3000:]

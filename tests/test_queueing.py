@@ -256,3 +256,36 @@ def test_oldest_age_follows_the_head_chunk() -> None:
     q.next_batch(5, "c")
     assert q.oldest_age() is None
     q.stop(5)
+
+
+class ThreadRecordingSource(MemorySource):
+    """Remembers which threads ran its ``next_batch``."""
+
+    def __init__(self, name: str, keys: Sequence[int]) -> None:
+        super().__init__(name, keys)
+        self.threads: set[int] = set()
+
+    def next_batch(self, limit: int) -> list[Item]:
+        self.threads.add(threading.get_ident())
+        return super().next_batch(limit)
+
+
+def test_refills_run_on_one_thread_started_by_start_and_ended_by_stop() -> None:
+    # Starting a thread waits until it runs: on the loop's path that costs
+    # milliseconds whenever the GIL is busy, so next_batch must never do it.
+    source = ThreadRecordingSource("m", range(1000))
+    done = Refilled()
+    q = QueueingLimitedSource(source, capacity=10, replenish_below=3, on_refill=done)
+    before = set(threading.enumerate())
+    q.start()
+    [worker] = [t for t in set(threading.enumerate()) - before if t.name == "refill-m"]
+    for n in range(1, 30):
+        done.wait_for(n)
+        taken = q.next_batch(10, n)  # leaves the buffer empty: one refill
+        assert len(taken) == 10
+        q.ack(n)
+        assert set(threading.enumerate()) - before == {worker}  # no thread per refill
+    assert source.threads == {worker.ident}
+    assert q.stop(5)
+    worker.join(5)
+    assert not worker.is_alive()

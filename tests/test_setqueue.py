@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import random
 import threading
 from operator import attrgetter
+from typing import Any
 
 import pytest
 
@@ -124,3 +126,69 @@ def test_concurrent_polls_hand_each_key_out_once() -> None:
     every = sorted(k for part in got for k in part)
     assert every == list(range(50_000))
     assert all(part == sorted(part) for part in got)  # each thread saw FIFO order
+
+
+def test_offers_mixing_known_repeated_and_new_keys_with_little_room() -> None:
+    q: SetQueue[Item] = SetQueue(6, key=attrgetter("key"))
+    assert q.offer_many([Item("s", k, payload="a") for k in (1, 2, 3)]) == 3
+    assert [i.key for i in q.poll_many(1, "b")] == [1]  # 1 is held, 2 and 3 queued
+    offered = [Item("s", k, payload="b") for k in (3, 4, 1, 4, 5, 6, 7)]
+    assert q.offer_many(offered) == 3  # room for 3: the first new keys, 4, 5 and 6
+    assert [(i.key, i.payload) for i in q.drain()] == [
+        (2, "a"), (3, "a"), (4, "b"), (5, "b"), (6, "b")
+    ]
+    assert q.release("b") == 1 and [i.key for i in q.poll_many(5, "c")] == [1]
+
+
+def test_a_polled_list_is_the_callers_own() -> None:
+    for key in (None, attrgetter("real")):
+        q: SetQueue[int] = SetQueue(10, key=key)
+        q.offer_many([1, 2, 3, 4])
+        first = q.poll_many(2, "b")
+        first.append(99)
+        assert q.poll_many(1, "b") == [3]  # same batch: held grows, ``first`` does not
+        assert q.ack("b") == [1, 2, 3] and first == [1, 2, 99]
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_random_operations_match_a_simple_model(keyed: bool) -> None:
+    """Offers, polls, acks and releases in random order behave like a plain model."""
+    rng = random.Random(7)
+    q: SetQueue[Any] = SetQueue(50, key=attrgetter("key") if keyed else None)
+    queued: list[Any] = []  # the model: FIFO of queued keys…
+    held: dict[int, list[Any]] = {}  # …and held keys per batch
+    for step in range(3000):
+        op = rng.random()
+        if op < 0.4:
+            keys = [rng.randrange(120) for _ in range(rng.randrange(1, 30))]
+            room = 50 - len(queued) - sum(map(len, held.values()))
+            taken: list[Any] = []
+            for k in keys:
+                known = k in queued or k in taken or any(k in h for h in held.values())
+                if not known and len(taken) < room:
+                    taken.append(k)
+            offered = [Item("s", k, payload=step) for k in keys] if keyed else keys
+            assert q.offer_many(offered) == len(taken)
+            queued += taken
+        elif op < 0.7:
+            batch = rng.randrange(8)
+            n = rng.randrange(0, 12)
+            got = q.poll_many(n, batch)
+            keys = [i.key for i in got] if keyed else got
+            assert keys == queued[: len(keys)] and len(keys) == min(n, len(queued))
+            del queued[: len(keys)]
+            if keys:
+                held.setdefault(batch, []).extend(keys)
+        elif op < 0.85:
+            batch = rng.randrange(8)
+            acked = q.ack(batch)
+            assert ([i.key for i in acked] if keyed else acked) == held.pop(batch, [])
+        else:
+            batch = rng.randrange(8)
+            back = held.pop(batch, [])
+            assert q.release(batch) == len(back)
+            queued = back + queued
+        assert len(q) == len(queued) and q.held_count() == sum(map(len, held.values()))
+        assert q.free() == 50 - len(q) - q.held_count()
+    rest = q.drain()
+    assert ([i.key for i in rest] if keyed else rest) == queued

@@ -260,3 +260,47 @@ def test_incremental_reads_rows_again_when_their_cursor_moves(
         conn.execute(sa.text("UPDATE items SET updated_at = 42 WHERE id IN (5, 7)"))
     engine.dispose()
     assert [(i.key, i.version) for i in source.next_batch(500)] == [((5,), "42"), ((7,), "42")]
+
+
+def test_incremental_leaves_out_rows_without_a_cursor(
+    db: str, opened: Callable[..., SqlSource]
+) -> None:
+    # SQLite and MariaDB sort NULLs first: a NULL position must never end the walk.
+    engine = sa.create_engine(db)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE items SET updated_at = NULL WHERE id <= 100 OR id % 7 = 0"))
+    engine.dispose()
+    source = opened("inc", config(db, mode="incremental", cursor="updated_at"))
+    expected = {(i,) for i in range(101, N + 1) if i % 7}
+    assert source.backlog() == len(expected)
+    keys = read_all(source, 64)
+    assert len(keys) == len(set(keys)) and set(keys) == expected
+    assert source.backlog() == 0
+
+
+def test_backlog_counts_what_is_left_without_moving(
+    db: str, opened: Callable[..., SqlSource]
+) -> None:
+    keyset = opened("items", config(db))
+    assert keyset.backlog() == N
+    keyset.next_batch(1000)
+    assert keyset.backlog() == N - 1000 and keyset.position == (1000,)
+    assert opened("items", config(db, where=WHERE), after=(1500,)).backlog() == len(
+        [i for i in range(1501, N + 1) if status(i) == "ready"]
+    )
+    ready = len([i for i in range(1, N + 1) if status(i) == "ready"])
+    sweep = opened("sweep", config(db, mode="sweep", where=WHERE, page_size=100))
+    sweep.next_batch(150)
+    assert sweep.backlog() == ready  # a sweep reads every matching row again
+    inc = opened("inc", config(db, mode="incremental", cursor="updated_at"))
+    inc.next_batch(N - 10)
+    assert inc.backlog() == 10
+
+
+def test_backlog_of_an_unreachable_database_is_a_transient_error(
+    opened: Callable[..., SqlSource],
+) -> None:
+    source = opened("down", config("postgresql+psycopg://app:s3cret@127.0.0.1:1/shop"))
+    with pytest.raises(SourceError) as info:
+        source.backlog()
+    assert info.value.transient and "s3cret" not in str(info.value)

@@ -388,3 +388,17 @@ def test_items_flow_from_the_queue_into_a_queueing_buffer(
     finally:
         assert buffer.stop(timeout=10)
     source.close()
+
+
+def test_backlog_is_the_number_of_visible_messages(
+    moto_server: str, sqs_queue: MakeQueue, sqs: Any
+) -> None:
+    url = sqs_queue()
+    send(sqs, url, [{"id": i} for i in range(25)])
+    source = SqsSource("events", make_cfg(moto_server, url))
+    assert source.backlog() == 25
+    items = source.next_batch(10)
+    assert source.backlog() == 15  # in flight is not backlog
+    source.release(items)
+    assert source.backlog() == 25  # counting changed nothing
+    source.close()

@@ -1,0 +1,279 @@
+"""``sluice plan``: what a run would do next, found without writing anything.
+
+A plan reads each source's backlog (a ``SELECT count(*)``, or SQS's
+approximate message count), reads the ledger's checkpoints if the ledger
+exists, and replays the configured strategy against those backlogs for a few
+ticks, as the main loop would feed them if the downstream kept up.
+
+Nothing is written: no ledger is created (``Ledger`` creates its tables on
+open, so the plan reads the ``sluice_*`` tables directly), no work folder is
+made, and SQLite files (ledger or source) are opened read-only without
+creating their ``-wal``/``-shm`` companions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import sqlalchemy as sa
+
+from config.errors import SluiceError, SourceError
+from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig
+from scheduler.ledger import fingerprint
+from scheduler.strategy import build_strategy
+
+# The ledger's tables, only the columns read here (its schema lives in the ledger).
+_SOURCES = sa.table("sluice_sources", sa.column("name"), sa.column("fingerprint"),
+                    sa.column("high_water"))
+_BATCHES = sa.table("sluice_batches", sa.column("source"), sa.column("state"),
+                    sa.column("items"))
+_KEYS = sa.table("sluice_keys", sa.column("source"))
+_UNFINISHED = ("claimed", "importing", "failed")
+
+
+@dataclass(frozen=True)
+class LedgerView:
+    """What the ledger says about each source, read without writing."""
+
+    note: str
+    fingerprints: dict[str, str] = field(default_factory=dict)
+    high_water: dict[str, list[Any] | None] = field(default_factory=dict)
+    unfinished: dict[str, tuple[int, int]] = field(default_factory=dict)  # batches, items
+    claimed_keys: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SourceBacklog:
+    """One source's backlog, or why it could not be read."""
+
+    name: str
+    kind: str  # "sql keyset", "sql sweep", "sql incremental", "sqs"
+    backlog: int | None
+    detail: str  # what the number counts
+    pending: int  # what the strategy is simulated with
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One simulated tick: the source fed, how many items, and the strategy's reason."""
+
+    number: int
+    source: str
+    items: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A dry run's findings."""
+
+    ledger: LedgerView
+    sources: list[SourceBacklog]
+    ticks: list[Tick]
+    left: dict[str, int]
+    max_items: int
+
+    @property
+    def ok(self) -> bool:
+        """Every backlog could be read."""
+        return all(source.error is None for source in self.sources)
+
+
+def make_plan(cfg: SluiceConfig, ticks: int = 10, config_path: str = "CONFIG") -> Plan:
+    """Read the backlogs and the ledger (read-only) and simulate ``ticks`` ticks."""
+    view = read_ledger(cfg.ledger)
+    sources = [measure(name, cfg, view, config_path) for name in cfg.sources]
+    pending = {s.name: s.pending for s in sources}
+    fed, left = simulate(cfg, pending, ticks)
+    return Plan(view, sources, fed, left, cfg.batch.max_items)
+
+
+def read_ledger(url: str) -> LedgerView:
+    """Checkpoints, unfinished batches and claimed-key counts, if the ledger exists."""
+    shown = sa.make_url(url).render_as_string(hide_password=True)
+    engine = readonly_engine(url)
+    if engine is None:
+        return LedgerView(f"ledger {shown}: none yet; every source starts from the beginning")
+    try:
+        with engine.connect() as conn:
+            if not sa.inspect(conn).has_table("sluice_sources"):
+                return LedgerView(f"ledger {shown}: no sluice tables yet; every source starts "
+                                  "from the beginning")
+            rows = conn.execute(sa.select(_SOURCES)).all()
+            unfinished = conn.execute(
+                sa.select(_BATCHES.c.source, sa.func.count(), sa.func.sum(_BATCHES.c["items"]))
+                .where(_BATCHES.c.state.in_(_UNFINISHED))
+                .group_by(_BATCHES.c.source)
+            ).all()
+            keys = conn.execute(
+                sa.select(_KEYS.c.source, sa.func.count()).group_by(_KEYS.c.source)
+            ).all()
+    except sa.exc.SQLAlchemyError as error:
+        cause = str(getattr(error, "orig", None) or error).splitlines()[0]
+        return LedgerView(f"ledger {shown}: unreadable ({cause}); backlogs from the beginning")
+    finally:
+        engine.dispose()
+    return LedgerView(
+        f"ledger {shown}: checkpoints read",
+        fingerprints={r.name: r.fingerprint for r in rows},
+        high_water={r.name: None if r.high_water is None else json.loads(r.high_water)
+                    for r in rows},
+        unfinished={source: (int(n), int(items or 0)) for source, n, items in unfinished},
+        claimed_keys={source: int(n) for source, n in keys},
+    )
+
+
+def measure(name: str, cfg: SluiceConfig, view: LedgerView, config_path: str) -> SourceBacklog:
+    """One source's backlog, from its checkpoint in ``view``; errors are reported, not raised."""
+    src = cfg.sources[name]
+    kind = f"sql {src.mode}" if isinstance(src, SqlSourceConfig) else "sqs"
+    recorded = view.fingerprints.get(name)
+    changed = recorded is not None and recorded != fingerprint(src)
+    try:
+        if isinstance(src, SqsSourceConfig):
+            return _measure_sqs(name, src)
+        return _measure_sql(name, src, view, changed, config_path)
+    except SluiceError as error:
+        return SourceBacklog(name, kind, None, "", 0, error=str(error))
+
+
+def _measure_sql(
+    name: str, src: SqlSourceConfig, view: LedgerView, changed: bool, config_path: str
+) -> SourceBacklog:
+    from sources.sql import SqlSource
+
+    kind = f"sql {src.mode}"
+    engine = readonly_engine(src.url)
+    if engine is None:
+        raise SourceError(f"source {name}: database file {sa.make_url(src.url).database} "
+                          "does not exist")
+    high_water = None if changed else view.high_water.get(name)
+    after = tuple(high_water) if src.mode == "keyset" and high_water is not None else None
+    source = SqlSource(name, src, after=after, engine=engine)
+    try:
+        count = source.backlog()
+    finally:
+        engine.dispose()
+    where = " matching where:" if src.where else ""
+    if src.mode == "keyset":
+        detail = f"rows{where} past {list(after)}" if after else f"rows{where} from the start"
+        pending = count
+    elif src.mode == "incremental":
+        # The ledger keeps no cursor position: a run reads every row again and
+        # claims only (key, cursor) pairs it has not claimed before.
+        claimed = view.claimed_keys.get(name, 0)
+        detail = f"rows with {src.cursor} set, {claimed:,} (key, {src.cursor}) pairs claimed before"
+        pending = max(0, count - claimed)
+    else:
+        claimed = view.claimed_keys.get(name, 0)
+        detail = f"rows{where}, {claimed:,} keys claimed before"
+        pending = max(0, count - claimed)
+    if changed:
+        detail += (f"; its definition changed since the ledger recorded it: run "
+                   f"sluice reset {config_path} --source {name}")
+    return SourceBacklog(name, kind, count, detail, pending)
+
+
+def _measure_sqs(name: str, src: SqsSourceConfig) -> SourceBacklog:
+    from sources.sqs import SqsSource
+
+    source = SqsSource(name, src)
+    try:
+        count = source.backlog()
+    finally:
+        source.close()
+    return SourceBacklog(name, "sqs", count, "messages visible (approximate)", count)
+
+
+def simulate(
+    cfg: SluiceConfig, pending: Mapping[str, int], ticks: int
+) -> tuple[list[Tick], dict[str, int]]:
+    """Replay the strategy over the backlogs for ``ticks`` ticks; return them and what is left.
+
+    Each tick, like the main loop's: every source with items left has
+    ``min(left, buffer.capacity)`` ready, the strategy picks one, and it feeds
+    a batch of at most ``batch.max_items`` (and ``backpressure.max_pending``),
+    assuming the downstream finishes batches as fast as they come.
+    """
+    strategy = build_strategy(cfg)
+    left = dict(pending)
+    want = min(cfg.batch.max_items, cfg.backpressure.max_pending)
+    fed: list[Tick] = []
+    for number in range(1, ticks + 1):
+        ready = {
+            name: min(n, cfg.sources[name].buffer.capacity) for name, n in left.items() if n > 0
+        }
+        if not ready:
+            break
+        reason = strategy.explain(ready)
+        source = strategy.pick(ready)
+        if source is None:
+            break
+        items = min(want, ready[source])
+        strategy.charge(source, items)
+        left[source] -= items
+        fed.append(Tick(number, source, items, reason))
+    return fed, left
+
+
+def render(plan: Plan, config_path: str) -> str:
+    """The plan as ``sluice plan`` prints it."""
+    width = max(len(s.name) for s in plan.sources)
+    lines = [f"sluice plan {config_path} (dry run: nothing is written)", plan.ledger.note]
+    lines.append("backlog:")
+    for s in plan.sources:
+        if s.error is not None:
+            lines.append(f"  {s.name:<{width}}  {s.kind:<15}  unknown: {s.error}")
+            continue
+        lines.append(f"  {s.name:<{width}}  {s.kind:<15}  {s.backlog:>10,}  {s.detail}")
+        batches, items = plan.ledger.unfinished.get(s.name, (0, 0))
+        if batches:
+            lines.append(f"  {'':<{width}}  {'':<15}  {items:>10,}  in {batches} unfinished "
+                         "batches, re-run first")
+    lines.append(f"next {len(plan.ticks)} ticks (batch.max_items {plan.max_items:,}; "
+                 "assuming the downstream keeps up):")
+    lines.extend(
+        f"  tick {t.number:>3}  {t.source:<{width}}  {t.items:>8,} items  {t.reason}"
+        for t in plan.ticks
+    )
+    if not plan.ticks:
+        lines.append("  nothing to feed")
+    unknown = {s.name for s in plan.sources if s.error is not None}
+    lines.append("left after them: " + ", ".join(
+        f"{name} {'?' if name in unknown else f'{n:,}'}" for name, n in plan.left.items()
+    ))
+    return "\n".join(lines)
+
+
+def readonly_engine(url: str) -> sa.Engine | None:
+    """An engine that cannot write; None for a SQLite file that does not exist.
+
+    SQLite: ``mode=ro`` while a ``-wal`` file exists (a daemon may be writing;
+    its companions already exist), else ``immutable=1``, which reads the file
+    as it is without creating ``-wal``/``-shm`` files beside it. PostgreSQL:
+    read-only transactions. Other databases only ever get SELECTs.
+    """
+    parsed = sa.make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ""
+        if database in ("", ":memory:") or database.startswith("file:"):
+            return sa.create_engine(parsed)
+        path = Path(database)
+        if not path.is_file():
+            return None
+        flag = {"mode": "ro"} if Path(f"{database}-wal").exists() else {"immutable": "1"}
+        uri = sa.URL.create("sqlite", database=f"file:{quote(str(path.resolve()))}",
+                            query={**flag, "uri": "true"})
+        return sa.create_engine(uri)
+    engine = sa.create_engine(parsed, pool_size=1, max_overflow=0, pool_pre_ping=True)
+    if parsed.get_backend_name() == "postgresql":
+        with suppress(sa.exc.ArgumentError):
+            engine = engine.execution_options(postgresql_readonly=True)
+    return engine
