@@ -85,6 +85,10 @@ def decode_key(text: str | None) -> list[Any] | None:
     return None if text is None else json.loads(text)
 
 
+WRITE_OPTION = "sluice_ledger_write"
+"""Execution option the ledger writer sets on its connections (SQLite: BEGIN IMMEDIATE)."""
+
+
 def open_engine(url: str) -> sa.Engine:
     """An engine for the ledger; SQLite gets WAL and working savepoints."""
     engine = sa.create_engine(url, pool_pre_ping=True)
@@ -107,6 +111,10 @@ def open_engine(url: str) -> sa.Engine:
 
     @sa.event.listens_for(engine, "begin")
     def _sqlite_begin(conn: sa.Connection) -> None:
-        conn.exec_driver_sql("BEGIN")
+        # Writes take the write lock up front: a read that later upgrades
+        # fails at once (SQLITE_BUSY_SNAPSHOT) when another process wrote in
+        # between, without waiting for the busy timeout.
+        write = conn.get_execution_options().get(WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     return engine

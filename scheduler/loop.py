@@ -226,17 +226,7 @@ class MainLoop:
     def _claim(self, source: str, batch_id: str, items: list[Item]) -> Manifest | None:
         src_cfg = self.cfg.sources[source]
         if src_cfg.kind == "sql" and src_cfg.mode == "keyset":
-            try:
-                manifest, self.checkpoints[source] = self.ledger.claim_range(
-                    batch_id, source, src_cfg.target, self.checkpoints[source],
-                    key_values(items[-1]), len(items), begin=True,
-                )
-            except ClaimConflict:
-                # Another daemon on this ledger walks the same table: running
-                # two keyset walkers side by side is not supported yet.
-                self.queues[source].release(batch_id)
-                raise
-            return manifest
+            return self._claim_range(source, src_cfg.target, batch_id, items)
         keys = [key_values(item) for item in items]
         versions = [item.version for item in items]
         if src_cfg.kind == "sql":
@@ -247,6 +237,32 @@ class MainLoop:
             batch_id, source, src_cfg.target, keys, versions=versions,
             payloads=[item.payload for item in items], begin=True,
         )
+
+    def _claim_range(
+        self, source: str, target: str, batch_id: str, items: list[Item]
+    ) -> Manifest | None:
+        """Claim ``(high-water, last key]`` by compare-and-set on the high-water mark.
+
+        When another daemon walks the same table its claims move the mark
+        under us: re-read it and claim what is left above it. Items at or
+        below the mark belong to the other daemon's ranges and are dropped
+        (our reader keeps walking forward, so nothing is skipped).
+        """
+        hi = key_values(items[-1])
+        for _ in range(5):
+            checkpoint = self.checkpoints[source]
+            if checkpoint.high_water is not None and tuple(hi) <= tuple(checkpoint.high_water):
+                return None  # all of it claimed by another daemon already
+            try:
+                manifest, self.checkpoints[source] = self.ledger.claim_range(
+                    batch_id, source, target, checkpoint, hi, len(items), begin=True
+                )
+                return manifest
+            except ClaimConflict:
+                self.checkpoints[source] = self.ledger.checkpoint(source)
+                log.info("source %s: another daemon claimed up to %s; claiming above it",
+                         source, self.checkpoints[source].high_water)
+        raise ClaimConflict(f"source {source!r}: lost the range claim five times in a row")
 
     def _dispatch(self, manifest: Manifest, *, begun: bool = False) -> None:
         """Hand a batch to the sink; ``begun``: it was claimed as importing already."""

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 
 from config.errors import LedgerError
+from scheduler.ledger_schema import WRITE_OPTION
 
 log = logging.getLogger("sluice.ledger")
 
@@ -102,8 +103,10 @@ class SerialWriter:
         failure stays with its own request.
         """
         try:
-            with self.engine.begin() as conn:
-                results = [fn(conn) for fn, _ in group]
+            with self.engine.connect() as conn:
+                conn.execution_options(**{WRITE_OPTION: True})
+                with conn.begin():
+                    results = [fn(conn) for fn, _ in group]
         except Exception as error:
             if len(group) > 1:
                 for request in group:

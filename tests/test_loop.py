@@ -163,3 +163,19 @@ def test_unfinished_batches_are_resumed(tmp_path: Path) -> None:
     loop.run(until_drained=True)
     assert ledger.state_of("crashed") == "done"
     assert covered(sink.submitted) == Counter(range(1, 101))
+
+
+@pytest.mark.timeout(60)
+def test_two_loops_walking_one_table_claim_each_key_once(tmp_path: Path) -> None:
+    sinks = [MemorySink(), MemorySink()]
+    loops = [build(tmp_path, sink, {"orders": 3_000, "customers": 0})[0] for sink in sinks]
+    runners = [
+        threading.Thread(target=loop.run, kwargs={"until_drained": True}) for loop in loops
+    ]
+    for runner in runners:
+        runner.start()
+    for runner in runners:
+        runner.join(timeout=50)
+        assert not runner.is_alive()
+    manifests = [m for sink in sinks for m in sink.submitted if m.source == "orders"]
+    assert covered(manifests) == Counter(range(1, 3_001))  # no key twice, none missing
