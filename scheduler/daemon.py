@@ -82,11 +82,11 @@ class Daemon:
 
     @property
     def sink(self) -> Sink:
-        """The sink; the Spark one is built on first use (a JVM start takes seconds)."""
+        """The sink ``spark.deploy`` asks for, built on first use."""
         if self._sink is None:
-            from sinks.spark import SparkSink
+            from sinks import make_sink
 
-            self._sink = SparkSink(self.cfg)
+            self._sink = make_sink(self.cfg, self.config_path)
         return self._sink
 
     def _build_sources(self) -> dict[str, Checkpoint]:

@@ -27,7 +27,9 @@ class Sink(abc.ABC):
       returns a future at once (it may block briefly on a lock, never on I/O).
     - The future resolves to an :class:`ImportResult` once the target commit
       is done, or raises the import's error (a ``SluiceError`` whose
-      ``transient`` says whether a retry can help). Callbacks added with
+      ``transient`` says whether a retry can help). A batch whose rows the
+      target partly refused is done: ``rows_rejected`` counts the refused
+      rows (in ``_sluice_rejects``), and the run must end with exit code 1. Callbacks added with
       ``add_done_callback`` run after :meth:`in_flight` and
       :meth:`pending_items` stopped counting the batch.
     - Submitting the same batch id twice runs it twice; imports are

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -31,6 +32,7 @@ JNI_DIR = "/usr/lib/x86_64-linux-gnu/jni"
 """Where Debian's sqlite-jdbc keeps its native library (libsqlitejdbc.so)."""
 
 _JAVA_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+_FILE_LISTS = ("spark.submit.pyFiles", "spark.files")
 _LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
 
@@ -60,8 +62,15 @@ def is_loopback_master(master: str) -> bool:
     return host in _LOOPBACK_HOSTS
 
 
-def session_conf(cfg: SparkConfig, app_name: str = "sluice") -> dict[str, str]:
-    """Every setting :func:`build_session` applies, defaults first, the user's last."""
+def session_conf(
+    cfg: SparkConfig, app_name: str = "sluice", py_files: Sequence[str] = ()
+) -> dict[str, str]:
+    """Every setting :func:`build_session` applies, defaults first, the user's last.
+
+    ``py_files``: zips of sluice's code for the executors (and for a driver
+    that is not this process); they go on ``spark.submit.pyFiles`` (the
+    driver's Python path) and ``spark.files`` (shipped to every executor).
+    """
     java_opts = f"-Djava.library.path={JNI_DIR} -Duser.timezone=UTC"
     conf = {
         "spark.app.name": app_name,
@@ -78,30 +87,43 @@ def session_conf(cfg: SparkConfig, app_name: str = "sluice") -> dict[str, str]:
     if is_loopback_master(cfg.master):
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
-    if cfg.master.startswith("local") and "PYSPARK_PYTHON" not in os.environ:
+    if is_loopback_master(cfg.master) and "PYSPARK_PYTHON" not in os.environ:
         # Python workers (createDataFrame of keys and payloads) would run the
-        # `python3` on PATH, which may not be this virtualenv's interpreter.
+        # `python3` on PATH, which may not be this virtualenv's interpreter;
+        # executors of a cluster on this machine can run this one too.
         conf["spark.pyspark.python"] = sys.executable
+    if py_files:
+        conf["spark.submit.pyFiles"] = ",".join(py_files)
+        conf["spark.files"] = ",".join(py_files)
     for key, value in cfg.conf.items():
         if key in _JAVA_OPTIONS:
             # Keep ours and append the user's: for a repeated -D the JVM takes
             # the last one, so the user still wins, and sqlite-jdbc still loads.
             conf[key] = f"{conf[key]} {value}"
+        elif key in _FILE_LISTS and key in conf:
+            conf[key] = f"{conf[key]},{value}"  # sluice's code and the user's files
         else:
             conf[key] = value
     return conf
 
 
-def spark_submit_args(cfg: SparkConfig, app_name: str = "sluice") -> list[str]:
+def spark_submit_args(
+    cfg: SparkConfig, app_name: str = "sluice", py_files: Sequence[str] = ()
+) -> list[str]:
     """``spark-submit`` options applying :func:`session_conf` (put them before the script).
 
     Under spark-submit the driver JVM starts before any Python runs, so the
     jars and Java options must be on its command line: set later by
     :func:`build_session`, the drivers are not found (ClassNotFoundException).
-    The caller also sets ``SPARK_LOCAL_IP=127.0.0.1`` for a loopback master.
+    ``py_files`` go on ``--py-files``, followed by the user's
+    ``spark.submit.pyFiles`` (spark-submit would let the option hide that
+    setting). The caller also sets ``SPARK_LOCAL_IP=127.0.0.1`` for a loopback master.
     """
     conf = session_conf(cfg, app_name)
     args = ["--master", conf.pop("spark.master"), "--name", conf.pop("spark.app.name")]
+    files = [*py_files, *filter(None, conf.pop("spark.submit.pyFiles", "").split(","))]
+    if files:
+        args += ["--py-files", ",".join(files)]
     for key, value in conf.items():
         args += ["--conf", f"{key}={value}"]
     return args
@@ -117,15 +139,18 @@ def _require_java() -> None:
     )
 
 
-def build_session(cfg: SparkConfig, app_name: str = "sluice") -> SparkSession:
+def build_session(
+    cfg: SparkConfig, app_name: str = "sluice", py_files: Sequence[str] = ()
+) -> SparkSession:
     """Start (or join) the SparkSession the import jobs run on.
 
-    Static settings (jars, Java options, master) only take effect when this
-    call starts the JVM; a session that already exists in the process is
-    returned as it is, with its own settings. Under ``spark-submit`` the JVM is
-    already running: give it :func:`spark_submit_args` on its command line.
+    Static settings (jars, Java options, master, ``py_files``) only take
+    effect when this call starts the JVM; a session that already exists in
+    the process is returned as it is, with its own settings. Under
+    ``spark-submit`` the JVM is already running: give it
+    :func:`spark_submit_args` on its command line.
     """
-    conf = session_conf(cfg, app_name)
+    conf = session_conf(cfg, app_name, py_files)
     if is_loopback_master(cfg.master):
         # The JVM otherwise binds to the machine's outward address.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

@@ -8,32 +8,48 @@ batch of one source does not starve the others' jobs.
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from config.models import SluiceConfig
 from sinks.abc import Sink, SinkClosed
+from sinks.pyfiles import build_pyfiles_zip
 from sinks.session import build_session
 from spark_jobs.import_job import ImportResult, run_import
 from spark_jobs.manifest import Manifest
+
+log = logging.getLogger(__name__)
 
 
 class SparkSink(Sink):
     """Runs :func:`~spark_jobs.import_job.run_import` on ``spark.max_concurrent_imports`` threads.
 
     The session is built on first use when none is given (starting the JVM
-    takes seconds: it happens on an import thread, not in :meth:`submit`).
-    A session built here is stopped by :meth:`close`; a given one is not.
+    takes seconds: it happens on an import thread, not in :meth:`submit`),
+    or with ``warm_up`` at once on a thread of its own, while the scheduler
+    gets its first batch ready. A session built here is stopped by
+    :meth:`close`; a given one, or one the process already had, is not.
+    For a cluster master, sluice's code is zipped into ``work_dir`` here and
+    shipped to the executors on ``spark.submit.pyFiles``.
     """
 
-    def __init__(self, cfg: SluiceConfig, spark: SparkSession | None = None) -> None:
+    def __init__(
+        self, cfg: SluiceConfig, spark: SparkSession | None = None, *, warm_up: bool = False
+    ) -> None:
         self.cfg = cfg
         self._spark = spark
         self._owns_session = spark is None
+        self.py_files: list[str] = []
+        if spark is None and not cfg.spark.master.startswith("local"):
+            zip_path = build_pyfiles_zip(Path(cfg.work_dir) / "pyfiles" / "sluice.zip")
+            self.py_files.append(str(zip_path))
         self._session_lock = threading.Lock()
         self._executor = ThreadPoolExecutor(
             max_workers=cfg.spark.max_concurrent_imports, thread_name_prefix="sluice-import"
@@ -45,13 +61,31 @@ class SparkSink(Sink):
         # sink's close(wait=False) from cancelling this one's jobs.
         self._group_prefix = f"sluice-import-{uuid.uuid4().hex[:8]}"
         self._closed = False
+        self._warm_up: threading.Thread | None = None
+        if spark is None and warm_up:
+            self._warm_up = threading.Thread(
+                target=self._start_session, name="sluice-spark-start", daemon=True
+            )
+            self._warm_up.start()
 
     def session(self) -> SparkSession:
         """The SparkSession, started on first call (may block for seconds)."""
         with self._session_lock:
             if self._spark is None:
-                self._spark = build_session(self.cfg.spark, app_name="sluice")
+                # getOrCreate would hand back a context this process already
+                # runs (PySpark keeps it there): then it is not ours to stop.
+                if SparkContext._active_spark_context is not None:
+                    self._owns_session = False
+                self._spark = build_session(
+                    self.cfg.spark, app_name="sluice", py_files=self.py_files
+                )
             return self._spark
+
+    def _start_session(self) -> None:
+        try:
+            self.session()
+        except Exception as error:  # the first import tries again and fails with it
+            log.warning("Spark did not start: %s", error)
 
     def submit(self, manifest: Manifest) -> Future[ImportResult]:
         with self._lock:
@@ -80,6 +114,8 @@ class SparkSink(Sink):
             self._closed = True
             running = list(self._pending)
         self._executor.shutdown(wait=wait, cancel_futures=not wait)
+        if wait and self._warm_up is not None:
+            self._warm_up.join()  # a JVM still starting would outlive the sink
         if not wait and self._spark is not None:
             for ticket in running:
                 # Ends the Spark jobs of running imports; their futures fail.

@@ -50,7 +50,7 @@ def extract(
         )
     reader = SqlReader(spark, source)
     if manifest.kind == "range":
-        return reader.read_range(manifest.lo, manifest.hi)
+        return reader.read_range(manifest.lo, manifest.hi, manifest.items)
     return reader.read_keys(manifest.keys)
 
 
@@ -68,13 +68,25 @@ class SqlReader:
         table = sa.table(name, schema=schema or None)
         self.table_sql = self.dialect.identifier_preparer.format_table(table)
 
-    def read_range(self, lo: Sequence[Any] | None, hi: Sequence[Any] | None) -> DataFrame:
-        """Rows with ``lo < key <= hi`` (either bound may be None: open)."""
-        bounds = _split_int_range(lo, hi, self.source.read.num_partitions)
+    def read_range(
+        self, lo: Sequence[Any] | None, hi: Sequence[Any] | None, items: int = 0
+    ) -> DataFrame:
+        """Rows with ``lo < key <= hi`` (either bound may be None: open).
+
+        ``items``: how many keys the scheduler saw in the range, which lets
+        the first range of a walk (``lo`` None) be split as well.
+        """
+        bounds = _split_int_range(lo, hi, self.source.read.num_partitions, items)
         if bounds is None:
             return self._read([self._range(lo, hi)])
-        # Partitioned read: one JDBC query per sub-range (b[i], b[i+1]].
-        return self._read([self._range([a], [b]) for a, b in zip(bounds, bounds[1:], strict=False)])
+        # Partitioned read: one JDBC query per sub-range (b[i], b[i+1]]; the
+        # first one open below when lo is None.
+        return self._read(
+            [
+                self._range(None if a is None else [a], [b])
+                for a, b in zip(bounds, bounds[1:], strict=False)
+            ]
+        )
 
     def read_keys(self, keys: Sequence[Sequence[Any]]) -> DataFrame:
         """Exactly the rows whose key is listed (plus the source's ``where:``).
@@ -187,20 +199,31 @@ def _is_int(value: Any) -> bool:
 
 
 def _split_int_range(
-    lo: Sequence[Any] | None, hi: Sequence[Any] | None, parts: int
-) -> list[int] | None:
+    lo: Sequence[Any] | None, hi: Sequence[Any] | None, parts: int, items: int = 0
+) -> list[int | None] | None:
     """Boundaries b0 < … < bn splitting (lo, hi] evenly, or None when it cannot be split.
 
-    Only a single integer key with both bounds known can be split by
-    arithmetic; the first batch of a walk (lo None) is read in one piece.
+    Only a single integer key can be split by arithmetic. Without ``lo`` (the
+    first batch of a walk), the range is split as if it began ``items`` keys
+    below ``hi``, and b0 is None: the first part stays open below, so the
+    parts still cover the whole range, however the keys are spread.
     """
-    if lo is None or hi is None or len(lo) != 1 or len(hi) != 1:
+    if hi is None or len(hi) != 1 or (lo is not None and len(lo) != 1):
         return None
-    low, high = lo[0], hi[0]
+    high = hi[0]
+    if lo is None:
+        if not _is_int(high) or items < 2:
+            return None
+        low = high - items
+    else:
+        low = lo[0]
     if not (_is_int(low) and _is_int(high)) or high - low < 2 or parts < 2:
         return None
     n = min(parts, high - low)
-    return [low + (high - low) * i // n for i in range(n + 1)]
+    bounds: list[int | None] = [low + (high - low) * i // n for i in range(n + 1)]
+    if lo is None:
+        bounds[0] = None
+    return bounds
 
 
 def _chunks(items: list[tuple[Any, ...]], size: int) -> list[list[tuple[Any, ...]]]:

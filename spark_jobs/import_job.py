@@ -2,12 +2,14 @@
 
 One code path, run in-process by :class:`sinks.spark.SparkSink` or on its own:
 
-    spark-submit spark_jobs/import_job.py --config CONFIG --manifest FILE
+    spark-submit spark_jobs/import_job.py --config CONFIG --manifest FILE [--result FILE]
 
 A batch already committed in its target is not imported again (the result
 says ``skipped``): after a crash between the target commit and the ledger,
 re-running the batch only reconciles. A commit carrying an older fencing token
-than the one recorded is refused (:class:`~spark_jobs.write.StaleToken`).
+than the one recorded is refused (:class:`~spark_jobs.target.StaleToken`).
+Rows the target refuses are set aside in ``_sluice_rejects`` and counted in
+``rows_rejected``; the rest of the batch commits.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from config.errors import ConfigError, SluiceError
 from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig, split_target
 from spark_jobs.extract import extract
 from spark_jobs.manifest import Manifest
-from spark_jobs.write import TargetTable, committed_batch, stale_token_error, write_batch
+from spark_jobs.target import TargetTable, stale_token_error
+from spark_jobs.write import committed_batch, write_batch
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +51,10 @@ class ImportResult:
 
     ``rows_read``: rows the extract produced (payload bodies for SQS,
     duplicates of a key included); ``rows_written``: rows the target
-    received, one per key. ``skipped``: the batch was already committed, so
-    nothing was read; ``rows_written`` is then what that commit recorded.
+    received, one per key; ``rows_rejected``: rows the target refused (in
+    ``_sluice_rejects``; a run with any must end with exit code 1).
+    ``skipped``: the batch was already committed, so nothing was read;
+    ``rows_written`` and ``rows_rejected`` are then what that commit recorded.
     """
 
     batch_id: str
@@ -57,6 +62,7 @@ class ImportResult:
     rows_written: int
     target: str
     skipped: bool = False
+    rows_rejected: int = 0
 
 
 class BatchImportFailed(SluiceError, RuntimeError):
@@ -84,7 +90,9 @@ def run_import(spark: SparkSession, cfg: SluiceConfig, manifest: Manifest) -> Im
     if commit is not None:
         if commit.token > manifest.token:
             raise stale_token_error(target, manifest, commit.token)
-        return ImportResult(manifest.batch_id, 0, commit.rows, manifest.target, skipped=True)
+        return ImportResult(
+            manifest.batch_id, 0, commit.rows, manifest.target, True, commit.rejected
+        )
     try:
         rows = apply_columns(extract(spark, source, manifest), source.columns)
         written = write_batch(spark, rows, target, manifest)
@@ -95,9 +103,15 @@ def run_import(spark: SparkSession, cfg: SluiceConfig, manifest: Manifest) -> Im
         ) from error
     # Nothing between extract and write drops rows, except the duplicate
     # bodies of one key in a payloads batch.
-    rows_read = len(manifest.payloads) if manifest.kind == "payloads" else written
-    log.info("batch %s: %d rows into %s", manifest.batch_id, written, target.label)
-    return ImportResult(manifest.batch_id, rows_read, written, manifest.target)
+    staged = written.rows + written.rejected
+    rows_read = len(manifest.payloads) if manifest.kind == "payloads" else staged
+    log.info(
+        "batch %s: %d rows into %s, %d rejected",
+        manifest.batch_id, written.rows, target.label, written.rejected,
+    )
+    return ImportResult(
+        manifest.batch_id, rows_read, written.rows, manifest.target, False, written.rejected
+    )
 
 
 def is_committed(cfg: SluiceConfig, manifest: Manifest) -> bool:
@@ -166,14 +180,18 @@ def _source(cfg: SluiceConfig, manifest: Manifest) -> SqlSourceConfig | SqsSourc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``spark-submit spark_jobs/import_job.py --config CONFIG --manifest FILE``.
+    """``spark-submit spark_jobs/import_job.py --config CONFIG --manifest FILE [--result FILE]``.
 
     Prints the :class:`ImportResult` as one JSON line; exit 0 on success, the
-    error's exit code (1 failed, 2 bad config) otherwise.
+    error's exit code (1 failed, 2 bad config) otherwise. With ``--result``,
+    also writes the outcome there as JSON: the result's fields, or
+    ``{"error": …, "transient": …, "exit_code": …}`` — how a ``spark-submit``
+    sink learns what happened without parsing the driver log.
     """
     parser = argparse.ArgumentParser(prog="import_job", description="Import one sluice batch.")
     parser.add_argument("--config", required=True, type=Path, help="the sluice YAML config")
     parser.add_argument("--manifest", required=True, type=Path, help="the batch manifest (JSON)")
+    parser.add_argument("--result", type=Path, help="where to write the outcome (JSON)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     # Imported here: config.loader pulls in YAML handling the job itself does not need.
@@ -183,16 +201,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         cfg = load_config(args.config)
         manifest = Manifest.from_json(args.manifest.read_text(encoding="utf-8"))
+        target_table(cfg, manifest)  # an unknown source or target fails before the JVM starts
         spark = build_session(cfg.spark, app_name=f"sluice-import-{manifest.batch_id}")
         result = run_import(spark, cfg, manifest)
     except SluiceError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return error.exit_code
-    except (OSError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(json.dumps(asdict(result)))
+        return _failed(args.result, str(error), error.transient, error.exit_code)
+    except (OSError, ValueError) as error:  # an unreadable config or manifest
+        return _failed(args.result, str(error), False, 2)
+    except Exception as error:  # the JVM died under us, …: say so, in the result too
+        return _failed(args.result, f"{type(error).__name__}: {_reason(error)}", True, 1)
+    outcome = asdict(result)
+    _write_result(args.result, outcome)
+    print(json.dumps(outcome))
     return 0
+
+
+def _failed(result: Path | None, message: str, transient: bool, exit_code: int) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    _write_result(result, {"error": message, "transient": transient, "exit_code": exit_code})
+    return exit_code
+
+
+def _write_result(path: Path | None, outcome: dict[str, object]) -> None:
+    if path is None:
+        return
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(outcome), encoding="utf-8")
+    temporary.replace(path)  # the reader never sees half a file
 
 
 if __name__ == "__main__":

@@ -40,8 +40,10 @@ from spark_jobs.import_job import (
     target_table,
 )
 from spark_jobs.jdbc import JdbcEndpoint
+from spark_jobs.jdbc_tables import staging_table_name
 from spark_jobs.manifest import Manifest
-from spark_jobs.write import BatchFiles, StaleToken, staging_table_name, write_batch
+from spark_jobs.write import StaleToken, write_batch
+from spark_jobs.write_parquet import BatchFiles
 
 # ------------------------------------------------------------------ helpers
 
@@ -57,7 +59,8 @@ def make_config(source: dict[str, Any], target: dict[str, Any], **extra: Any) ->
 
 def rng(batch: str, lo: list[Any] | None, hi: list[Any], token: int = 1, **kw: Any) -> Manifest:
     """A range manifest of source ``src``."""
-    return Manifest(batch, "src", kw.pop("target", "wh.orders"), "range", 0, token, lo, hi, **kw)
+    target, items = kw.pop("target", "wh.orders"), kw.pop("items", 0)
+    return Manifest(batch, "src", target, "range", items, token, lo, hi, **kw)
 
 
 def text_rows(url: str, table: str, key: list[str], where: str | None = None) -> dict[tuple, tuple]:
@@ -145,10 +148,13 @@ def test_pg_range_batches_reach_pg_target_once(spark: Any, pg_url: str, pg_targe
         },
         {"kind": "jdbc", "url": pg_target, "write": {"batchsize": 64, "num_partitions": 2}},
     )
-    first, second = rng("b-1", None, [150]), rng("b-2", [150], [300])
+    first, second = rng("b-1", None, [150], items=150), rng("b-2", [150], [300])
 
-    # (150, 300] splits into 3 sub-ranges, one JDBC query each.
+    # (150, 300] splits into 3 sub-ranges, one JDBC query each; so does the
+    # first range of the walk, open below, guessed from its 150 items.
     assert extract(spark, cfg.sources["src"], second).rdd.getNumPartitions() == 3
+    assert extract(spark, cfg.sources["src"], first).rdd.getNumPartitions() == 3
+    assert extract(spark, cfg.sources["src"], rng("b-0", None, [1])).rdd.getNumPartitions() == 1
     results = [run_import(spark, cfg, first), run_import(spark, cfg, second)]
 
     expected = text_rows(pg_url, "orders", ["id"], where)
@@ -531,6 +537,11 @@ def test_sqlite_batches_to_parquet_read_back_once(
     assert run_import(spark, cfg, batches[0]) == ImportResult(
         "s/0", 0, 100, "lake.events", skipped=True
     )
+    # The restart after a crash between the rename and the ledger update
+    # carries a newer token: it reconciles from the published file.
+    assert run_import(spark, cfg, dataclasses.replace(batches[2], token=9)) == ImportResult(
+        "s/2", 0, 50, "lake.events", skipped=True
+    )
     with pytest.raises(StaleToken):
         run_import(spark, cfg, batches[1])  # committed with token 2 above
 
@@ -571,6 +582,7 @@ def test_main_runs_one_batch_like_spark_submit(
         "rows_written": 5,
         "target": "lake.ev",
         "skipped": False,
+        "rows_rejected": 0,
     }
     assert (tmp_path / "out" / "ev" / "batch-cli-1.parquet").exists()  # next to the config
     assert main([*args[:3], str(tmp_path / "missing.json")]) == 2
@@ -674,12 +686,19 @@ def test_jdbc_endpoints_from_sqlalchemy_urls() -> None:
 
 
 def test_batch_names_are_safe_and_distinct() -> None:
-    names = {staging_table_name(b) for b in ("orders-1", "Orders-1", "orders_1", "x" * 200)}
+    batches = ("orders-1", "Orders-1", "orders_1", "x" * 200)
+    names = {staging_table_name(b, 7, "a1b2c3") for b in batches}
     assert len(names) == 4
-    assert all(n.startswith("_sluice_stage_") and len(n) <= 63 and n.islower() for n in names)
+    assert all(n.startswith("_sluice_stage_") and len(n) <= 58 and n.islower() for n in names)
+    # Every attempt stages apart, even two with the same token.
+    assert staging_table_name("orders-1", 7) != staging_table_name("orders-1", 7)
     files = BatchFiles.of("/lake", "sales", "orders", "a/b=c")
     assert files.final == "/lake/sales/orders/batch-a_2fb_3dc.parquet"
-    assert files.stage.rsplit("/", 1)[1].startswith("_") and "=" not in files.final
+    stage = files.stage(3)
+    assert stage.rsplit("/", 1)[1].startswith("_") and "=" not in files.final
+    assert files.stale_stage(stage, 4) and not files.stale_stage(stage, 3)
+    assert stage != files.stage(3)
+    assert not BatchFiles.of("/lake", "sales", "orders", "a").stale_stage(stage, 4)
 
 
 def test_session_conf_defaults_and_user_overrides() -> None:

@@ -1,0 +1,69 @@
+"""What every target writer shares: where a batch goes, what a commit records, and
+the errors a commit can end with.
+
+The writers themselves are :mod:`spark_jobs.write_jdbc` and
+:mod:`spark_jobs.write_parquet`; :mod:`spark_jobs.write` chooses between them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from config.errors import TargetError
+from config.models import JdbcTargetConfig, ParquetTargetConfig
+from spark_jobs.manifest import Manifest
+
+COMMITS_TABLE = "_sluice_commits"
+"""In a JDBC target, one row per committed batch; in a Parquet table, a folder of markers."""
+
+REJECTS_TABLE = "_sluice_rejects"
+"""In a JDBC target, one row per row the target refused, with the reason."""
+
+
+class StaleToken(TargetError):
+    """The batch was committed by a newer importer (a higher fencing token)."""
+
+
+@dataclass(frozen=True)
+class TargetTable:
+    """Where a batch goes: the target's config, its schema (None: default), table and key."""
+
+    name: str
+    config: JdbcTargetConfig | ParquetTargetConfig
+    schema: str | None
+    table: str
+    key: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        """``target.schema.table`` for messages (no URL, so no secret)."""
+        return ".".join(p for p in (self.name, self.schema, self.table) if p)
+
+
+@dataclass(frozen=True)
+class Commit:
+    """A batch's commit as the target records it: its fencing token and its rows.
+
+    ``rows``: rows the target took; ``rejected``: rows it refused (recorded in
+    ``_sluice_rejects``), so that a reconciled batch still counts them.
+    """
+
+    token: int
+    rows: int
+    rejected: int = 0
+
+
+@dataclass(frozen=True)
+class Written:
+    """What one write of a batch did: rows committed and rows the target rejected."""
+
+    rows: int
+    rejected: int = 0
+
+
+def stale_token_error(target: TargetTable, manifest: Manifest, committed: int) -> StaleToken:
+    """The refusal of a commit that carries an older token than the one recorded."""
+    return StaleToken(
+        f"stale fencing token: batch {manifest.batch_id} was committed to {target.label} "
+        f"with token {committed}, this import carries {manifest.token}"
+    )

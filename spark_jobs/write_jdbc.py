@@ -1,0 +1,106 @@
+"""Write one batch into a JDBC table, idempotently.
+
+Spark writes the rows into a staging table of this attempt's own (with a row
+number); then one transaction on the driver, :func:`~spark_jobs.commit_jdbc.commit_staged`,
+upserts them into the target and records the batch and its fencing token in
+``_sluice_commits`` (rows the target refuses go to ``_sluice_rejects``).
+"""
+
+from __future__ import annotations
+
+import pyspark.sql.functions as F
+import sqlalchemy as sa
+from pyspark.sql import DataFrame
+
+from config.errors import TargetError
+from config.models import JdbcTargetConfig
+from spark_jobs.commit_jdbc import commit_staged
+from spark_jobs.jdbc import JdbcEndpoint, sql_column_type, sql_engine
+from spark_jobs.jdbc_tables import (
+    ROW_COLUMN,
+    commits_table,
+    create_if_missing,
+    drop_staging,
+    drop_stale_stages,
+    forget_target,
+    prepare_target,
+    rejects_table,
+    staging_table,
+)
+from spark_jobs.manifest import Manifest
+from spark_jobs.target import Commit, TargetTable, Written
+
+
+def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Written:
+    """Stage the batch's rows with Spark, then commit them in one transaction."""
+    cfg = target.config
+    assert isinstance(cfg, JdbcTargetConfig)
+    endpoint = JdbcEndpoint.from_url(cfg.url)
+    dialect = endpoint.dialect
+    names = df.columns
+    missing_key = [k for k in target.key if k not in names]
+    if missing_key:
+        raise TargetError(
+            f"{target.label}: key column(s) {missing_key} are not among the batch's columns "
+            f"{names} (a columns: mapping must keep the key)"
+        )
+    if ROW_COLUMN in names:
+        raise TargetError(f"{target.label}: the column name {ROW_COLUMN!r} is sluice's own")
+    columns = [
+        sa.Column(f.name, sql_column_type(f.dataType, dialect, f.name in target.key, f.name))
+        for f in df.schema.fields
+    ]
+    engine = sql_engine(cfg.url)
+    staging = staging_table(manifest, columns, dialect)
+    try:
+        prepare_target(engine, target, columns)
+        create_if_missing(engine, commits_table())
+        create_if_missing(engine, rejects_table())
+        drop_stale_stages(engine, manifest)
+        with engine.begin() as conn:
+            staging.create(conn)
+        options = {
+            "batchsize": str(cfg.write.batchsize),
+            # SQLite has one writer at a time: parallel inserts would only
+            # wait on each other's lock.
+            "numPartitions": "1" if dialect == "sqlite" else str(cfg.write.num_partitions),
+        }
+        if dialect == "postgresql":
+            options["reWriteBatchedInserts"] = "true"
+        # Distinct per row (partition id in the high bits), computed by Spark
+        # for nothing; the commit splits a refused batch by these numbers.
+        numbered = df.withColumn(ROW_COLUMN, F.monotonically_increasing_id())
+        numbered.write.jdbc(
+            endpoint.url,
+            staging.name,
+            mode="append",
+            properties=endpoint.connection_properties(**options),
+        )
+        try:
+            return commit_staged(engine, target, staging, names, manifest)
+        except sa.exc.DBAPIError:
+            forget_target(engine, target)  # a changed table, perhaps: check it again next time
+            raise
+    finally:
+        drop_staging(engine, staging)
+
+
+def jdbc_commit(target: TargetTable, batch_id: str) -> Commit | None:
+    """The batch's commit as ``_sluice_commits`` records it, with its rejects counted."""
+    cfg = target.config
+    assert isinstance(cfg, JdbcTargetConfig)
+    engine = sql_engine(cfg.url)
+    commits, rejects = commits_table(), rejects_table()
+    with engine.connect() as conn:
+        inspector = sa.inspect(conn)
+        if not inspector.has_table(commits.name):
+            return None
+        query = sa.select(commits.c.token, commits.c.rows)
+        row = conn.execute(query.where(commits.c.batch_id == batch_id)).one_or_none()
+        if row is None or row.rows < 0:  # < 0: a placeholder, never committed
+            return None
+        rejected = 0
+        if inspector.has_table(rejects.name):
+            count = sa.select(sa.func.count()).where(rejects.c.batch_id == batch_id)
+            rejected = conn.execute(count).scalar_one()
+        return Commit(int(row.token), int(row.rows), int(rejected))
