@@ -29,6 +29,9 @@ DEBIAN_JARS = (
 """The JDBC drivers Debian's packages install; ``jars: auto`` uses those present."""
 
 JNI_DIR = "/usr/lib/x86_64-linux-gnu/jni"
+
+LOG4J = Path(__file__).with_name("log4j2.properties")
+"""Errors only from the JVM: Spark's INFO/WARN lines bury sluice's progress."""
 """Where Debian's sqlite-jdbc keeps its native library (libsqlitejdbc.so)."""
 
 _JAVA_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
@@ -71,7 +74,9 @@ def session_conf(
     that is not this process); they go on ``spark.submit.pyFiles`` (the
     driver's Python path) and ``spark.files`` (shipped to every executor).
     """
-    java_opts = f"-Djava.library.path={JNI_DIR} -Duser.timezone=UTC"
+    java_opts = (
+        f"-Djava.library.path={JNI_DIR} -Duser.timezone=UTC -Dlog4j2.configurationFile={LOG4J}"
+    )
     conf = {
         "spark.app.name": app_name,
         "spark.master": cfg.master,
@@ -83,6 +88,8 @@ def session_conf(
         "spark.sql.session.timeZone": "UTC",
         "spark.scheduler.mode": "FAIR",
         "spark.ui.enabled": "false",
+        # Spark's console progress bars would scribble over sluice's own.
+        "spark.ui.showConsoleProgress": "false",
     }
     if is_loopback_master(cfg.master):
         conf["spark.driver.host"] = "127.0.0.1"
@@ -165,5 +172,5 @@ def build_session(
             f"Spark could not start its JVM ({error.getCondition()}); "
             "Spark 4 needs Java 17 or later: check `java -version` and JAVA_HOME"
         ) from error
-    session.sparkContext.setLogLevel(conf.get("spark.log.level", "WARN"))
+    session.sparkContext.setLogLevel(conf.get("spark.log.level", "ERROR"))
     return session
