@@ -9,8 +9,9 @@ reports through the returned future. The backpressure gate reads
 from __future__ import annotations
 
 import abc
+import itertools
 import threading
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from spark_jobs.import_job import ImportResult
 from spark_jobs.manifest import Manifest
@@ -56,6 +57,53 @@ class Sink(abc.ABC):
         ``wait=False`` cancels queued batches (their futures are cancelled),
         asks running ones to stop, and returns without waiting. Idempotent.
         """
+
+
+class PoolSink(Sink):
+    """A sink that runs imports on a bounded thread pool; subclasses write ``_run``.
+
+    Keeps the bookkeeping the gate reads (batches and items in flight) and
+    hands each batch a ticket (0, 1, …) that subclasses use to name it.
+    """
+
+    label = "sink"
+
+    def __init__(self, workers: int, thread_name_prefix: str) -> None:
+        self._executor = ThreadPoolExecutor(
+            max_workers=workers, thread_name_prefix=thread_name_prefix
+        )
+        self._lock = threading.Lock()
+        self._pending: dict[int, Manifest] = {}
+        self._seq = itertools.count()
+        self._closed = False
+
+    @abc.abstractmethod
+    def _run(self, ticket: int, manifest: Manifest) -> ImportResult:
+        """Import one batch on a pool thread; may block for as long as it takes."""
+
+    def submit(self, manifest: Manifest) -> Future[ImportResult]:
+        with self._lock:
+            if self._closed:
+                raise SinkClosed(f"the {self.label} is closed")
+            ticket = next(self._seq)
+            self._pending[ticket] = manifest
+            future = self._executor.submit(self._run, ticket, manifest)
+        # Added first, so it runs before any caller's on_done callback: by
+        # then the gate no longer counts this batch.
+        future.add_done_callback(lambda _f: self._forget(ticket))
+        return future
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    def pending_items(self) -> int:
+        with self._lock:
+            return sum(m.items for m in self._pending.values())
+
+    def _forget(self, ticket: int) -> None:
+        with self._lock:
+            self._pending.pop(ticket, None)
 
 
 class MemorySink(Sink):

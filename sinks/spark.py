@@ -7,11 +7,9 @@ batch of one source does not starve the others' jobs.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,7 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from config.models import SluiceConfig
-from sinks.abc import Sink, SinkClosed
+from sinks.abc import PoolSink
 from sinks.pyfiles import build_pyfiles_zip
 from sinks.session import build_session
 from spark_jobs.import_job import ImportResult, run_import
@@ -28,7 +26,7 @@ from spark_jobs.manifest import Manifest
 log = logging.getLogger(__name__)
 
 
-class SparkSink(Sink):
+class SparkSink(PoolSink):
     """Runs :func:`~spark_jobs.import_job.run_import` on ``spark.max_concurrent_imports`` threads.
 
     The session is built on first use when none is given (starting the JVM
@@ -39,6 +37,8 @@ class SparkSink(Sink):
     For a cluster master, sluice's code is zipped into ``work_dir`` here and
     shipped to the executors on ``spark.submit.pyFiles``.
     """
+
+    label = "Spark sink"
 
     def __init__(
         self, cfg: SluiceConfig, spark: SparkSession | None = None, *, warm_up: bool = False
@@ -51,16 +51,10 @@ class SparkSink(Sink):
             zip_path = build_pyfiles_zip(Path(cfg.work_dir) / "pyfiles" / "sluice.zip")
             self.py_files.append(str(zip_path))
         self._session_lock = threading.Lock()
-        self._executor = ThreadPoolExecutor(
-            max_workers=cfg.spark.max_concurrent_imports, thread_name_prefix="sluice-import"
-        )
-        self._lock = threading.Lock()
-        self._pending: dict[int, Manifest] = {}
-        self._seq = itertools.count()
+        super().__init__(cfg.spark.max_concurrent_imports, "sluice-import")
         # Job groups are per SparkContext: a prefix per sink keeps another
         # sink's close(wait=False) from cancelling this one's jobs.
         self._group_prefix = f"sluice-import-{uuid.uuid4().hex[:8]}"
-        self._closed = False
         self._warm_up: threading.Thread | None = None
         if spark is None and warm_up:
             self._warm_up = threading.Thread(
@@ -87,26 +81,6 @@ class SparkSink(Sink):
         except Exception as error:  # the first import tries again and fails with it
             log.warning("Spark did not start: %s", error)
 
-    def submit(self, manifest: Manifest) -> Future[ImportResult]:
-        with self._lock:
-            if self._closed:
-                raise SinkClosed("the Spark sink is closed")
-            ticket = next(self._seq)
-            self._pending[ticket] = manifest
-            future = self._executor.submit(self._run, ticket, manifest)
-        # Added first, so it runs before any caller's on_done callback: by
-        # then the gate no longer counts this batch.
-        future.add_done_callback(lambda _f: self._forget(ticket))
-        return future
-
-    def in_flight(self) -> int:
-        with self._lock:
-            return len(self._pending)
-
-    def pending_items(self) -> int:
-        with self._lock:
-            return sum(m.items for m in self._pending.values())
-
     def close(self, wait: bool = True) -> None:
         with self._lock:
             if self._closed:
@@ -126,10 +100,6 @@ class SparkSink(Sink):
     def job_group(self, ticket: int) -> str:
         """The Spark job group of the ``ticket``-th batch submitted (0, 1, …)."""
         return f"{self._group_prefix}-{ticket}"
-
-    def _forget(self, ticket: int) -> None:
-        with self._lock:
-            self._pending.pop(ticket, None)
 
     def _run(self, ticket: int, manifest: Manifest) -> ImportResult:
         sc = self.session().sparkContext

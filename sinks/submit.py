@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import itertools
 import json
 import logging
 import os
@@ -25,8 +24,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import fields
 from pathlib import Path
 
@@ -34,7 +31,7 @@ import pyspark
 
 from config.errors import ConfigError
 from config.models import SluiceConfig
-from sinks.abc import Sink, SinkClosed
+from sinks.abc import PoolSink, SinkClosed
 from sinks.pyfiles import build_pyfiles_zip
 from sinks.session import is_loopback_master, spark_submit_args
 from spark_jobs import import_job
@@ -50,12 +47,14 @@ SPARK_HOME = Path(pyspark.__file__).resolve().parent
 _RESULT_FIELDS = {f.name for f in fields(ImportResult)}
 
 
-class SubmitSink(Sink):
+class SubmitSink(PoolSink):
     """Runs each batch through ``spark-submit``, ``spark.max_concurrent_imports`` at a time.
 
     ``config_path`` is the YAML file the job loads (the driver runs on this
     machine: Python on a standalone cluster runs in client deploy mode).
     """
+
+    label = "spark-submit sink"
 
     def __init__(
         self, cfg: SluiceConfig, config_path: str | os.PathLike[str], spark_home: Path = SPARK_HOME
@@ -72,14 +71,8 @@ class SubmitSink(Sink):
         for folder in ("manifests", "logs", "results"):
             (self.work_dir / folder).mkdir(parents=True, exist_ok=True)
         self.py_files = [str(build_pyfiles_zip(self.work_dir / "pyfiles" / "sluice.zip"))]
-        self._executor = ThreadPoolExecutor(
-            max_workers=cfg.spark.max_concurrent_imports, thread_name_prefix="sluice-submit"
-        )
-        self._lock = threading.Lock()
-        self._pending: dict[int, Manifest] = {}
+        super().__init__(cfg.spark.max_concurrent_imports, "sluice-submit")
         self._running: dict[int, subprocess.Popen[bytes]] = {}
-        self._seq = itertools.count()
-        self._closed = False
         self._forced = False
 
     def paths(self, batch_id: str) -> tuple[Path, Path, Path]:
@@ -114,25 +107,6 @@ class SubmitSink(Sink):
             env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         return env
 
-    def submit(self, manifest: Manifest) -> Future[ImportResult]:
-        with self._lock:
-            if self._closed:
-                raise SinkClosed("the spark-submit sink is closed")
-            ticket = next(self._seq)
-            self._pending[ticket] = manifest
-            future = self._executor.submit(self._run, ticket, manifest)
-        # First callback: the gate stops counting the batch before the caller hears of it.
-        future.add_done_callback(lambda _f: self._forget(ticket))
-        return future
-
-    def in_flight(self) -> int:
-        with self._lock:
-            return len(self._pending)
-
-    def pending_items(self) -> int:
-        with self._lock:
-            return sum(m.items for m in self._pending.values())
-
     def close(self, wait: bool = True) -> None:
         with self._lock:
             if self._closed:
@@ -144,10 +118,6 @@ class SubmitSink(Sink):
             for proc in running:  # the driver and its children (spark-submit's JVM)
                 _signal_group(proc, signal.SIGTERM)
         self._executor.shutdown(wait=wait, cancel_futures=not wait)
-
-    def _forget(self, ticket: int) -> None:
-        with self._lock:
-            self._pending.pop(ticket, None)
 
     def _run(self, ticket: int, manifest: Manifest) -> ImportResult:
         manifest_path, log_path, result_path = self.paths(manifest.batch_id)
