@@ -69,6 +69,7 @@ def main() -> int:
     }
     written = {"plain_pg": "plain", "sluice_pg_10": "sluice10", "sluice_pg_100": "sluice100"}
     best: dict[str, float] = {}
+    times: dict[str, list[float]] = {}
     try:
         seed(urls["src"])
         # Rounds alternate the variants; the best time of each is kept, so a
@@ -82,6 +83,13 @@ def main() -> int:
                 best[name] = min(best.get(name, seconds), seconds)
                 if name in written:
                     check_count(urls[written[name]], "orders")
+                times.setdefault(name, []).append(seconds)
+            # The runs of one round shared the machine's mood: their ratio is
+            # the fairest single comparison when other work comes and goes.
+            print(f"# round {round_ + 1} ratios: sluice/plain speed PostgreSQL "
+                  f"{times['plain_pg'][-1] / times['sluice_pg_10'][-1]:.2f}, Parquet "
+                  f"{times['plain_parquet'][-1] / times['sluice_parquet'][-1]:.2f}",
+                  flush=True)  # fmt: skip
         report("e2e_pg_to_pg_rows_per_s", ROWS / best["sluice_pg_10"], "rows/s",
                ROWS / best["plain_pg"])  # fmt: skip
         report("e2e_pg_to_parquet_rows_per_s", ROWS / best["sluice_parquet"], "rows/s",

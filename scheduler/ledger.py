@@ -106,14 +106,27 @@ class Ledger:
         self.lease_ttl = lease_ttl
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.engine = open_engine(url)
-        try:
-            metadata.create_all(self.engine)
-        except sa.exc.SQLAlchemyError as error:
-            shown = self.engine.url.render_as_string(hide_password=True)
-            raise LedgerError(
-                f"cannot open the ledger {shown}: {getattr(error, 'orig', None) or error}"
-            ) from error
+        self._create_tables()
         self.writer = SerialWriter(self.engine, on_death=on_writer_death)
+
+    def _create_tables(self, attempts: int = 5) -> None:
+        """Create the ``sluice_*`` tables if missing.
+
+        Two daemons starting at once on a new ledger may both see no table and
+        both create it; the loser's CREATE fails, and a second look finds the
+        tables the winner made.
+        """
+        for attempt in range(1, attempts + 1):
+            try:
+                metadata.create_all(self.engine)
+                return
+            except sa.exc.SQLAlchemyError as error:
+                if attempt == attempts:
+                    shown = self.engine.url.render_as_string(hide_password=True)
+                    raise LedgerError(
+                        f"cannot open the ledger {shown}: {getattr(error, 'orig', None) or error}"
+                    ) from error
+                time.sleep(0.2 * attempt)  # start-up only: let the other creator finish
 
     def close(self) -> None:
         """Finish queued writes and release the ledger's connections."""

@@ -229,14 +229,18 @@ class MainLoop:
             return self._claim_range(source, src_cfg.target, batch_id, items)
         keys = [key_values(item) for item in items]
         versions = [item.version for item in items]
-        if src_cfg.kind == "sql":
-            return self.ledger.claim_keys(
-                batch_id, source, src_cfg.target, keys, versions=versions, begin=True
-            )
-        return self.ledger.claim_keys(
-            batch_id, source, src_cfg.target, keys, versions=versions,
-            payloads=[item.payload for item in items], begin=True,
-        )
+        payloads = [item.payload for item in items] if src_cfg.kind == "sqs" else None
+        for _ in range(5):
+            try:
+                return self.ledger.claim_keys(
+                    batch_id, source, src_cfg.target, keys, versions=versions,
+                    payloads=payloads, begin=True,
+                )
+            except ClaimConflict:
+                # Another daemon inserted some of these keys between our look-up
+                # and our insert; the next look-up skips them.
+                log.info("source %s: lost a key claim race; claiming the rest", source)
+        raise ClaimConflict(f"source {source!r}: lost the key claim five times in a row")
 
     def _claim_range(
         self, source: str, target: str, batch_id: str, items: list[Item]
@@ -310,6 +314,11 @@ class MainLoop:
                             queue.ack(manifest.batch_id)  # the ledger keeps it for `retry`
                     else:
                         self.stats.batches_failed += 1
+        except ClaimConflict as conflict:
+            # Our lease ran out and another daemon took the batch over (and
+            # may have finished it): it is theirs now; we go on.
+            log.warning("batch %s was taken over by another daemon: %s",
+                        manifest.batch_id, conflict)
         except BaseException as error:  # the ledger itself failed: stop loudly
             log.critical("cannot record the end of batch %s: %s", manifest.batch_id, error)
             self.fatal = error

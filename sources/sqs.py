@@ -32,6 +32,7 @@ from botocore.exceptions import (
 from cachetools import LRUCache
 
 from config.errors import ConfigError, SluiceError, SourceError
+from config.faults import crash_point
 from config.models import SqsSourceConfig
 from sources.abc import Item, LimitedSource
 
@@ -73,7 +74,8 @@ class SqsSource(LimitedSource):
     credentials are found. A key already handed out and not yet acked or
     released adds its receipt handle to that item instead of a new item; a key
     known done (acked here, or reported by ``is_done`` behind an LRU cache) is
-    deleted at once. ``exhausted`` after two empty receives in a row.
+    deleted at once. ``exhausted`` after two empty receives in a row, once no
+    message received elsewhere (a killed daemon's) is still invisible.
 
     ``ack``, ``release`` and ``extend_visibility`` may run on other threads
     than ``next_batch``; they block on SQS but do not raise for SQS failures:
@@ -109,6 +111,7 @@ class SqsSource(LimitedSource):
         self._expires: dict[KeyTuple, float] = {}  # clock() when the key's first message reappears
         self._done: LRUCache[KeyTuple, bool] = LRUCache(maxsize=done_cache_size)
         self._empty_streak = 0
+        self._waiting = False  # for messages received elsewhere (logged once per wait)
 
     @property
     def exhausted(self) -> bool:
@@ -165,14 +168,24 @@ class SqsSource(LimitedSource):
         items: list[Item] = []
         wait = self.cfg.wait_time
         while len(items) < limit:
-            messages = self._receive(min(_BATCH, limit - len(items)), wait)
+            try:
+                messages = self._receive(min(_BATCH, limit - len(items)), wait)
+            except SluiceError:
+                # The items of earlier receives are ours: their handles are
+                # held (and kept invisible by the heartbeat) until ack or
+                # release. Raising would drop them, stranding their messages
+                # for good; hand them out, and the next call meets the error.
+                if items:
+                    break
+                raise
             wait = min(wait, _FOLLOW_UP_WAIT)
             if not messages:
                 self._empty_streak += 1
                 # One empty receive ends a refill that found something; a
                 # refill that found nothing asks once more, so that a drained
-                # queue is reported after two empty receives in a row.
-                if items or self._empty_streak >= 2:
+                # queue is reported after two empty receives in a row, and
+                # keeps asking while messages received elsewhere are out.
+                if items or (self._empty_streak >= 2 and not self._left_elsewhere()):
                     break
                 continue
             self._empty_streak = 0
@@ -246,6 +259,41 @@ class SqsSource(LimitedSource):
         )
         messages: list[Message] = response.get("Messages", [])
         return messages
+
+    def _left_elsewhere(self) -> int:
+        """Messages on the queue beyond those this source holds, as SQS counts them.
+
+        Two empty receives do not mean the queue is drained: a daemon killed
+        with ``kill -9`` between receive and claim (or another daemon, or a
+        delete that failed) leaves messages invisible until their visibility
+        timeout, and ``--until-drained`` would end with those records never
+        migrated. Visible and delayed messages count too, so that messages
+        coming back just after an empty receive are not missed.
+        """
+        names = [
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        ]
+        response = self._call(
+            "count the messages of",
+            self.client.get_queue_attributes,
+            self.cfg.queue_url,
+            AttributeNames=names,
+        )
+        attrs = response.get("Attributes", {})
+        with self._lock:
+            ours = sum(len(per_key) for per_key in self._handles.values())
+        left = max(0, sum(int(attrs.get(name, 0)) for name in names) - ours)
+        if left and not self._waiting:
+            log.info(
+                "source %s: %d messages received elsewhere are not back yet; "
+                "the queue is not drained until they are",
+                self.name,
+                left,
+            )
+        self._waiting = left > 0
+        return left
 
     def _sort(self, messages: list[Message]) -> list[Item]:
         """Turn one receive into new items; set aside duplicates, done keys and poison."""
@@ -372,6 +420,8 @@ class SqsSource(LimitedSource):
         for attempt in (1, 2):
             retry: list[tuple[dict[str, Any], str]] = []
             for start in range(0, len(pending), _BATCH):
+                if what == "delete" and start:  # some of these messages are deleted, not all
+                    crash_point("mid_sqs_delete")
                 chunk = [{**e, "Id": str(i)} for i, e in enumerate(pending[start : start + _BATCH])]
                 try:
                     response = self._call(what, call, self.cfg.queue_url, Entries=chunk)

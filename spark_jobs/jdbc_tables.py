@@ -126,14 +126,19 @@ def drop_stale_stages(engine: sa.Engine, manifest: Manifest) -> None:
 
 def drop_staging(engine: sa.Engine, staging: sa.Table) -> None:
     """Drop a staging table if it exists; log, never raise (the next attempt cleans up)."""
+    mysql_family = engine.dialect.name in ("mysql", "mariadb")
     try:
         with engine.begin() as conn:
             # Do not wait long on a lock held by a stuck importer.
             if engine.dialect.name == "postgresql":
                 conn.exec_driver_sql("SET LOCAL lock_timeout = '5s'")
-            elif engine.dialect.name in ("mysql", "mariadb"):
+            elif mysql_family:
                 conn.exec_driver_sql("SET SESSION lock_wait_timeout = 5")
-            staging.drop(conn, checkfirst=True)
+            try:
+                staging.drop(conn, checkfirst=True)
+            finally:
+                if mysql_family:  # the connection goes back to the pool
+                    conn.exec_driver_sql("SET SESSION lock_wait_timeout = DEFAULT")
     except sa.exc.SQLAlchemyError as error:
         log.warning("could not drop staging table %s: %s", staging.name, error)
 

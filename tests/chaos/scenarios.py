@@ -1,0 +1,312 @@
+"""What happens to a :class:`~tests.chaos.harness.Scenario` before it is verified.
+
+Each function drives real ``sluice run`` processes and counts what it
+injected in an :class:`Injected`; the caller then runs a clean ``sluice run`` to the end (where the
+scenario needs one) and verifies the target. Randomness comes from a seeded
+:class:`random.Random`, so a failing run can be replayed with the same seed.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from tests.chaos.harness import BATCH_ITEMS, Proc, Scenario
+from tests.tcp_proxy import TcpProxy
+
+ROOT = Path(__file__).resolve().parents[2]
+# What a daemon prints when it exits 1 on a race it lost to the other daemon:
+# creating the ledger's tables at the same time, or a ClaimConflict of
+# scheduler/ledger.py and loop.py (a claim, or the end of a batch the other
+# daemon took over and finished).
+CONFLICT = re.compile(r"claimed by another daemon|lost the range claim|is \w+, expected one of|"
+                      r"changed under us|cannot open the ledger .*duplicate key value")
+
+
+@dataclass
+class Injected:
+    """What a scenario did to the daemons, for the chaos table and the assertions."""
+
+    kills: int = 0
+    faults: int = 0
+    notes: list[str] = field(default_factory=list)
+    conflict_exits: list[str] = field(default_factory=list)  # logs of daemons that died of it
+
+    @property
+    def total(self) -> int:
+        """Kills and faults injected."""
+        return self.kills + self.faults
+
+
+def crash_point_in_code(name: str) -> bool:
+    """Whether ``crash_point("name")`` is called anywhere in sluice's code."""
+    needle = f'crash_point("{name}")'
+    for package in ("scheduler", "sources", "sinks", "spark_jobs"):
+        for path in (ROOT / package).glob("*.py"):
+            if needle in path.read_text(encoding="utf-8"):
+                return True
+    return False
+
+
+# -- kill -9 ---------------------------------------------------------------------------
+
+
+def kill_at_random(sc: Scenario, rng: random.Random, low: float, high: float,
+                   injected: Injected) -> bool:
+    """Start a daemon and ``kill -9`` its group after ``uniform(low, high)`` s.
+
+    Returns False when the daemon ended first (nothing was left to kill).
+    """
+    delay = rng.uniform(low, high)
+    proc = sc.start(f"kill-{injected.kills + 1}-after-{delay:.1f}s")
+    code = proc.wait(delay)
+    if code is not None:
+        assert code == 0, f"{sc.name}: sluice run exited {code}\n{proc.tail()}"
+        injected.notes.append(f"drained before kill {injected.kills + 1}")
+        return False
+    proc.kill()
+    injected.kills += 1
+    return True
+
+
+def crash_at(sc: Scenario, fault: str, injected: Injected, timeout: float = 300) -> bool:
+    """Run with ``SLUICE_FAULT=fault`` and require that it crashed there.
+
+    Returns False (and notes why) when the crash point is not in the code
+    yet, in which case the run is a plain run.
+    """
+    point = fault.partition(":")[0]
+    if not crash_point_in_code(point):
+        injected.notes.append(f"{point}: not in the code yet, not injected")
+        return False
+    proc = sc.start(f"fault-{point}", fault=fault)
+    code = proc.wait(timeout)
+    if code is None:
+        proc.kill()
+        raise AssertionError(f"{sc.name}: SLUICE_FAULT={fault}: still running after "
+                             f"{timeout} s\n{proc.tail()}")
+    proc.wait_group_gone()
+    marker = f"SLUICE_FAULT: crashing at {point}"
+    assert code == -9 and marker in proc.output(), (
+        f"{sc.name}: SLUICE_FAULT={fault} did not crash there (exit {code}): the point was "
+        f"never reached\n{proc.tail()}"
+    )
+    injected.faults += 1
+    return True
+
+
+# -- two daemons at once ---------------------------------------------------------------
+
+
+def hot_hot(sc: Scenario, rng: random.Random, injected: Injected,
+            after_done: tuple[int, int] = (1, 3), timeout: float = 1800) -> None:
+    """Two daemons on one config and ledger; one is killed midway and restarted.
+
+    Daemon a is killed (its whole process group) once ``randint(*after_done)``
+    batches are done, plus a random fraction of a second: mid-migration, with
+    batches of both daemons in flight. A daemon that exits 1 because it lost
+    a race to the other (creating the ledger, a claim, or the end of a batch
+    the other took over) is restarted, as a supervisor would, and recorded in
+    ``injected.conflict_exits``: the data must still come out right. Both must
+    end with exit 0 once everything is drained.
+    """
+    a = sc.start("hot-a")
+    # b starts the moment a has created the ledger's tables: two daemons
+    # creating them at once is a bug of its own, shown deterministically by
+    # test_two_daemons_starting_at_once_on_a_new_postgresql_ledger.
+    sc.wait_for("the ledger exists", lambda: sc.ledger_count(
+        "SELECT count(*) FROM sluice_owners") >= 1, a, 120)
+    b = sc.start("hot-b")
+    done = rng.randint(*after_done)
+    sc.wait_for(f"{done} batches are done", lambda: sc.states()["done"] >= done, a, timeout)
+    delay = rng.uniform(0.0, 2.0)
+    if a.wait(delay) is None:
+        held = sc.ledger_count("SELECT count(*) FROM sluice_batches WHERE state = 'importing'")
+        a.kill()
+        injected.kills += 1
+        injected.notes.append(f"a killed {delay:.1f} s after {done} batches were done, with "
+                              f"{held} importing")
+    running = {"a": sc.start("hot-a-restarted"), "b": b}
+    deadline = _deadline(timeout)
+    while running:
+        for name, proc in list(running.items()):
+            code = proc.wait(0.5)
+            if code is None:
+                continue
+            if code == 1 and CONFLICT.search(proc.output()):
+                injected.conflict_exits.append(str(proc.log_path))
+                running[name] = sc.start(f"hot-{name}-after-conflict")
+                continue
+            assert code == 0, f"{sc.name}: daemon {name} exited {code}\n{proc.tail()}"
+            del running[name]
+        if _expired(deadline):
+            for proc in running.values():
+                proc.kill()
+            raise AssertionError(f"{sc.name}: daemons still running after {timeout} s")
+
+
+# -- faults ----------------------------------------------------------------------------
+
+REFUSE = """
+CREATE FUNCTION chaos_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION 'chaos: table % refuses writes', TG_TABLE_NAME USING ERRCODE = 'XX000';
+END $$;
+CREATE FUNCTION chaos_refuse_row() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.id = ANY (TG_ARGV::bigint[]) THEN
+    RAISE EXCEPTION 'chaos: row % refused', NEW.id USING ERRCODE = 'XX000';
+  END IF;
+  RETURN NEW;
+END $$;
+CREATE FUNCTION chaos_arm() RETURNS event_trigger LANGUAGE plpgsql AS $$
+DECLARE
+  made record;
+  armed record;
+BEGIN
+  FOR made IN SELECT * FROM pg_event_trigger_ddl_commands() WHERE command_tag = 'CREATE TABLE'
+  LOOP
+    FOR armed IN SELECT * FROM chaos_armed WHERE 'public.' || tbl = made.object_identity LOOP
+      EXECUTE armed.ddl;
+    END LOOP;
+  END LOOP;
+END $$;
+CREATE TABLE chaos_armed (tbl text NOT NULL, ddl text NOT NULL);
+CREATE EVENT TRIGGER chaos_arm ON ddl_command_end WHEN TAG IN ('CREATE TABLE')
+  EXECUTE FUNCTION chaos_arm();
+"""
+
+
+def arm_refusal(sc: Scenario, table: str, keys: list[int] | None = None) -> None:
+    """Make the target refuse writes to ``table`` (only rows with ``keys``, if given).
+
+    Installed before the table exists: an event trigger adds the table's
+    trigger the moment sluice creates the table. The refusal is an
+    ``XX000`` error, not a constraint violation, so the whole batch fails
+    (rather than its rows going to ``_sluice_rejects``).
+    """
+    if keys is None:
+        ddl = (f'CREATE TRIGGER chaos_refuse BEFORE INSERT OR UPDATE ON public."{table}" '
+               "FOR EACH STATEMENT EXECUTE FUNCTION chaos_refuse()")
+    else:
+        args = ", ".join(f"'{int(k)}'" for k in keys)
+        ddl = (f'CREATE TRIGGER chaos_refuse BEFORE INSERT OR UPDATE ON public."{table}" '
+               f"FOR EACH ROW EXECUTE FUNCTION chaos_refuse_row({args})")
+    engine = sa.create_engine(sc.target_url)
+    try:
+        with engine.begin() as conn:
+            if not conn.scalar(sa.text("SELECT to_regclass('chaos_armed') IS NOT NULL")):
+                # Straight to psycopg, without parameters: '%' is PL/pgSQL's, not a placeholder.
+                conn.connection.driver_connection.execute(REFUSE)  # type: ignore[union-attr]
+            conn.execute(sa.text("INSERT INTO chaos_armed VALUES (:t, :d)"),
+                         {"t": table, "d": ddl})
+    finally:
+        engine.dispose()
+
+
+def lift_refusal(sc: Scenario, table: str) -> None:
+    """The cause is fixed: drop the table's refusing trigger (and do not re-arm it)."""
+    engine = sa.create_engine(sc.target_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text("DELETE FROM chaos_armed WHERE tbl = :t"), {"t": table})
+            conn.exec_driver_sql(f'DROP TRIGGER IF EXISTS chaos_refuse ON public."{table}"')
+    finally:
+        engine.dispose()
+
+
+def failed_attempts(sc: Scenario, source: str) -> int:
+    """Import attempts of ``source`` that failed so far (failed now, or begun again)."""
+    return sc.ledger_count(
+        "SELECT coalesce(sum(CASE WHEN state IN ('failed', 'dead') THEN attempts "
+        "ELSE attempts - 1 END), 0) FROM sluice_batches WHERE source = :s", s=source,
+    )
+
+
+def done_batches(sc: Scenario, source: str) -> int:
+    """Done batches of ``source``."""
+    return sc.ledger_count(
+        "SELECT count(*) FROM sluice_batches WHERE source = :s AND state = 'done'", s=source
+    )
+
+
+def outages(sc: Scenario, mariadb: TcpProxy, sqs: TcpProxy, injected: Injected,
+            outage: float = 8.0, timeout: float = 1800) -> Proc:
+    """One daemon through two proxies; MariaDB and SQS go away together while the
+    target refuses ``events`` until its batches failed a few times.
+
+    Asserts that ``orders`` keeps flowing while the other two are down, and
+    that every failed import is retried to success. Returns the daemon,
+    which the caller waits for.
+    """
+    arm_refusal(sc, "events")
+    proc = sc.start("outages")
+    sc.wait_for("orders has a done batch", lambda: done_batches(sc, "orders") >= 1, proc,
+                timeout)
+    mariadb.pause()
+    sqs.pause()
+    injected.faults += 2
+    before = done_batches(sc, "orders")
+    # Down for ``outage`` seconds; orders must get at least one more batch done meanwhile.
+    gone = _deadline(outage)
+    while not _expired(gone) and proc.wait(0.25) is None:
+        pass
+    during = done_batches(sc, "orders")
+    mariadb.resume()
+    sqs.resume()
+    assert proc.poll() is None, f"{sc.name}: sluice ended during the outage\n{proc.tail()}"
+    assert mariadb.refused + sqs.refused >= 1, "nothing tried to reach MariaDB or SQS"
+    # orders keeps flowing while the other two are down (unless it had finished).
+    orders_batches = -(-sc.world.sizes.orders // BATCH_ITEMS)
+    assert during > before or before >= orders_batches, (
+        f"{sc.name}: orders stalled while MariaDB and SQS were down\n{proc.tail()}"
+    )
+    injected.notes.append(f"MariaDB and SQS down {outage:.0f} s; orders batches done "
+                          f"meanwhile: {during - before}")
+    sc.wait_for("events imports failed 3 times", lambda: failed_attempts(sc, "events") >= 3,
+                proc, timeout)
+    lift_refusal(sc, "events")
+    injected.faults += 1
+    return proc
+
+
+def dead_then_retry(sc: Scenario, key: int, injected: Injected, timeout: float = 1800) -> str:
+    """A batch whose row ``key`` the target always refuses: it ends ``dead``.
+
+    The run must exit 1, ``sluice status`` must show the dead batch and its
+    error; then the cause is fixed and ``sluice retry --dead`` requeues it.
+    Returns the status text.
+    """
+    arm_refusal(sc, "orders", [key])
+    proc = sc.start("dead")
+    code = proc.wait(timeout)
+    if code is None:
+        proc.kill()
+        raise AssertionError(f"{sc.name}: sluice did not end in {timeout} s\n{proc.tail()}")
+    injected.faults += 1
+    assert code == 1, f"{sc.name}: a run with a dead batch must exit 1, not {code}\n{proc.tail()}"
+    assert "dead batches 1" in proc.output(), proc.tail()
+    status = sc.sluice("status")
+    assert status.returncode == 0, status.stderr
+    dead = re.search(r"dead orders batch (\w+) \((\d+) attempts\): (.*)", status.stdout)
+    assert dead is not None, f"no dead batch in sluice status:\n{status.stdout}"
+    assert f"chaos: row {key} refused" in dead.group(3), status.stdout
+    assert sc.states()["dead"] == 1, sc.states()
+    lift_refusal(sc, "orders")
+    retried = sc.sluice("retry", "--dead")
+    assert retried.returncode == 0, retried.stderr
+    assert "requeued 1 batches (orders 1)" in retried.stdout, retried.stdout
+    return status.stdout
+
+
+def _deadline(seconds: float) -> float:
+    return time.monotonic() + seconds
+
+
+def _expired(deadline: float) -> bool:
+    return time.monotonic() > deadline
