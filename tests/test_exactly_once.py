@@ -355,13 +355,9 @@ def test_an_importer_that_lost_its_batch_cannot_end_it(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(30)
-@pytest.mark.xfail(strict=True, reason=(
-    "the loop now retries a lost key claim (scheduler/loop.py _claim), but this test's "
-    "other daemon never registers as an owner, so its batch is an orphan the loop rightly "
-    "takes over (keys 1-10 submitted too); the test needs a live other owner and a way "
-    "to end --until-drained while that owner's batch runs"
-))
 def test_a_lost_key_claim_race_does_not_stop_the_daemon(tmp_path: Path) -> None:
+    import threading
+
     from scheduler.loop import MainLoop
     from scheduler.strategy import build_strategy
     from sinks.abc import MemorySink
@@ -370,10 +366,10 @@ def test_a_lost_key_claim_race_does_not_stop_the_daemon(tmp_path: Path) -> None:
 
     text = HOT_CONFIG.replace("key: id,", "key: id, mode: sweep,")
     cfg = load_config_text(text, str(tmp_path / "sluice.yaml"))
-    other = Ledger(cfg.ledger, owner="other")
+    other = Ledger(cfg.ledger, owner="other")  # a live daemon, importing keys 1..10
+    other.register_owner()
     other.register_source("orders", fingerprint(cfg.sources["orders"]))
     other.claim_keys("theirs", "orders", "lake.orders", [[k] for k in range(1, 11)], begin=True)
-    other.close()
     a = Ledger(cfg.ledger, owner="a")
     looked_up = a._taken
     calls = {"n": 0}
@@ -389,13 +385,17 @@ def test_a_lost_key_claim_race_does_not_stop_the_daemon(tmp_path: Path) -> None:
     loop = MainLoop(cfg, {"orders": queue}, build_strategy(cfg), a, sink,
                     {"orders": a.checkpoint("orders")})
     queue.start()
+    finished = threading.Timer(1.0, lambda: other.finish("theirs", 10))
+    finished.start()  # the other daemon's batch ends, so that ours can drain
     try:
         loop.run(until_drained=True, drain_timeout=10)
     finally:
+        finished.join()
         queue.stop(1.0)
         a.close()
+        other.close()
     mine = sorted(k[0] for m in sink.submitted for k in m.keys)
-    assert mine == list(range(11, 21))
+    assert mine == list(range(11, 21))  # the other daemon's keys were not claimed again
 
 
 # -- SQS: an outage in the middle of a refill ----------------------------------------------
