@@ -49,6 +49,8 @@ T = TypeVar("T")
 
 UNFINISHED = ("claimed", "importing")
 STATES = ("claimed", "importing", "done", "failed", "dead")
+DEAD_AFTER = 30.0
+"""Seconds without a heartbeat after which an owner counts as dead."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,10 @@ class Ledger:
     reads use the connection pool directly. Across processes the
     compare-and-sets decide. ``owner`` names this process in leases: a batch
     belongs to the owner that claimed or began it until its lease expires or
-    its owner is seen dead, and then any live daemon may take it over.
+    its owner is seen dead, and then any live daemon may take it over (with a
+    new fencing token). Only the batch's current owner may end it
+    (:meth:`finish`, :meth:`fail`); an importer that lost its batch gets
+    :class:`ClaimConflict`.
     """
 
     def __init__(
@@ -187,37 +192,48 @@ class Ledger:
 
         self._write(write)
 
-    def orphans(self, sources: Iterable[str], dead_after: float = 30.0) -> list[Manifest]:
-        """Unfinished batches whose lease expired or whose owner is gone.
+    def orphans(self, sources: Iterable[str], dead_after: float = DEAD_AFTER) -> list[Manifest]:
+        """Unfinished batches of other owners that any live daemon may take over.
 
-        An owner is gone when it unregistered, stopped its heartbeat for
-        ``dead_after`` seconds, or was a process on this host that no longer
-        exists (a restart after ``kill -9`` takes its batches back at once).
+        That is, their lease expired or their owner is gone (see
+        :meth:`_lapsed`); :meth:`begin` takes a batch over by the same rule.
         """
-        now = self.clock()
-        t, o = batches_table, owners_table
+        t = batches_table
         with self.engine.connect() as conn:
-            owners = {row.owner: row for row in conn.execute(sa.select(o))}
-            rows = conn.execute(
-                sa.select(t.c.id, t.c.owner, t.c.lease_until).where(
-                    t.c.state.in_(UNFINISHED), t.c.source.in_(list(sources))
+            ids = set(
+                conn.scalars(
+                    sa.select(t.c.id).where(
+                        t.c.state.in_(UNFINISHED), t.c.source.in_(list(sources)),
+                        sa.or_(t.c.owner.is_(None), t.c.owner != self.owner),
+                        self._lapsed(conn, self.clock(), dead_after),
+                    )
                 )
-            ).all()
-        host = socket.gethostname()
-
-        def gone(owner: str | None) -> bool:
-            row = owners.get(owner) if owner else None
-            if row is None:
-                return True
-            if row.heartbeat_at < now - dead_after:
-                return True
-            return row.host == host and row.pid != os.getpid() and not _pid_alive(row.pid)
-
-        ids = {
-            r.id for r in rows
-            if r.owner != self.owner and ((r.lease_until or 0.0) < now or gone(r.owner))
-        }
+            )
         return [m for m in self.batches(UNFINISHED, sources) if m.batch_id in ids]
+
+    def _lapsed(self, conn: sa.Connection, now: float, dead_after: float) -> sa.ColumnElement[bool]:
+        """SQL: a batch's owner has lost it, so that another owner may take it over.
+
+        Its lease expired, or its owner is gone: it has none, unregistered,
+        stopped its heartbeat for ``dead_after`` seconds, or was a process on
+        this host that no longer exists (a restart after ``kill -9`` takes its
+        batches back at once). Used inside the ``UPDATE``'s ``WHERE`` so that
+        the decision and the takeover are one compare-and-set.
+        """
+        t, o = batches_table, owners_table
+        host, me = socket.gethostname(), os.getpid()
+        # SQL cannot ask whether a pid lives: look at this host's owners here.
+        dead_here = [
+            row.owner for row in conn.execute(sa.select(o.c.owner, o.c.pid).where(o.c.host == host))
+            if row.pid != me and not _pid_alive(row.pid)
+        ]
+        alive = sa.select(o.c.owner).where(o.c.heartbeat_at >= now - dead_after)
+        return sa.or_(
+            sa.func.coalesce(t.c.lease_until, 0.0) < now,
+            t.c.owner.is_(None),
+            t.c.owner.not_in(alive),
+            t.c.owner.in_(dead_here),
+        )
 
     # -- sources ---------------------------------------------------------------------
 
@@ -399,30 +415,52 @@ class Ledger:
 
     # -- transitions -----------------------------------------------------------------
 
-    def begin(self, batch_id: str) -> Manifest:
+    def begin(self, batch_id: str, *, dead_after: float = DEAD_AFTER) -> Manifest:
         """Take a batch for this owner: ``importing``, a new fencing token, a fresh lease.
 
-        Raises :class:`ClaimConflict` when another owner changed it first.
+        A ``claimed`` or ``importing`` batch is taken only when it is ours or
+        its owner lost it (lease expired, owner gone: the rule of
+        :meth:`orphans`); a ``failed`` one has no lease and any owner may
+        retry it. Raises :class:`ClaimConflict` when the batch is held by
+        another live owner, or another owner changed it first: of two daemons
+        taking over one orphan, one wins.
         """
+        now = self.clock()
         row = self._transition(
             batch_id, ("claimed", "failed", "importing"), "importing",
             lambda r: {
                 "token": r.token + 1, "attempts": r.attempts + 1, "error": None,
-                "owner": self.owner, "lease_until": self.clock() + self.lease_ttl,
+                "owner": self.owner, "lease_until": now + self.lease_ttl,
             },
+            guard=lambda conn: sa.or_(
+                batches_table.c.owner == self.owner, self._lapsed(conn, now, dead_after)
+            ),
         )
         manifest = Manifest.from_json(row.manifest)
         return Manifest(**{**manifest.__dict__, "token": row.token + 1})
 
-    def finish(self, batch_id: str, rows: int, rejected: int = 0) -> None:
-        """Record that a batch's rows are committed in its target."""
+    def finish(
+        self, batch_id: str, rows: int, rejected: int = 0, *, token: int | None = None
+    ) -> None:
+        """Record that a batch's rows are committed in its target.
+
+        Only the batch's owner may, and with ``token`` only the attempt that
+        began it with that fencing token; otherwise (another daemon took it
+        over) :class:`ClaimConflict` is raised and nothing changes.
+        """
         self._transition(
             batch_id, ("importing",), "done",
             lambda r: {"rows": rows, "rejected": rejected, "lease_until": None},
+            guard=lambda conn: self._held(token),
         )
 
-    def fail(self, batch_id: str, error: str, retry: RetryConfig) -> str:
-        """Record a failed attempt; returns the new state, ``failed`` or ``dead``."""
+    def fail(
+        self, batch_id: str, error: str, retry: RetryConfig, *, token: int | None = None
+    ) -> str:
+        """Record a failed attempt; returns the new state, ``failed`` or ``dead``.
+
+        Owner and ``token`` are checked as in :meth:`finish`.
+        """
         state = "failed"
 
         def values(row: Any) -> dict[str, Any]:
@@ -433,19 +471,39 @@ class Ledger:
             delay = min(retry.max_backoff, retry.backoff * 2 ** max(0, row.attempts - 1))
             return {"error": error, "not_before": self.clock() + delay, "lease_until": None}
 
-        self._transition(batch_id, ("importing",), "failed", values)
+        self._transition(batch_id, ("importing",), "failed", values,
+                         guard=lambda conn: self._held(token))
         return state
 
     def requeue(self, batch_id: str) -> None:
-        """Put a failed or dead batch back to ``claimed`` with fresh attempts."""
+        """Put a failed or dead batch back to ``claimed`` with fresh attempts.
+
+        An operator's action (``sluice retry``): no owner holds a failed or
+        dead batch, so none is checked.
+        """
         self._transition(batch_id, ("failed", "dead"), "claimed",
                          lambda r: {"attempts": 0, "not_before": None, "owner": None,
                                     "lease_until": 0.0})
 
+    def _held(self, token: int | None) -> sa.ColumnElement[bool]:
+        """SQL: the batch is still ours (and, with ``token``, still at that attempt)."""
+        t = batches_table
+        if token is None:
+            return t.c.owner == self.owner
+        return sa.and_(t.c.owner == self.owner, t.c.token == token)
+
     def _transition(
         self, batch_id: str, allowed: tuple[str, ...], state: str,
         values: Callable[[Any], dict[str, Any]],
+        guard: Callable[[sa.Connection], sa.ColumnElement[bool]] | None = None,
     ) -> Any:
+        """Move a batch from one of ``allowed`` to ``state`` by compare-and-set.
+
+        ``guard`` adds a condition to the ``UPDATE``'s ``WHERE`` (who may make
+        the change); the version check makes the read and the write one step.
+        Returns the row as it was; raises :class:`ClaimConflict` when the
+        state, the version or the guard says no.
+        """
         t = batches_table
 
         def write(conn: sa.Connection) -> Any:
@@ -457,16 +515,33 @@ class Ledger:
                     f"batch {batch_id} is {row.state}, expected one of {', '.join(allowed)}"
                 )
             changes = {"state": state, **values(row)}
+            where = [t.c.id == batch_id, t.c.version == row.version]
+            if guard is not None:
+                where.append(guard(conn))
             changed = conn.execute(
                 t.update()
-                .where(t.c.id == batch_id, t.c.version == row.version)
+                .where(*where)
                 .values(version=row.version + 1, updated_at=self.clock(), **changes)
             )
             if changed.rowcount != 1:
-                raise ClaimConflict(f"batch {batch_id} changed under us (version {row.version})")
+                raise self._refused(conn, batch_id, state)
             return row
 
         return self._write(write)
+
+    def _refused(self, conn: sa.Connection, batch_id: str, state: str) -> ClaimConflict:
+        """Say who holds a batch that this owner could not move to ``state``."""
+        t = batches_table
+        held = conn.execute(
+            sa.select(t.c.state, t.c.owner, t.c.token, t.c.lease_until).where(t.c.id == batch_id)
+        ).first()
+        if held is None:  # removed meanwhile (``sluice reset``)
+            return ClaimConflict(f"batch {batch_id} left the ledger; it cannot be made {state}")
+        return ClaimConflict(
+            f"batch {batch_id} is {held.state} with token {held.token} under owner "
+            f"{held.owner!r} (lease until {held.lease_until}); {self.owner!r} may not make it "
+            f"{state}: another daemon holds it or changed it first"
+        )
 
     # -- queries ---------------------------------------------------------------------
 

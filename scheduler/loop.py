@@ -23,6 +23,7 @@ from typing import Any
 from config.errors import ClaimConflict
 from config.faults import crash_point
 from config.models import SluiceConfig
+from scheduler.collector import TickCollector
 from scheduler.gate import BackpressureGate
 from scheduler.ledger import UNFINISHED, Checkpoint, Ledger
 from scheduler.probe import Probe
@@ -99,6 +100,7 @@ class MainLoop:
         self._window_open = True
         self._next_window_check = 0.0
         self.fatal: BaseException | None = None
+        self.collector = TickCollector()  # collects garbage between ticks while run() runs
 
     # -- control -----------------------------------------------------------------------
 
@@ -148,19 +150,23 @@ class MainLoop:
     def run(self, *, until_drained: bool = False, drain_timeout: float | None = None) -> RunStats:
         """Feed until stopped (or, with ``until_drained``, until nothing is left)."""
         self._resume_unfinished()
-        while not self._stopping.is_set():
-            self.wake.clear()
-            if self.fatal is not None:
-                break
-            self._apply_new_config()
-            self._retry_due()
-            self._take_adopted()
-            if self._feed_once():
-                continue
-            if until_drained and self._drained():
-                break
-            self._poke_exhausted(until_drained)
-            self.wake.wait(self._idle_timeout())
+        # Garbage is collected here, between ticks, so that no collection
+        # (whichever thread would have set it off) lands inside a tick.
+        with self.collector as collector:
+            while not self._stopping.is_set():
+                self.wake.clear()
+                collector.between_ticks()
+                if self.fatal is not None:
+                    break
+                self._apply_new_config()
+                self._retry_due()
+                self._take_adopted()
+                if self._feed_once():
+                    continue
+                if until_drained and self._drained():
+                    break
+                self._poke_exhausted(until_drained)
+                self.wake.wait(self._idle_timeout())
         self._drain(drain_timeout)
         if self.fatal is not None:
             raise self.fatal
@@ -289,7 +295,8 @@ class MainLoop:
                 result = future.result()
                 rejected = getattr(result, "rows_rejected", 0)
                 crash_point("before_ledger_done")
-                self.ledger.finish(manifest.batch_id, result.rows_written, rejected)
+                self.ledger.finish(manifest.batch_id, result.rows_written, rejected,
+                                   token=manifest.token)
                 if queue is not None:
                     queue.ack(manifest.batch_id)
                 with self._lock:
@@ -304,7 +311,8 @@ class MainLoop:
                     )
                 log.debug("batch %s done: %d rows", manifest.batch_id, result.rows_written)
             else:
-                state = self.ledger.fail(manifest.batch_id, str(error), self.cfg.retry)
+                state = self.ledger.fail(manifest.batch_id, str(error), self.cfg.retry,
+                                         token=manifest.token)
                 log.warning("batch %s of %s %s: %s", manifest.batch_id, manifest.source,
                             state, error)
                 with self._lock:
@@ -319,6 +327,7 @@ class MainLoop:
             # may have finished it): it is theirs now; we go on.
             log.warning("batch %s was taken over by another daemon: %s",
                         manifest.batch_id, conflict)
+            self._let_go(manifest)
         except BaseException as error:  # the ledger itself failed: stop loudly
             log.critical("cannot record the end of batch %s: %s", manifest.batch_id, error)
             self.fatal = error
@@ -327,6 +336,28 @@ class MainLoop:
             with self._lock:
                 self._inflight.pop(manifest.batch_id, None)
             self.wake.set()
+
+    def _let_go(self, manifest: Manifest) -> None:
+        """Stop holding the items of a batch another daemon took over.
+
+        Done by them: our items are done too (SQS: their messages are
+        deleted). Still theirs to import: the items go back to the source
+        (SQS: visible again; a redelivery finds the key claimed and is
+        deleted), so nothing stays held here for good.
+        """
+        queue = self.queues.get(manifest.source)
+        if queue is None:
+            return
+        try:
+            done = self.ledger.state_of(manifest.batch_id) == "done"
+        except Exception as error:  # a read failing here must not stop the loop
+            log.warning("batch %s: cannot read its state (%s); giving its items back",
+                        manifest.batch_id, error)
+            done = False
+        if done:
+            queue.ack(manifest.batch_id)
+        else:
+            queue.release(manifest.batch_id, to_source=True)
 
     def _retry_due(self) -> None:
         # The ledger is the truth about failed batches (``sluice retry`` and

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable
 
 import pytest
+import sqlalchemy as sa
 
 from config.errors import ClaimConflict, FingerprintMismatch
 from config.models import RetryConfig
@@ -146,6 +147,114 @@ def test_a_dead_owner_loses_its_batches_at_once(ledger_url: str) -> None:
     assert live.orphans(["orders"]) == []
     gone.unregister_owner()  # a clean stop hands its batches over at once
     assert [m.batch_id for m in live.orphans(["orders"])] == ["b1"]
+
+
+def _importing(url: str, clock: Callable[[], float], owner: str) -> Ledger:
+    """A registered owner holding batch ``b1`` (keys ..10) in ``importing`` with token 1."""
+    ledger = Ledger(url, clock=clock, lease_ttl=60, owner=owner)
+    ledger.register_owner()
+    start = ledger.register_source("orders", "f" * 64)
+    ledger.claim_range("b1", "orders", "w.orders", start, [10], 10, begin=True)
+    return ledger
+
+
+def _holder(ledger: Ledger) -> tuple[str, str, int]:
+    """State, owner and token of batch ``b1``, as the ledger holds them."""
+    from scheduler.ledger import batches_table as t
+
+    with ledger.engine.connect() as conn:
+        row = conn.execute(sa.select(t.c.state, t.c.owner, t.c.token).where(t.c.id == "b1")).one()
+    return row.state, row.owner, row.token
+
+
+def test_begin_is_refused_on_a_live_owner_s_batch(ledger_url: str) -> None:
+    now = [1000.0]
+    first = _importing(ledger_url, lambda: now[0], "first")
+    second = Ledger(ledger_url, clock=lambda: now[0], lease_ttl=60, owner="second")
+    second.register_owner()
+    with pytest.raises(ClaimConflict, match="under owner 'first'"):
+        second.begin("b1")
+    assert _holder(first) == ("importing", "first", 1)  # nothing changed
+    first.finish("b1", rows=10, token=1)  # its owner still ends it
+
+
+def test_begin_takes_a_batch_over_once_its_lease_expired_or_its_owner_died(
+    ledger_url: str,
+) -> None:
+    now = [1000.0]
+    first = _importing(ledger_url, lambda: now[0], "first")
+    second = Ledger(ledger_url, clock=lambda: now[0], lease_ttl=60, owner="second")
+    second.register_owner()
+    now[0] += 59  # lease until 1060; owner alive (a heartbeat within dead_after)
+    with pytest.raises(ClaimConflict):
+        second.begin("b1", dead_after=1_000)
+    now[0] += 2  # 1061: the lease expired, though the owner still counts as alive
+    assert second.begin("b1", dead_after=1_000).token == 2
+    assert _holder(first) == ("importing", "second", 2)
+
+    # A fresh lease does not protect a batch whose owner stopped its heartbeat.
+    third = Ledger(ledger_url, clock=lambda: now[0], lease_ttl=600, owner="third")
+    third.register_owner()
+    third.claim_range("b2", "orders", "w.orders", third.checkpoint("orders"), [20], 10,
+                      begin=True)
+    with pytest.raises(ClaimConflict):
+        second.begin("b2", dead_after=30)
+    now[0] += 31  # third's last heartbeat is 31 s old, its lease good for 569 s more
+    assert second.begin("b2", dead_after=30).token == 2
+
+
+def test_a_stale_owner_cannot_finish_or_fail_a_batch_taken_over(ledger_url: str) -> None:
+    now = [1000.0]
+    retry = RetryConfig(max_attempts=5, backoff=5, max_backoff=60)
+    first = _importing(ledger_url, lambda: now[0], "first")
+    second = Ledger(ledger_url, clock=lambda: now[0], lease_ttl=60, owner="second")
+    second.register_owner()
+    now[0] += 61
+    assert second.begin("b1").token == 2  # first's lease ran out: second takes over
+
+    with pytest.raises(ClaimConflict, match="under owner 'second'"):
+        first.finish("b1", rows=10, token=1)
+    with pytest.raises(ClaimConflict):
+        first.fail("b1", "fenced off: a newer token committed", retry, token=1)
+    with pytest.raises(ClaimConflict):
+        first.finish("b1", rows=10)  # without a token the owner alone decides
+    with pytest.raises(ClaimConflict):
+        second.finish("b1", rows=10, token=1)  # the owner, but an older attempt's token
+    assert _holder(first) == ("importing", "second", 2)  # nothing changed
+
+    assert second.fail("b1", "connection reset", retry, token=2) == "failed"
+    assert _holder(first) == ("failed", "second", 2)
+
+
+@pytest.mark.timeout(60)
+def test_two_daemons_racing_to_take_over_one_orphan_one_wins(ledger_url: str) -> None:
+    killed = Ledger(ledger_url, owner="killed")  # never registered: its batch is an orphan
+    start = killed.register_source("orders", "f" * 64)
+    killed.claim_range("b1", "orders", "w.orders", start, [10], 10, begin=True)
+    racers = [Ledger(ledger_url, owner=name) for name in ("a", "b")]
+    for racer in racers:
+        racer.register_owner()
+    barrier = threading.Barrier(2)
+    results: dict[str, str] = {}
+
+    def take(racer: Ledger) -> None:
+        barrier.wait(timeout=30)
+        try:
+            racer.begin("b1")
+            results[racer.owner] = "won"
+        except ClaimConflict:
+            results[racer.owner] = "lost"
+
+    threads = [threading.Thread(target=take, args=(racer,)) for racer in racers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=50)
+    assert sorted(results.values()) == ["lost", "won"]
+    [winner] = [name for name, result in results.items() if result == "won"]
+    assert _holder(killed) == ("importing", winner, 2)
+    for ledger in (killed, *racers):
+        ledger.close()
 
 
 def test_the_writer_commits_in_groups_and_a_failed_request_fails_alone(
