@@ -275,6 +275,50 @@ def reset(
         ledger.close()
 
 
+@app.command("import")
+def import_(
+    config: ConfigPath,
+    batch: Annotated[str, typer.Option("--batch", help="The batch id (see sluice status).")],
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logs.")] = False,
+) -> None:
+    """Import one batch now, in the foreground, and record it in the ledger.
+
+    A failed or dead batch is requeued first; a done one is left alone; one a
+    running daemon holds is refused. Exit 0 when the batch is done, 1 when it
+    failed (its error is shown) or rows were rejected, 2 for a bad config.
+    """
+    from config.loader import load_config
+    from config.secrets import config_secrets, redact_text
+    from scheduler.foreground import import_batch
+    from scheduler.logs import setup_logging
+    from sinks.session import build_session
+
+    try:
+        cfg = load_config(config)
+    except ConfigError as error:
+        _fail(error)
+    secrets = config_secrets(cfg)
+    setup_logging(cfg.log_format, logging.DEBUG if verbose else logging.INFO, secrets)
+    try:
+        outcome = import_batch(
+            cfg, batch, lambda: build_session(cfg.spark, app_name=f"sluice-import-{batch}")
+        )
+    except SluiceError as error:
+        _fail(error)
+    result = outcome.result
+    if outcome.error is not None:
+        typer.echo(f"batch {batch} {outcome.state}: {redact_text(outcome.error, secrets)}",
+                   err=True)
+    elif result is None:
+        typer.echo(f"batch {batch} is already done: nothing to import")
+    else:
+        skipped = " (already committed in the target: not read again)" if result.skipped else ""
+        typer.echo(f"batch {batch} done: {result.rows_written} rows into {result.target}"
+                   + (f", {result.rows_rejected} rejected" if result.rows_rejected else "")
+                   + skipped)
+    raise typer.Exit(outcome.exit_code)
+
+
 @app.command()
 def plan(
     config: ConfigPath,
