@@ -56,22 +56,50 @@ def crash_point_in_code(name: str) -> bool:
 # -- kill -9 ---------------------------------------------------------------------------
 
 
-def kill_at_random(sc: Scenario, rng: random.Random, low: float, high: float,
-                   injected: Injected) -> bool:
-    """Start a daemon and ``kill -9`` its group after ``uniform(low, high)`` s.
+def kill_at_random(sc: Scenario, rng: random.Random, injected: Injected, *,
+                   early_share: float = 0.3, batches: tuple[int, int] = (1, 6)) -> bool:
+    """Start a daemon and ``kill -9`` its whole process group at a random moment.
 
-    Returns False when the daemon ended first (nothing was left to kill).
+    A share ``early_share`` of the kills land in the first seconds (start-up:
+    claims made, Spark still starting, resumed batches not yet imported);
+    the others once ``randint(*batches)`` more batches are done in this run,
+    plus up to 2.5 s: mid-stream, with imports, commits and ledger writes
+    under way. Returns False when the daemon ended first (nothing left to kill).
     """
-    delay = rng.uniform(low, high)
-    proc = sc.start(f"kill-{injected.kills + 1}-after-{delay:.1f}s")
-    code = proc.wait(delay)
+    number = injected.kills + 1
+    if rng.random() < early_share:
+        moment = rng.uniform(1.0, 8.0)
+        label = f"{moment:.1f} s after start"
+        proc = sc.start(f"kill-{number}-early")
+        code = proc.wait(moment)
+    else:
+        more, moment = rng.randint(*batches), rng.uniform(0.0, 2.5)
+        label = f"{moment:.1f} s after {more} more batches"
+        proc = sc.start(f"kill-{number}-after-{more}-batches")
+        code = _wait_done(sc, proc, sc.states()["done"] + more)
+        if code is None:
+            code = proc.wait(moment)
     if code is not None:
         assert code == 0, f"{sc.name}: sluice run exited {code}\n{proc.tail()}"
-        injected.notes.append(f"drained before kill {injected.kills + 1}")
+        injected.notes.append(f"drained before kill {number}")
         return False
     proc.kill()
     injected.kills += 1
+    injected.notes.append(f"kill {number}: {label}, {sc.states()['done']} batches done")
     return True
+
+
+def _wait_done(sc: Scenario, proc: Proc, target: int, timeout: float = 900) -> int | None:
+    """Wait until ``target`` batches are done; the exit code if the daemon ended first."""
+    deadline = _deadline(timeout)
+    while sc.states()["done"] < target:
+        code = proc.wait(0.2)
+        if code is not None:
+            return code
+        if _expired(deadline):
+            raise AssertionError(f"{sc.name}: no progress to {target} done batches\n"
+                                 f"{proc.tail()}")
+    return None
 
 
 def crash_at(sc: Scenario, fault: str, injected: Injected, timeout: float = 300) -> bool:
@@ -115,13 +143,9 @@ def hot_hot(sc: Scenario, rng: random.Random, injected: Injected,
     ``injected.conflict_exits``: the data must still come out right. Both must
     end with exit 0 once everything is drained.
     """
-    a = sc.start("hot-a")
-    # b starts the moment a has created the ledger's tables: two daemons
-    # creating them at once is a bug of its own, shown deterministically by
-    # test_two_daemons_starting_at_once_on_a_new_postgresql_ledger.
-    sc.wait_for("the ledger exists", lambda: sc.ledger_count(
-        "SELECT count(*) FROM sluice_owners") >= 1, a, 120)
-    b = sc.start("hot-b")
+    # Started together on a new ledger: both create its tables at once too
+    # (test_two_daemons_starting_at_once_on_a_new_postgresql_ledger).
+    a, b = sc.start("hot-a"), sc.start("hot-b")
     done = rng.randint(*after_done)
     sc.wait_for(f"{done} batches are done", lambda: sc.states()["done"] >= done, a, timeout)
     delay = rng.uniform(0.0, 2.0)
