@@ -24,6 +24,8 @@ MASK = "***"
 # ``scheme://user:password@``: the password runs to the last ``@`` before the
 # path, so an unencoded ``@`` in it is still masked whole.
 _USERINFO = re.compile(r"(?P<head>[A-Za-z][\w+.:-]*://[^/:@\s]*:)(?P<password>[^/\s]*)@")
+# Secrets shorter than this are masked as whole tokens only (see redact_text).
+SHORT_SECRET = 8
 _SECRET_KEY = re.compile(r"secret|password|passwd|access_key_id", re.IGNORECASE)
 
 
@@ -58,12 +60,21 @@ def url_passwords(text: str) -> list[str]:
 
 
 def redact_text(text: str, secrets: Iterable[str]) -> str:
-    """Replace every secret value in ``text`` with ``***`` and mask URL passwords.
+    """Replace secret values in ``text`` with ``***`` and mask URL passwords.
 
-    Longer secrets are replaced first so one that contains another is hidden whole.
+    A secret of at least :data:`SHORT_SECRET` characters is masked wherever it
+    appears. A shorter one (``t``, ``testing``: test keys, moto's defaults) is
+    masked only as a whole token, that is not inside a word: in URL userinfo,
+    after ``key=`` or ``key:``, between quotes or spaces. Masking it inside
+    words would turn ``placed_at`` into ``placed_a***`` and hide nothing, as
+    such a value is guessable anyway. Longer secrets are replaced first so one
+    that contains another is hidden whole.
     """
     for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
-        text = text.replace(secret, MASK)
+        if len(secret) >= SHORT_SECRET:
+            text = text.replace(secret, MASK)
+        else:
+            text = re.sub(rf"(?<!\w){re.escape(secret)}(?!\w)", MASK, text)
     return _USERINFO.sub(lambda m: f"{m['head']}{MASK}@", text)
 
 

@@ -4,6 +4,8 @@ Shutdown order (each step bounded): stop feeding, drain in-flight batches,
 stop the refills, give unused buffered items back, close the sink, close the
 ledger. The first SIGTERM/SIGINT drains; the second exits at once (batches
 left ``importing`` are re-run on the next start: every write is idempotent).
+A source whose refills keep being refused (see :mod:`sources.queueing`) stops
+the run the same way, draining, and makes it exit 1.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from config.errors import SourceError
 from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig
+from config.secrets import config_secrets, redact_text
 from scheduler.ledger import Checkpoint, Ledger, fingerprint
 from scheduler.loop import MainLoop, RunStats
 from scheduler.strategy import build_strategy
@@ -31,6 +35,8 @@ from sinks.abc import Sink
 if TYPE_CHECKING:
     from scheduler.metrics import MetricsServer
     from scheduler.probe import Probe
+    from sources.sql import SqlSource
+    from sources.sqs import SqsSource
 from sources.abc import LimitedSource
 from sources.queueing import QueueingLimitedSource
 
@@ -47,6 +53,7 @@ class RunSummary:
     stats: RunStats
     exit_code: int
     signal: int | None = None
+    failures: tuple[str, ...] = ()  # sources given up on, and why (secrets masked)
 
 
 class Daemon:
@@ -79,6 +86,8 @@ class Daemon:
         self.heartbeat_every = min(5.0, cfg.lease.ttl / 3)
         self.probe: Probe | None = None
         self._metrics: MetricsServer | None = None
+        self._secrets = config_secrets(cfg)
+        self._failures: list[str] = []  # appended by refill threads (list.append is atomic)
 
     @property
     def sink(self) -> Sink:
@@ -90,28 +99,43 @@ class Daemon:
         return self._sink
 
     def _build_sources(self) -> dict[str, Checkpoint]:
-        checkpoints: dict[str, Checkpoint] = {}
-        for name, src_cfg in self.cfg.sources.items():
-            checkpoint = self.ledger.register_source(
-                name, fingerprint(src_cfg), config_path=self.config_path
-            )
-            checkpoints[name] = checkpoint
-            wrapped = self._make_source(name, src_cfg, checkpoint)
+        # Every source is checked before any is registered in the ledger: a
+        # start that fails a check (a wrong key column) must leave no
+        # fingerprint behind, or fixing the config would be refused with
+        # "sluice reset" although nothing was ever claimed.
+        sources: dict[str, LimitedSource] = {}
+        try:
+            for name, src_cfg in self.cfg.sources.items():
+                sources[name] = self._make_source(name, src_cfg)
+            checkpoints = {
+                name: self.ledger.register_source(
+                    name, fingerprint(src_cfg), config_path=self.config_path
+                )
+                for name, src_cfg in self.cfg.sources.items()
+            }
+        except BaseException:
+            for source in sources.values():
+                source.close()
+            raise
+        for name, source in sources.items():
+            _resume(source, checkpoints[name])
+            src_cfg = self.cfg.sources[name]
             self.queues[name] = QueueingLimitedSource(
-                wrapped,
+                source,
                 capacity=src_cfg.buffer.capacity,
                 replenish_below=src_cfg.buffer.replenish_below,
                 on_refill=self._notify,
+                on_failed=self._source_failed,
             )
         return checkpoints
 
-    def _make_source(self, name: str, src_cfg: object, checkpoint: Checkpoint) -> LimitedSource:
+    def _make_source(self, name: str, src_cfg: object) -> LimitedSource:
+        """Build a source and check that it can be read (raises what ``check()`` raises)."""
         if isinstance(src_cfg, SqlSourceConfig):
             from sources.sql import SqlSource
 
-            after = tuple(checkpoint.high_water) if checkpoint.high_water is not None else None
-            source = SqlSource(name, src_cfg, after=after, is_done=self._done_lookup(name))
-            source.check()
+            source = SqlSource(name, src_cfg, is_done=self._done_lookup(name))
+            _check(source)
             return source
         from sources.sqs import SqsSource
 
@@ -119,7 +143,7 @@ class Daemon:
         sqs = SqsSource(
             name, src_cfg, is_done=self._done_lookup(name), on_poison=self.ledger.record_poison
         )
-        sqs.check()
+        _check(sqs)
         # Keep claimed messages invisible while their batch is imported.
         self._periodic.add_job(
             sqs.extend_visibility, "interval", seconds=max(1.0, src_cfg.visibility_timeout / 3),
@@ -141,6 +165,18 @@ class Daemon:
     def _notify(self) -> None:
         if self.loop is not None:
             self.loop.notify()
+
+    def _source_failed(self, error: SourceError) -> None:
+        """A source's refills were given up (called on its refill thread): stop, exit 1.
+
+        Like a signal, this stops feeding and lets in-flight batches finish:
+        nothing claimed is lost, and other sources simply stop being fed.
+        """
+        text = redact_text(str(error), self._secrets)
+        self._failures.append(text)
+        log.critical("stopping: %s (in-flight batches finish first)", text)
+        if self.loop is not None:
+            self.loop.request_stop()
 
     def _died(self, error: BaseException) -> None:
         log.critical("stopping: a supervised thread died: %s", error)
@@ -222,6 +258,11 @@ class Daemon:
             self._shutdown()
         if self.reporter is not None:
             self.reporter(stats, self.queues)
+        failures = tuple(self._failures)
+        # A failed source makes the run fail even when a signal also came:
+        # exit 1 says "look at this", and the summary still names the signal.
+        if failures:
+            return RunSummary(stats, 1, self.signal, failures)
         if self.signal is not None:
             return RunSummary(stats, 128 + self.signal, self.signal)
         failed = stats.batches_dead > 0 or stats.rows_rejected > 0
@@ -262,9 +303,14 @@ class Daemon:
             log.error("could not unregister from the ledger: %s", error)
 
     def close(self) -> None:
-        """Close the sink and the ledger."""
+        """Close the sink and the ledger.
+
+        After a source failure the sink is not waited for: the loop drained
+        every batch already, so all there is to wait for is a Spark JVM still
+        starting that no batch will use (it ends with this process).
+        """
         if self._sink is not None:
-            self._sink.close(wait=True)
+            self._sink.close(wait=not self._failures)
         self.ledger.close()
 
     def install_signal_handlers(self) -> None:
@@ -289,6 +335,23 @@ class Daemon:
         signal.signal(signal.SIGTERM, handle)
         signal.signal(signal.SIGINT, handle)
         signal.signal(signal.SIGHUP, hangup)
+
+
+def _check(source: SqlSource | SqsSource) -> None:
+    """Run the source's start check; close its connections if it fails."""
+    try:
+        source.check()
+    except BaseException:
+        source.close()
+        raise
+
+
+def _resume(source: LimitedSource, checkpoint: Checkpoint) -> None:
+    """Start a keyset or incremental SQL source after its claim high-water mark."""
+    from sources.sql import SqlSource
+
+    if isinstance(source, SqlSource) and checkpoint.high_water is not None:
+        source.reset(tuple(checkpoint.high_water))
 
 
 def _mtime(path: str) -> float | None:
@@ -318,6 +381,7 @@ def format_summary(summary: RunSummary) -> str:
         f"  failed attempts {s.batches_failed}, dead batches {s.batches_dead}, "
         f"rejected rows {s.rows_rejected}"
     )
+    lines.extend(f"  failed: {failure}" for failure in summary.failures)
     if summary.signal is not None:
         lines.append(f"  stopped by {signal.Signals(summary.signal).name}")
     return "\n".join(lines)

@@ -7,21 +7,31 @@ import logging
 import sys
 from collections.abc import Iterable
 
+from config.secrets import redact_text
+
 
 class _Scrub(logging.Filter):
-    """Replaces every known secret in a record's message with ``***``."""
+    """Masks known secrets (and URL passwords) in a record's message and traceback.
+
+    The same rules as ``sluice status`` and error messages
+    (:func:`config.secrets.redact_text`): a short secret is masked only as a
+    whole token, so it does not mangle the words it happens to be part of.
+    """
 
     def __init__(self, secrets: Iterable[str]) -> None:
         super().__init__()
         self.secrets = [s for s in secrets if s]
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self.secrets:
-            message = record.getMessage()
-            for secret in self.secrets:
-                message = message.replace(secret, "***")
-            record.msg, record.args = message, None
+        record.msg, record.args = redact_text(record.getMessage(), self.secrets), None
+        if record.exc_info and not record.exc_text:
+            # Formatters print a cached exc_text as it is: cache the scrubbed one.
+            record.exc_text = redact_text(_TRACEBACKS.formatException(record.exc_info),
+                                          self.secrets)
         return True
+
+
+_TRACEBACKS = logging.Formatter()
 
 
 class _JsonFormatter(logging.Formatter):
@@ -33,7 +43,7 @@ class _JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
+            entry["exc"] = record.exc_text or self.formatException(record.exc_info)
         return json.dumps(entry)
 
 

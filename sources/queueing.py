@@ -5,6 +5,12 @@ The scheduler's main loop only ever talks to a :class:`QueueingLimitedSource`:
 stalls the loop. One refill at a time asks the wrapped source for exactly the
 room left in the buffer; errors are counted, backed off and shown in
 :meth:`QueueingLimitedSource.health`, never raised to the loop.
+
+A transient error (connection lost, timeout, throttling) is retried for as
+long as it lasts. An error the source marks as not transient (the database
+refuses the query itself) is retried a few times too, and then the buffer
+gives up: it reports itself :attr:`~QueueingLimitedSource.failed` and calls
+``on_failed``, so that the daemon stops rather than wait for ever.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from operator import attrgetter
 
+from config.errors import SourceError
 from sources.abc import Item, LimitedSource
 from sources.setqueue import SetQueue
 
@@ -38,6 +45,7 @@ class RefillHealth:
     last_refill_at: float | None  # clock() of the last successful refill
     exhausted: bool
     hook_errors: int = 0
+    failed: str | None = None  # why refills were given up for good; None while they go on
 
 
 class QueueingLimitedSource:
@@ -54,6 +62,13 @@ class QueueingLimitedSource:
     :meth:`start` or after :meth:`stop`.
 
     Held items (handed out, batch not yet done) count against ``capacity``.
+
+    A refill error whose ``transient`` attribute is False counts towards
+    ``max_permanent_failures`` (a success resets the count; transient errors,
+    and exceptions without the attribute, do not add to it). At that count no
+    more refills run, :attr:`failed` holds the error and ``on_failed`` is
+    called once, on the refill thread. Items already buffered or held stay
+    usable: only new reads stop.
     """
 
     def __init__(
@@ -64,11 +79,15 @@ class QueueingLimitedSource:
         *,
         executor: Executor | None = None,
         on_refill: Callable[[], None] | None = None,
+        on_failed: Callable[[SourceError], None] | None = None,
+        max_permanent_failures: int = 3,
         clock: Callable[[], float] = time.monotonic,
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
         rng: random.Random | None = None,
     ) -> None:
+        if max_permanent_failures < 1:
+            raise ValueError(f"{wrapped.name}: max_permanent_failures must be at least 1")
         if not capacity > replenish_below >= 0:
             raise ValueError(
                 f"{wrapped.name}: replenish_below ({replenish_below}) must be at least 0 "
@@ -80,6 +99,8 @@ class QueueingLimitedSource:
         self._queue: SetQueue[Item] = SetQueue(capacity, key=attrgetter("key"))
         self._executor = executor
         self._on_refill = on_refill
+        self._on_failed = on_failed
+        self._max_permanent = max_permanent_failures
         self._clock = clock
         self._backoff_base = backoff_base
         self._backoff_max = backoff_max
@@ -99,6 +120,8 @@ class QueueingLimitedSource:
         self._batch_enqueued: dict[Hashable, float] = {}
         self._errors = 0
         self._consecutive = 0
+        self._permanent = 0  # not-transient errors since the last successful refill
+        self._failure: SourceError | None = None
         self._hook_errors = 0
         self._last_error: str | None = None
         self._last_refill_at: float | None = None
@@ -233,6 +256,11 @@ class QueueingLimitedSource:
         """A refill runs or its retry is scheduled."""
         return self._busy
 
+    @property
+    def failed(self) -> SourceError | None:
+        """Why refills were given up for good (not transient); None while they go on."""
+        return self._failure
+
     def health(self) -> RefillHealth:
         """A consistent snapshot of the buffer and its refills."""
         with self._lock:
@@ -246,6 +274,7 @@ class QueueingLimitedSource:
                 last_refill_at=self._last_refill_at,
                 exhausted=self._source_exhausted and len(self._queue) == 0,
                 hook_errors=self._hook_errors,
+                failed=None if self._failure is None else str(self._failure),
             )
 
     def stop(self, timeout: float | None = None) -> bool:
@@ -268,7 +297,7 @@ class QueueingLimitedSource:
 
     def _claim_refill(self, force: bool = False) -> bool:
         """Under the lock: decide whether to start a refill and mark it started."""
-        if not self._started or self._stopped or self._busy:
+        if not self._started or self._stopped or self._busy or self._failure is not None:
             return False
         if self._source_exhausted and not force:
             return False  # a drained source is asked again only when poked
@@ -330,6 +359,7 @@ class QueueingLimitedSource:
                     # reserved above and only this (single) refill offers.
                     log.debug("%s: %d duplicate keys skipped", self.name, len(items) - accepted)
                 self._consecutive = 0
+                self._permanent = 0
                 self._last_refill_at = now
                 self._source_exhausted = exhausted
             # A source that returns little per call (SQS: 10) is asked again
@@ -341,12 +371,27 @@ class QueueingLimitedSource:
             self._launch()
 
     def _failed(self, exc: Exception) -> None:
+        failure: SourceError | None = None
         with self._lock:
             self._idle.set()
             self._errors += 1
             self._consecutive += 1
             self._last_error = f"{type(exc).__name__}: {exc}"
+            # Only an error the source itself calls permanent counts: an
+            # unknown one may be a network hiccup, retried as long as it lasts.
+            if getattr(exc, "transient", True) is False:
+                self._permanent += 1
             if self._stopped:
+                self._busy = False
+                delay = None
+            elif self._permanent >= self._max_permanent:
+                # The source refuses the same read every time: retrying for
+                # ever would hide the problem (and never let a drain end).
+                failure = SourceError(
+                    f"source {self.name}: refill failed {self._permanent} times: {exc}"
+                )
+                failure.transient = False
+                self._failure = failure
                 self._busy = False
                 delay = None
             else:
@@ -357,13 +402,22 @@ class QueueingLimitedSource:
                 self._timer = threading.Timer(delay, self._retry)
                 self._timer.daemon = True
                 self._timer.start()
+        if failure is not None:
+            then = "not retried: the source refuses the read"
+        else:
+            then = "stopping, no retry" if delay is None else f"retry in {delay:.2f} s"
         log.warning(
-            "%s: refill failed (%d in a row), retry in %s s: %s",
+            "%s: refill failed (%d in a row), %s: %s",
             self.name,
             self._consecutive,
-            "-" if delay is None else f"{delay:.2f}",
+            then,
             self._last_error,
         )
+        if failure is not None and self._on_failed is not None:
+            try:
+                self._on_failed(failure)
+            except Exception:
+                log.exception("%s: on_failed callback failed", self.name)
 
     def _retry(self) -> None:
         with self._lock:

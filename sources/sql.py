@@ -40,9 +40,11 @@ class SqlSource(LimitedSource):
       cursor value, so a row whose cursor moves forward comes back (rows with
       a NULL cursor are never read).
 
-    ``next_batch`` blocks on the database and raises :class:`SourceError`
-    (transient when the database could not be reached). ``ack``/``release``
-    may be called from another thread than ``next_batch``.
+    ``next_batch`` blocks on the database and raises :class:`SourceError`:
+    transient when the database could not be reached or gave up on the query
+    (timeout, deadlock), not transient when it refused the query itself (see
+    :func:`is_transient`). ``ack``/``release`` may be called from another
+    thread than ``next_batch``.
     """
 
     def __init__(
@@ -231,9 +233,7 @@ class SqlSource(LimitedSource):
             return call()
         except sa.exc.DBAPIError as exc:
             error = self._error("read failed", exc)
-            # A database that answered with an error (a dropped column) will
-            # answer the same way on retry; an unreachable one may come back.
-            error.transient = isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError)
+            error.transient = is_transient(exc)
             raise error from exc
 
     def _error(self, what: str, exc: BaseException) -> SourceError:
@@ -244,6 +244,40 @@ class SqlSource(LimitedSource):
         cause = getattr(exc, "orig", None) or exc
         first_line = str(cause).strip().splitlines()[0] if str(cause).strip() else repr(cause)
         return f"source {self.name} (table {self.cfg.table!r} at {url}): {what}: {first_line}"
+
+
+# SQL errors of the query itself: the database will answer the same way on
+# every retry (a dropped column, a ``where:`` that divides by zero on some row).
+_QUERY_ERRORS = (
+    sa.exc.DataError, sa.exc.ProgrammingError, sa.exc.IntegrityError, sa.exc.NotSupportedError,
+)
+# Some drivers file errors of the query under OperationalError, the class they
+# also use for lost connections, deadlocks and lock timeouts; their codes tell.
+_MYSQL_QUERY_ERRNOS = frozenset({1054, 1365})  # PyMySQL: unknown column, division by zero
+_SQLITE_ERROR = 1  # sqlite3's SQLITE_ERROR: no such table or column, syntax (not BUSY, LOCKED)
+
+
+def is_transient(exc: sa.exc.DBAPIError) -> bool:
+    """Whether retrying ``exc`` later may succeed.
+
+    Transient: the connection was lost or refused, a timeout, a deadlock, a
+    serialization failure, a server shutting down (``OperationalError``,
+    ``InterfaceError``, an invalidated connection) and anything not known to be
+    the query's own fault. Not transient: the database refused the query itself
+    (``DataError``, ``ProgrammingError``…, or a driver's code for such an error
+    under ``OperationalError``), which it will do again on every retry.
+    """
+    if exc.connection_invalidated:
+        return True
+    if isinstance(exc, _QUERY_ERRORS):
+        return False
+    if not isinstance(exc, sa.exc.OperationalError):
+        return True
+    orig = exc.orig
+    if getattr(orig, "sqlite_errorcode", None) == _SQLITE_ERROR:
+        return False
+    errno = orig.args[0] if orig is not None and orig.args else None
+    return errno not in _MYSQL_QUERY_ERRNOS
 
 
 def _after(cols: list[sa.ColumnClause[Any]], after: KeyTuple, dialect: str) -> Any:

@@ -34,6 +34,7 @@ from cachetools import LRUCache
 from config.errors import ConfigError, SluiceError, SourceError
 from config.faults import crash_point
 from config.models import SqsSourceConfig
+from config.secrets import redact_text
 from sources.abc import Item, LimitedSource
 
 log = logging.getLogger(__name__)
@@ -476,10 +477,8 @@ class SqsSource(LimitedSource):
             ) from exc
 
     def _scrub(self, text: str) -> str:
-        for secret in (self.cfg.access_key_id, self.cfg.secret_access_key):
-            if secret is not None and secret.get_secret_value():
-                text = text.replace(secret.get_secret_value(), "**********")
-        return text
+        secrets = (self.cfg.access_key_id, self.cfg.secret_access_key)
+        return redact_text(text, [s.get_secret_value() for s in secrets if s is not None])
 
 
 def _dead_letter_extras(source: str, message_id: str, reason: str, dlq: str) -> dict[str, Any]:
@@ -512,12 +511,9 @@ def _make_client(name: str, cfg: SqsSourceConfig) -> Any:
             f"sources.{name}: set both access_key_id and secret_access_key, or "
             "neither (then boto3's standard credential chain is used)"
         )
-    keys: dict[str, str] = {}
-    if cfg.access_key_id is not None and cfg.secret_access_key is not None:
-        keys = {
-            "aws_access_key_id": cfg.access_key_id.get_secret_value(),
-            "aws_secret_access_key": cfg.secret_access_key.get_secret_value(),
-        }
+    # None for both: boto3's standard credential chain.
+    key_id = None if cfg.access_key_id is None else cfg.access_key_id.get_secret_value()
+    secret = None if cfg.secret_access_key is None else cfg.secret_access_key.get_secret_value()
     config = Config(
         connect_timeout=5,
         read_timeout=_MAX_WAIT + 10,
@@ -526,5 +522,6 @@ def _make_client(name: str, cfg: SqsSourceConfig) -> Any:
     # A session per source: boto3's default session is not safe to share across threads.
     session = boto3.session.Session()
     return session.client(
-        "sqs", region_name=cfg.region, endpoint_url=cfg.endpoint_url, config=config, **keys
-    )  # type: ignore[call-overload]
+        "sqs", region_name=cfg.region, endpoint_url=cfg.endpoint_url, config=config,
+        aws_access_key_id=key_id, aws_secret_access_key=secret,
+    )

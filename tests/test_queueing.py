@@ -289,3 +289,99 @@ def test_refills_run_on_one_thread_started_by_start_and_ended_by_stop() -> None:
     assert q.stop(5)
     worker.join(5)
     assert not worker.is_alive()
+
+
+def refused(message: str = "division by zero") -> SourceError:
+    """An error the source marks as permanent: the database refuses the query itself."""
+    error = SourceError(message)
+    error.transient = False
+    return error
+
+
+class FailingSource(MemorySource):
+    """Raises the next error of ``errors`` on each call while there are any."""
+
+    def __init__(self, name: str, keys: Sequence[int], errors: Sequence[Exception]) -> None:
+        super().__init__(name, keys)
+        self.errors = list(errors)
+
+    def next_batch(self, limit: int) -> list[Item]:
+        if self.errors:
+            self.calls += 1
+            raise self.errors.pop(0)
+        return super().next_batch(limit)
+
+
+class Failed:
+    """An on_failed callback that tests can wait on."""
+
+    def __init__(self) -> None:
+        self.errors: list[SourceError] = []
+        self.called = threading.Event()
+
+    def __call__(self, error: SourceError) -> None:
+        self.errors.append(error)
+        self.called.set()
+
+
+def quick(source: LimitedSource, failed: Failed, done: Refilled) -> QueueingLimitedSource:
+    """A buffer whose retries come after milliseconds."""
+    return QueueingLimitedSource(
+        source, capacity=10, replenish_below=2, on_refill=done, on_failed=failed,
+        backoff_base=0.001, backoff_max=0.01, rng=random.Random(1),
+    )
+
+
+def test_a_refused_read_is_given_up_after_three_tries_and_reported_once() -> None:
+    source = FailingSource("m", range(5), [refused()] * 5)
+    failed, done = Failed(), Refilled()
+    q = quick(source, failed, done)
+    q.start()
+    assert failed.called.wait(5)
+    done.wait_for(3)
+    assert source.calls == 3  # backed off between, then no fourth try
+    [error] = failed.errors
+    assert str(error) == "source m: refill failed 3 times: division by zero"
+    assert not error.transient and q.failed is error
+    health = q.health()
+    assert health.failed == str(error) and not health.refilling and health.errors == 3
+    assert not q.poke() and q.next_batch(5, "b") == [] and not q.exhausted
+    assert source.calls == 3
+    q.stop(5)
+
+
+def test_transient_errors_are_retried_for_as_long_as_they_last() -> None:
+    # Unknown exceptions count as transient: only the source can say a read is refused.
+    errors: list[Exception] = [SourceError("connection lost"), RuntimeError("?")] * 3
+    source = FailingSource("m", range(5), errors)
+    failed, done = Failed(), Refilled()
+    q = quick(source, failed, done)
+    q.start()
+    done.wait_for(7)
+    assert keys(q.next_batch(10, "b")) == [0, 1, 2, 3, 4]
+    assert q.failed is None and not failed.errors and q.health().errors == 6
+    q.stop(5)
+
+
+def test_refused_reads_count_until_a_refill_succeeds() -> None:
+    # Two refusals, a success, two refusals, a connection error, a refusal: never three
+    # refusals since a success, so it goes on; the next refusal is the third.
+    errors = [refused(), refused()]
+    source = FailingSource("m", [1], errors)
+    failed, done = Failed(), Refilled()
+    q = quick(source, failed, done)
+    q.start()
+    done.wait_for(3)
+    assert keys(q.next_batch(10, "b")) == [1] and q.health().consecutive_errors == 0
+    source.add([2])
+    source.errors = [refused(), refused(), SourceError("connection lost"), refused("again")]
+    assert q.poke()
+    assert failed.called.wait(5)
+    assert str(failed.errors[0]) == "source m: refill failed 3 times: again"
+    assert source.calls == 7 and q.health().errors == 6
+    q.stop(5)
+
+
+def test_max_permanent_failures_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_permanent_failures"):
+        QueueingLimitedSource(MemorySource("m"), 10, 2, max_permanent_failures=0)

@@ -230,11 +230,6 @@ retry: {{max_attempts: 1}}
     secret_free("a config error", failed.stdout + failed.stderr)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "finding: redact_text replaces every occurrence of every secret value, however short: "
-    "with secret_access_key 't' (or 'testing', moto's usual), sluice status turns "
-    "\"column 'placed_at'\" into \"column 'placed_a***'\""
-))
 def test_a_short_secret_does_not_mangle_status(tmp_path: Path) -> None:
     from config.loader import load_config
     from config.models import RetryConfig

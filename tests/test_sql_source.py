@@ -304,3 +304,30 @@ def test_backlog_of_an_unreachable_database_is_a_transient_error(
     with pytest.raises(SourceError) as info:
         source.backlog()
     assert info.value.transient and "s3cret" not in str(info.value)
+
+
+def test_a_refused_read_is_not_transient(db: str, opened: Callable[..., SqlSource]) -> None:
+    # The column the where: needs goes away mid-run: every retry gets the same answer.
+    source = opened("items", config(db, where=WHERE))
+    assert len(source.next_batch(10)) == 10
+    engine = sa.create_engine(db)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE items DROP COLUMN note")
+    engine.dispose()
+    with pytest.raises(SourceError) as info:
+        source.next_batch(10)
+    assert not info.value.transient
+    assert "source items" in str(info.value) and "read failed" in str(info.value)
+    assert "note" in str(info.value)
+
+
+@pytest.mark.postgres
+def test_a_where_failing_on_some_row_is_not_transient(
+    pg_url: str, opened: Callable[..., SqlSource]
+) -> None:
+    load(pg_url)
+    source = opened("items", config(pg_url, where="100 / (id - 30) > -1000"))
+    source.check()  # LIMIT 0 evaluates no row
+    with pytest.raises(SourceError) as info:
+        source.next_batch(100)
+    assert not info.value.transient and "division by zero" in str(info.value)
