@@ -158,11 +158,27 @@ class JdbcTargetConfig(Model):
 
 
 class ParquetTargetConfig(Model):
-    """A folder (local or any Hadoop path) of Parquet tables."""
+    """A folder (local or any Hadoop path) of Parquet tables.
+
+    ``partition_by``: columns whose values name the folders (Hive style,
+    ``region=eu/``) each batch's files go into; empty: one file per batch.
+    """
 
     kind: Literal["parquet"]
     path: str
     partition_by: list[str] = []
+
+    @field_validator("partition_by")
+    @classmethod
+    def _partition_columns_distinct(cls, value: list[str]) -> list[str]:
+        # A folder name k=v cannot hold an empty k; a column twice would
+        # nest a folder level that says nothing.
+        if any(not name.strip() for name in value):
+            raise ValueError("a column name cannot be empty")
+        twice = sorted({name for name in value if value.count(name) > 1})
+        if twice:
+            raise ValueError(f"column {', '.join(map(repr, twice))} is named more than once")
+        return value
 
 
 TargetConfig = Annotated[JdbcTargetConfig | ParquetTargetConfig, Field(discriminator="kind")]

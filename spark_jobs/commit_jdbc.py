@@ -17,6 +17,12 @@ adding to them. The cost is paid only by batches that hold bad rows: about
 :data:`MAX_REJECTS` refused rows the target is taken to refuse the batch as
 a whole (a missing parent row of a foreign key, a column too short for all
 values): the batch fails instead, with the reason, and nothing is committed.
+
+Some values a database does not refuse but changes: PostgreSQL and MySQL round
+12.75 into an INTEGER column. Those rows (the :class:`~spark_jobs.narrowing.Narrowing`
+columns :func:`~spark_jobs.jdbc_tables.prepare_target` found) are set aside
+first, in the same transaction, with a reason that names the column; they
+count against :data:`MAX_REJECTS` like the others.
 """
 
 from __future__ import annotations
@@ -35,8 +41,15 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from config.errors import TargetError
 from config.faults import crash_point
-from spark_jobs.jdbc_tables import ROW_COLUMN, commits_table, index_staging_rows, rejects_table
+from spark_jobs.jdbc_tables import (
+    ROW_COLUMN,
+    TargetFit,
+    commits_table,
+    index_staging_rows,
+    rejects_table,
+)
 from spark_jobs.manifest import Manifest
+from spark_jobs.narrowing import Narrowing
 from spark_jobs.target import TargetTable, Written, stale_token_error
 
 log = logging.getLogger(__name__)
@@ -87,25 +100,29 @@ def commit_staged(
     staging: sa.Table,
     names: Sequence[str],
     manifest: Manifest,
+    fit: TargetFit | None = None,
 ) -> Written:
     """Commit the staged batch: fenced, idempotent, rejected rows set aside.
 
     ``staging`` holds the batch's columns ``names`` plus ``_sluice_row``, a
-    distinct number per row. Blocks while another importer commits the same
-    batch; raises :class:`~spark_jobs.target.StaleToken` when the batch was
-    committed with a newer token. A re-run with the same or a newer token
-    upserts the rows again (same result) and replaces the batch's commit
-    record and rejects.
+    distinct number per row. ``fit`` is how they meet the table (None: as
+    they are): columns written as NULL, columns whose changed values are set
+    aside. Blocks while another importer commits the same batch; raises
+    :class:`~spark_jobs.target.StaleToken` when the batch was committed with
+    a newer token, :class:`TooManyRejects` past :data:`MAX_REJECTS`. A
+    re-run with the same or a newer token upserts the rows again (same
+    result) and replaces the batch's commit record and rejects.
     """
+    fit = fit or TargetFit()
     try:
-        written = _transaction(engine, target, staging, names, manifest, split=False)
+        written = _transaction(engine, target, staging, names, manifest, fit, split=False)
     except _RowsRefused as refused:
         log.warning(
             "batch %s: %s refused rows (%s); splitting the batch to set them aside",
             manifest.batch_id, target.label, refused,
         )
         index_staging_rows(engine, staging)
-        written = _transaction(engine, target, staging, names, manifest, split=True)
+        written = _transaction(engine, target, staging, names, manifest, fit, split=True)
     crash_point("after_target_commit")
     return written
 
@@ -116,24 +133,33 @@ def _transaction(
     staging: sa.Table,
     names: Sequence[str],
     manifest: Manifest,
+    fit: TargetFit,
     split: bool,
 ) -> Written:
     dialect = engine.dialect.name
     commits, rejects = commits_table(), rejects_table()
+    values = _values(staging, names, fit)
     with engine.begin() as conn:
         current = _take_commit_row(conn, commits, manifest)
         if current is not None and current > manifest.token:
             raise stale_token_error(target, manifest, current)
         conn.execute(rejects.delete().where(rejects.c.batch_id == manifest.batch_id))
+        # Rolled back with the rest when the batch must be split: the split
+        # transaction sets the same rows aside again.
+        narrowed = 0
+        for narrowing in fit.narrowings:
+            narrowed += _set_aside(
+                conn, rejects, staging, names, target, manifest, narrowing, narrowed
+            )
         if split:
             numbers = conn.execute(
                 sa.select(staging.c[ROW_COLUMN]).order_by(staging.c[ROW_COLUMN])
             ).scalars().all()
             total = len(numbers)
-            refused = _split(conn, dialect, target, staging, names, list(numbers))
+            refused = _split(conn, dialect, target, staging, values, list(numbers), narrowed)
             _record_rejects(conn, rejects, staging, names, target, manifest, refused)
         else:
-            total = _upsert_all(conn, dialect, target, staging, names)
+            total = _upsert_all(conn, dialect, target, staging, values)
             refused = []
         rows = int(total) - len(refused)
         conn.execute(
@@ -141,19 +167,74 @@ def _transaction(
             .where(commits.c.batch_id == manifest.batch_id)
             .values(token=manifest.token, rows=rows, committed_at=dt.datetime.now(dt.UTC))
         )
-    return Written(rows, len(refused))
+    return Written(rows, narrowed + len(refused))
+
+
+def _values(
+    staging: sa.Table, names: Sequence[str], fit: TargetFit
+) -> dict[str, sa.ColumnElement[Any]]:
+    """What the upsert inserts into each target column: the staged column, or NULL.
+
+    A column null in the whole batch is staged as text (it may be created
+    so), but the table's column may be of any type: a bare NULL takes the
+    column's type in ``INSERT … SELECT``, a text one would be refused.
+    """
+    return {n: sa.null().label(n) if n in fit.null_columns else staging.c[n] for n in names}
+
+
+def _set_aside(
+    conn: sa.Connection,
+    rejects: sa.Table,
+    staging: sa.Table,
+    names: Sequence[str],
+    target: TargetTable,
+    manifest: Manifest,
+    narrowed: Narrowing,
+    already: int,
+) -> int:
+    """Set aside the staged rows whose ``narrowed`` column would change; return how many.
+
+    They are recorded as rejects and deleted from the staging table, both in
+    the commit's transaction, so the upsert that follows never sees them.
+    ``already``: rows set aside before, which count against :data:`MAX_REJECTS`.
+    """
+    column = staging.c[narrowed.column]
+    changes = narrowed.changes(column)
+    number = staging.c[ROW_COLUMN]
+    budget = MAX_REJECTS - already
+    found = conn.execute(
+        sa.select(number, column).where(changes).order_by(number).limit(budget + 1)
+    ).all()
+    if not found:
+        return 0
+    if len(found) > budget:
+        raise TooManyRejects(
+            f"{target.label}: column {narrowed.column!r} is {narrowed.table_type} in the table "
+            f"but {narrowed.batch_type} in the batch, and more than {MAX_REJECTS} of the "
+            f"batch's values would change in it, such as {found[0][1]}; change the column's "
+            "type, or convert the values with columns: (round(), cast())"
+        )
+    refused = [Reject(row, narrowed.reason(value)) for row, value in found]
+    _record_rejects(conn, rejects, staging, names, target, manifest, refused)
+    conn.execute(staging.delete().where(changes))
+    return len(refused)
 
 
 def _upsert_all(
-    conn: sa.Connection, dialect: str, target: TargetTable, staging: sa.Table, names: Sequence[str]
+    conn: sa.Connection,
+    dialect: str,
+    target: TargetTable,
+    staging: sa.Table,
+    values: dict[str, sa.ColumnElement[Any]],
 ) -> int:
     """Upsert every staged row; return how many. Raises :class:`_RowsRefused` on a row error."""
+    names = list(values)
     if dialect == "postgresql":
-        inserted = _insert_new(conn, target, staging, names)
+        inserted = _insert_new(conn, target, staging, values)
         if inserted is not None:
             return inserted
     # SQLAlchemy keeps an INSERT's rowcount only when asked to.
-    statement = upsert(dialect, target, staging, names).execution_options(preserve_rowcount=True)
+    statement = upsert(dialect, target, staging, values).execution_options(preserve_rowcount=True)
     try:
         total = conn.execute(statement).rowcount
     except sa.exc.DBAPIError as error:
@@ -170,7 +251,10 @@ def _upsert_all(
 
 
 def _insert_new(
-    conn: sa.Connection, target: TargetTable, staging: sa.Table, names: Sequence[str]
+    conn: sa.Connection,
+    target: TargetTable,
+    staging: sa.Table,
+    values: dict[str, sa.ColumnElement[Any]],
 ) -> int | None:
     """PostgreSQL: the rows by a plain INSERT, if no key of theirs is in the table yet.
 
@@ -181,11 +265,10 @@ def _insert_new(
     time that writes the same key (incremental mode) makes this one wait on
     that row, then fall back too: the result is the upsert's either way.
     """
+    names = list(values)
     table = sa.table(target.table, *[sa.column(n) for n in names], schema=target.schema)
-    rows = sa.select(*[staging.c[n] for n in names])
-    statement = sa.insert(table).from_select(names, rows).execution_options(
-        preserve_rowcount=True
-    )
+    rows = sa.select(*values.values()).select_from(staging)
+    statement = sa.insert(table).from_select(names, rows).execution_options(preserve_rowcount=True)
     try:
         with conn.begin_nested():
             inserted = conn.execute(statement).rowcount
@@ -235,14 +318,20 @@ def upsert(
     dialect: str,
     target: TargetTable,
     staging: sa.Table,
-    names: Sequence[str],
+    values: dict[str, sa.ColumnElement[Any]],
     where: sa.ColumnElement[bool] | None = None,
 ) -> sa.Executable:
-    """``INSERT INTO target SELECT … FROM staging [WHERE …]`` updating rows whose key exists."""
+    """``INSERT INTO target SELECT … FROM staging [WHERE …]`` updating rows whose key exists.
+
+    ``values``: each target column's value, a staged column or NULL (see :func:`_values`).
+    """
+    names = list(values)
     table = sa.table(target.table, *[sa.column(n) for n in names], schema=target.schema)
     # Without a WHERE, SQLite would read "ON CONFLICT" as a join's ON clause.
-    rows = sa.select(*[staging.c[n] for n in names]).where(
-        where if where is not None else sa.true()
+    rows = (
+        sa.select(*values.values())
+        .select_from(staging)
+        .where(where if where is not None else sa.true())
     )
     updates = [n for n in names if n not in target.key]
     if dialect in ("mysql", "mariadb"):
@@ -263,17 +352,22 @@ def _split(
     dialect: str,
     target: TargetTable,
     staging: sa.Table,
-    names: Sequence[str],
+    values: dict[str, sa.ColumnElement[Any]],
     numbers: list[int],
+    already: int = 0,
 ) -> list[Reject]:
-    """Upsert the staged rows in halves; return the rows that fail on their own."""
+    """Upsert the staged rows in halves; return the rows that fail on their own.
+
+    ``already``: rows of the batch set aside before, which count against
+    :data:`MAX_REJECTS` too.
+    """
     refused: list[Reject] = []
     number = staging.c[ROW_COLUMN]
 
     def attempt(lo: int, hi: int) -> sa.exc.DBAPIError | None:
         # rows numbers[lo:hi]; the numbers are distinct and sorted
         statement = upsert(
-            dialect, target, staging, names, number.between(numbers[lo], numbers[hi - 1])
+            dialect, target, staging, values, number.between(numbers[lo], numbers[hi - 1])
         )
         try:
             with conn.begin_nested():
@@ -288,7 +382,7 @@ def _split(
         # rows numbers[lo:hi] failed together with ``error``
         if hi - lo == 1:
             refused.append(Reject(numbers[lo], reason(error)))
-            if len(refused) > MAX_REJECTS:
+            if already + len(refused) > MAX_REJECTS:
                 raise TooManyRejects(
                     f"{target.label} refuses more than {MAX_REJECTS} rows of the batch, "
                     f"such as: {refused[0].reason}; fix the target or the columns: mapping"

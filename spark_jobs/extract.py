@@ -269,7 +269,12 @@ def _merge(a: str | None, b: str) -> str:
 def payload_schema(records: Sequence[dict[str, Any]]) -> T.StructType:
     """Columns for JSON records: integer → bigint, number → double, bool →
     boolean, string → string, object/array → JSON text; fields in order of
-    first appearance; a field of mixed kinds becomes text; all-null → string.
+    first appearance; a field of mixed kinds becomes text.
+
+    A field that is null (or missing) in every record is ``void``: the batch
+    says nothing about its type, so the writer takes the target column's own
+    type (a JDBC table's column, a Parquet table's files) instead of guessing
+    one that may clash with what earlier batches wrote.
     """
     kinds: dict[str, str | None] = {}
     for record in records:
@@ -277,7 +282,10 @@ def payload_schema(records: Sequence[dict[str, Any]]) -> T.StructType:
             current = kinds.get(name)
             kinds[name] = current if value is None else _merge(current, _kind(value))
     return T.StructType(
-        [T.StructField(name, _KIND_TYPES[kind or "string"], True) for name, kind in kinds.items()]
+        [
+            T.StructField(name, _KIND_TYPES[kind] if kind else T.NullType(), True)
+            for name, kind in kinds.items()
+        ]
     )
 
 

@@ -181,9 +181,17 @@ def sql_column_type(
     Text and binary key columns get a bounded type on MySQL, which cannot
     index TEXT/BLOB without a prefix length. Timestamps keep their kind:
     ``timestamp_ntz`` (DATETIME, PostgreSQL ``timestamp``) stays without a
-    time zone, ``timestamp`` becomes ``timestamptz`` on PostgreSQL.
+    time zone, ``timestamp`` becomes ``timestamptz`` on PostgreSQL. ``void``
+    (a column null in the whole batch) becomes text.
     """
     bounded = key and dialect == "mysql"
+    if isinstance(data_type, T.NullType):
+        # Null in the whole batch (an SQS field no message of it carries). An
+        # existing column keeps its own type (see prepare_target); a table
+        # created now gets TEXT, as no value says what the column should be
+        # and text is the one type every JSON value has a form in. A later
+        # batch carrying numbers there is then refused, naming the column.
+        return sa.String(255) if bounded else sa.Text()
     if isinstance(data_type, T.BooleanType):
         return sa.Boolean()
     if isinstance(data_type, T.ByteType):

@@ -12,13 +12,15 @@ import logging
 import re
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 from config.errors import TargetError
 from spark_jobs.manifest import Manifest
+from spark_jobs.narrowing import Narrowing, narrowing
 from spark_jobs.target import COMMITS_TABLE, REJECTS_TABLE, TargetTable
 
 log = logging.getLogger(__name__)
@@ -158,15 +160,32 @@ def index_staging_rows(engine: sa.Engine, staging: sa.Table) -> None:
 # ----------------------------------------------------------- the target table
 
 
-_checked: set[tuple[str, ...]] = set()
+@dataclass(frozen=True)
+class TargetFit:
+    """How a batch's columns meet the target table, as :func:`prepare_target` found it.
+
+    ``null_columns``: columns null in the whole batch (Spark ``void``); the
+    commit writes NULL into them, whatever their type in the table.
+    ``narrowings``: columns whose values the table's column may change (a
+    fraction into an integer column); the commit sets those rows aside.
+    """
+
+    null_columns: frozenset[str] = frozenset()
+    narrowings: tuple[Narrowing, ...] = ()
+
+
+_checked: dict[tuple[str, ...], TargetFit] = {}
 _checked_lock = threading.Lock()
 
 
 def _check_key(
-    engine: sa.Engine, target: TargetTable, columns: Sequence[sa.Column]
+    engine: sa.Engine,
+    target: TargetTable,
+    columns: Sequence[sa.Column],
+    null_columns: Collection[str] = (),
 ) -> tuple[str, ...]:
     url = engine.url.render_as_string(hide_password=True)
-    shape = [f"{c.name}:{c.type!r}" for c in columns]
+    shape = [f"{c.name}:{'void' if c.name in null_columns else repr(c.type)}" for c in columns]
     return (url, target.schema or "", target.table, *target.key, "|", *shape)
 
 
@@ -174,16 +193,25 @@ def forget_target(engine: sa.Engine, target: TargetTable) -> None:
     """Check the target table again on the next batch (its commit failed: it may have changed)."""
     with _checked_lock:
         prefix = _check_key(engine, target, [])[:3]
-        _checked.difference_update({k for k in _checked if k[:3] == prefix})
+        for key in [k for k in _checked if k[:3] == prefix]:
+            del _checked[key]
 
 
-def prepare_target(engine: sa.Engine, target: TargetTable, columns: Sequence[sa.Column]) -> None:
+def prepare_target(
+    engine: sa.Engine,
+    target: TargetTable,
+    columns: Sequence[sa.Column],
+    null_columns: Collection[str] = (),
+) -> TargetFit:
     """Create the target table, or check that the batch's columns fit the one there.
 
-    Whether the table exists is asked every time; whether the columns fit is
-    remembered for the process once it passed (a dozen catalog queries per
-    batch otherwise), until :func:`forget_target`.
+    ``null_columns`` are null in every row of the batch: their type in
+    ``columns`` is only what a new table gets; an existing column of any
+    type takes them. Whether the table exists is asked every time; whether
+    the columns fit is remembered for the process once it passed (a dozen
+    catalog queries per batch otherwise), until :func:`forget_target`.
     """
+    void = frozenset(null_columns)
     inspector = sa.inspect(engine)
     if not inspector.has_table(target.table, schema=target.schema):
         table = sa.Table(
@@ -193,20 +221,27 @@ def prepare_target(engine: sa.Engine, target: TargetTable, columns: Sequence[sa.
             schema=target.schema,
         )
         create_if_missing(engine, table)
-        return
-    key = _check_key(engine, target, columns)
+        return TargetFit(void)
+    key = _check_key(engine, target, columns, void)
     with _checked_lock:
-        if key in _checked:
-            return
-    _check_target(inspector, engine, target, columns)
+        fit = _checked.get(key)
+    if fit is not None:
+        return fit
+    fit = _check_target(inspector, engine, target, columns, void)
     with _checked_lock:
-        _checked.add(key)
+        _checked[key] = fit
+    return fit
 
 
 def _check_target(
-    inspector: sa.Inspector, engine: sa.Engine, target: TargetTable, columns: Sequence[sa.Column]
-) -> None:
+    inspector: sa.Inspector,
+    engine: sa.Engine,
+    target: TargetTable,
+    columns: Sequence[sa.Column],
+    null_columns: frozenset[str],
+) -> TargetFit:
     existing = {c["name"]: c for c in inspector.get_columns(target.table, schema=target.schema)}
+    narrowings = []
     for column in columns:
         found = existing.get(column.name)
         if found is None:
@@ -214,11 +249,16 @@ def _check_target(
                 f"{target.label}: column {column.name!r} of the batch is not in the table "
                 "(add it to the table, or map the batch's columns with columns:)"
             )
+        if column.name in null_columns:
+            continue  # NULL fits a column of any type
         if not _compatible(found["type"], column.type, engine.dialect.name):
             raise TargetError(
                 f"{target.label}: column {column.name!r} is {found['type']} in the table "
                 f"but {column.type.compile(engine.dialect)} in the batch"
             )
+        narrowed = narrowing(column.name, found["type"], column.type, engine.dialect)
+        if narrowed is not None:
+            narrowings.append(narrowed)
     batch_names = {c.name for c in columns}
     for name, info in existing.items():
         if name not in batch_names and not info["nullable"] and info.get("default") is None:
@@ -231,6 +271,7 @@ def _check_target(
             f"{target.label}: no primary key or unique constraint on {list(target.key)}; "
             "the upsert needs one"
         )
+    return TargetFit(null_columns, tuple(narrowings))
 
 
 def _key_is_unique(inspector: sa.Inspector, target: TargetTable) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pyspark.sql.functions as F
 import sqlalchemy as sa
 from pyspark.sql import DataFrame
+from pyspark.sql import types as T
 
 from config.errors import TargetError
 from config.models import JdbcTargetConfig
@@ -50,10 +51,13 @@ def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Writte
         sa.Column(f.name, sql_column_type(f.dataType, dialect, f.name in target.key, f.name))
         for f in df.schema.fields
     ]
+    # Null in every row (an SQS field no message of the batch carries): the
+    # commit writes NULL into whatever type the table's column has.
+    void = [f.name for f in df.schema.fields if isinstance(f.dataType, T.NullType)]
     engine = sql_engine(cfg.url)
     staging = staging_table(manifest, columns, dialect)
     try:
-        prepare_target(engine, target, columns)
+        fit = prepare_target(engine, target, columns, void)
         create_if_missing(engine, commits_table())
         create_if_missing(engine, rejects_table())
         drop_stale_stages(engine, manifest)
@@ -69,7 +73,9 @@ def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Writte
             options["reWriteBatchedInserts"] = "true"
         # Distinct per row (partition id in the high bits), computed by Spark
         # for nothing; the commit splits a refused batch by these numbers.
-        numbered = df.withColumn(ROW_COLUMN, F.monotonically_increasing_id())
+        # A void column has no JDBC type to bind; its staging column stays NULL.
+        staged = df.drop(*void) if void else df
+        numbered = staged.withColumn(ROW_COLUMN, F.monotonically_increasing_id())
         numbered.write.jdbc(
             endpoint.url,
             staging.name,
@@ -77,7 +83,7 @@ def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Writte
             properties=endpoint.connection_properties(**options),
         )
         try:
-            return commit_staged(engine, target, staging, names, manifest)
+            return commit_staged(engine, target, staging, names, manifest, fit)
         except sa.exc.DBAPIError:
             forget_target(engine, target)  # a changed table, perhaps: check it again next time
             raise

@@ -1,10 +1,25 @@
 """Write one batch into a Parquet table, idempotently.
 
-Spark writes the batch as one file under a staging folder of its own (its name
-starts with ``_``, so readers skip it); a marker records the batch's fencing
-token and rows; a rename publishes the file as ``{path}/{table}/batch-<id>.parquet``.
-A re-run of the batch replaces that file, so ``spark.read.parquet(table)``
-sees every row once. The batch counts as committed once its file is published.
+Spark writes the batch under a staging folder of its own (its name starts
+with ``_``, so readers skip it); a marker in ``_sluice_commits/`` records the
+batch's fencing token and rows; renames publish the files. A re-run of the
+batch replaces exactly its own files, so ``spark.read.parquet(table)`` sees
+every row once.
+
+- Without ``partition_by``: the batch is one file,
+  ``{path}/{table}/batch-<id>.parquet``, published by one rename; it counts
+  as committed once that file is there.
+- With ``partition_by: [a, b]`` (Hive style): the batch is one file per
+  partition it touches, ``{table}/a=…/b=…/batch-<id>.parquet``. The marker
+  lists them: first, before any rename, with the files an earlier attempt
+  published (so that a crash at any point leaves a marker naming every file
+  the batch may have, and the retry deletes those it does not write again);
+  then, after the renames, as ``published``, which is the commit. A reader
+  listing the table during those few renames may see part of the batch
+  (several folders cannot be renamed at once); it never sees a row twice, as
+  a re-run deletes the files it drops before it renames the new ones.
+  Partition columns live in the folder names, not in the files, and Spark
+  infers their type when reading (``eu`` stays text, ``7`` becomes an int).
 
 Rejected rows: Parquet has no constraints, so a row Spark could compute is a
 row the file takes; there is nothing to reject and ``_sluice_rejects`` is not
@@ -13,38 +28,46 @@ such as a cast under ANSI mode) fails the whole batch, which is then retried
 and ends ``dead``; write such expressions with ``try_cast``/``try_*``.
 
 Fencing is best effort here: a file system has no transaction, so the token is
-checked just before the rename, and two importers passing that check at the
+checked just before publishing, and two importers passing that check at the
 same instant both publish the same batch's rows (the later rename wins, and
-the table still holds each row once). The ledger's leases keep that rare.
+the table still holds each row once, unless their rows fall into different
+partitions). The ledger's leases keep that rare.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import re
-import shutil
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import pyspark.sql.functions as F
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
 
 from config.errors import TargetError
 from config.faults import crash_point
 from config.models import ParquetTargetConfig
+from spark_jobs.filesystems import HadoopFs, LocalFs, filesystem
 from spark_jobs.manifest import Manifest
 from spark_jobs.target import COMMITS_TABLE, Commit, TargetTable, Written, stale_token_error
+
+_PART = re.compile(r"(^|/)part-[^/]*\.parquet$")
+"""A data file Spark wrote (its ``_SUCCESS`` and ``.crc`` files are not)."""
 
 
 @dataclass(frozen=True)
 class BatchFiles:
     """Where a batch lives in a Parquet table.
 
-    ``{table}/batch-<id>.parquet`` is the published batch: plain files in the
-    table folder, because Spark only reads sub-folders named ``k=v`` (which
-    would add a column). ``_stage-<id>-<token>-<attempt>/`` and
+    ``{table}/batch-<id>.parquet`` is the published batch of an unpartitioned
+    table: plain files in the table folder, because Spark only reads
+    sub-folders named ``k=v`` (which would add a column). In a partitioned
+    table, each partition folder holds a ``batch-<id>.parquet`` of its own
+    (:meth:`published`). ``_stage-<id>-<token>-<attempt>/`` and
     ``_sluice_commits/<id>.json`` start with ``_``, so readers skip them.
     """
 
@@ -64,6 +87,10 @@ class BatchFiles:
             final=f"{table_dir}/batch-{tag}.parquet",
             marker=f"{table_dir}/{COMMITS_TABLE}/{tag}.json",
         )
+
+    def published(self, partition: str) -> str:
+        """The batch's file in ``partition`` (``a=1/b=x``), relative to the table folder."""
+        return f"{partition}/batch-{self.tag}.parquet"
 
     def stage(self, token: int) -> str:
         """A staging folder for one attempt: two importers never share one."""
@@ -93,55 +120,132 @@ def file_tag(batch_id: str) -> str:
 def write_parquet(
     spark: SparkSession, df: DataFrame, target: TargetTable, manifest: Manifest
 ) -> Written:
-    """Write the batch's file, record its marker, publish it; return the rows written."""
+    """Write the batch's files, record its marker, publish them; return the rows written.
+
+    Raises :class:`~spark_jobs.target.StaleToken` when a newer importer
+    published the batch, :class:`TargetError` when ``partition_by`` does not
+    fit the batch or the table already there.
+    """
     cfg = target.config
     assert isinstance(cfg, ParquetTargetConfig)
-    if cfg.partition_by:
-        # One file per batch is what makes publishing atomic; partitions would
-        # spread a batch over several folders and several renames.
-        raise TargetError(
-            f"targets.{target.name}.partition_by is not supported yet: leave it empty"
-        )
+    partition_by = _partition_columns(target, cfg.partition_by, df)
     files = BatchFiles.of(cfg.path, target.schema, target.table, manifest.batch_id)
     fs = filesystem(files.table_dir, spark)
-    for path in fs.list(files.table_dir):
+    listing = fs.list(files.table_dir)
+    _check_layout(target, fs, listing, partition_by)
+    for path in listing:
         if files.stale_stage(path, manifest.token):
             fs.delete(path)  # left by a crashed (or superseded) attempt
+    df = _typed_nulls(spark, fs, df, listing)
     stage = files.stage(manifest.token)
     try:
-        # One task writes one file, so one rename publishes the whole batch;
-        # the shuffle keeps the source reads parallel.
-        df.repartition(1).write.mode("overwrite").option("maxRecordsPerFile", 0).parquet(stage)
-        parts = [p for p in fs.list(stage) if re.search(r"/part-[^/]*\.parquet$", p)]
-        if len(parts) != 1:
-            raise TargetError(
-                f"{target.label}: expected one Parquet file for the batch, got {parts}"
-            )
-        marker = fs.read_text(files.marker)
-        if marker and int(json.loads(marker)["token"]) > manifest.token:
-            raise stale_token_error(target, manifest, int(json.loads(marker)["token"]))
-        # Counted from the file's footers; the known schema spares an inference job.
-        rows = spark.read.schema(df.schema).parquet(parts[0]).count()
-        # The marker first: a crash before the rename leaves a marker and no
-        # published file, which counts as not committed, and the retry redoes it.
-        record = {
-            "batch_id": manifest.batch_id,
-            "token": manifest.token,
-            "rows": rows,
-            "committed_at": dt.datetime.now(dt.UTC).isoformat(),
-        }
-        fs.write_text(files.marker, json.dumps(record))
-        fs.replace(parts[0], files.final)
+        if partition_by:
+            rows = _publish_partitioned(spark, fs, df, target, manifest, files, stage, partition_by)
+        else:
+            rows = _publish_file(spark, fs, df, target, manifest, files, stage)
         crash_point("after_target_commit")
     finally:
         fs.delete(stage)
     return Written(rows)
 
 
+def _publish_file(
+    spark: SparkSession,
+    fs: LocalFs | HadoopFs,
+    df: DataFrame,
+    target: TargetTable,
+    manifest: Manifest,
+    files: BatchFiles,
+    stage: str,
+) -> int:
+    # One task writes one file, so one rename publishes the whole batch;
+    # the shuffle keeps the source reads parallel.
+    df.repartition(1).write.mode("overwrite").option("maxRecordsPerFile", 0).parquet(stage)
+    parts = [p for p in fs.list(stage) if _PART.search(p)]
+    if len(parts) != 1:
+        raise TargetError(f"{target.label}: expected one Parquet file for the batch, got {parts}")
+    _fence(fs, target, manifest, files)
+    # Counted from the file's footers; the known schema spares an inference job.
+    rows = spark.read.schema(df.schema).parquet(parts[0]).count()
+    # The marker first: a crash before the rename leaves a marker and no
+    # published file, which counts as not committed, and the retry redoes it.
+    fs.write_text(files.marker, json.dumps(_record(manifest, rows)))
+    fs.replace(parts[0], files.final)
+    return rows
+
+
+def _publish_partitioned(
+    spark: SparkSession,
+    fs: LocalFs | HadoopFs,
+    df: DataFrame,
+    target: TargetTable,
+    manifest: Manifest,
+    files: BatchFiles,
+    stage: str,
+    partition_by: list[str],
+) -> int:
+    # All rows of one partition in one task: one file per partition folder,
+    # which then has one name per batch, so a re-run replaces it in place.
+    (
+        df.repartition(*[F.col(_quoted(c)) for c in partition_by])
+        .write.mode("overwrite")
+        .option("maxRecordsPerFile", 0)
+        .partitionBy(*partition_by)
+        .parquet(stage)
+    )
+    staged = [p for p in fs.files(stage) if _PART.search(p)]  # a=1/b=x/part-….parquet
+    folders = [p.rsplit("/", 1)[0] if "/" in p else "" for p in staged]
+    if "" in folders or len(set(folders)) != len(folders):
+        raise TargetError(
+            f"{target.label}: expected one Parquet file per partition folder, got {staged}"
+        )
+    published = {p: files.published(folder) for p, folder in zip(staged, folders, strict=True)}
+    earlier = _fence(fs, target, manifest, files)
+    rows = 0
+    if staged:
+        data = T.StructType([f for f in df.schema.fields if f.name not in partition_by])
+        paths = [f"{stage}/{p}" for p in staged]
+        rows = spark.read.schema(data).option("basePath", stage).parquet(*paths).count()
+    new = sorted(published.values())
+    old = [f for f in (earlier or {}).get("files", []) if isinstance(f, str)]
+    # Before any file moves, the marker names every file the batch may have
+    # once this attempt is done or dies half-way: what it publishes, and what
+    # an earlier attempt did. Not published yet: not committed.
+    record = _record(manifest, rows)
+    fs.write_text(files.marker, json.dumps({**record, "files": sorted({*old, *new})}))
+    for dropped in sorted(set(old) - set(new)):  # rows that moved to another partition
+        fs.delete(f"{files.table_dir}/{dropped}")
+    for part, name in published.items():
+        fs.replace(f"{stage}/{part}", f"{files.table_dir}/{name}")
+    fs.write_text(files.marker, json.dumps({**record, "files": new, "published": True}))
+    return rows
+
+
+def _fence(
+    fs: LocalFs | HadoopFs, target: TargetTable, manifest: Manifest, files: BatchFiles
+) -> dict[str, Any] | None:
+    """Refuse to publish over a newer token; return the batch's marker, if any."""
+    text = fs.read_text(files.marker)
+    record: dict[str, Any] | None = json.loads(text) if text else None
+    if record is not None and int(record["token"]) > manifest.token:
+        raise stale_token_error(target, manifest, int(record["token"]))
+    return record
+
+
+def _record(manifest: Manifest, rows: int) -> dict[str, Any]:
+    return {
+        "batch_id": manifest.batch_id,
+        "token": manifest.token,
+        "rows": rows,
+        "committed_at": dt.datetime.now(dt.UTC).isoformat(),
+    }
+
+
 def parquet_commit(
     target: TargetTable, batch_id: str, spark: SparkSession | None = None
 ) -> Commit | None:
-    """The batch's commit in a Parquet table: its file is published.
+    """The batch's commit in a Parquet table: its file is published, or
+    (partitioned) its marker says its files are.
 
     A file published without a marker (written by an older sluice) counts as
     committed with token 0; its rows are counted when a session is at hand.
@@ -150,104 +254,122 @@ def parquet_commit(
     assert isinstance(cfg, ParquetTargetConfig)
     files = BatchFiles.of(cfg.path, target.schema, target.table, batch_id)
     fs = filesystem(files.table_dir, spark)
+    marker = fs.read_text(files.marker)
+    record = json.loads(marker) if marker else None
+    if record is not None and "files" in record:  # written partitioned
+        if not record.get("published"):
+            return None  # a crash while publishing: the retry redoes it
+        return Commit(int(record["token"]), int(record["rows"]))
     if not fs.exists(files.final):
         return None
-    marker = fs.read_text(files.marker)
-    if marker:
-        record = json.loads(marker)
+    if record is not None:
         return Commit(int(record["token"]), int(record["rows"]))
     spark = spark or SparkSession.getActiveSession()
     rows = spark.read.parquet(files.final).count() if spark is not None else 0
     return Commit(0, rows)
 
 
-# --------------------------------------------------------------- file systems
+# ------------------------------------------------------------- the table's shape
 
 
-class LocalFs:
-    """Batch files on a local disk: ``os.replace`` publishes atomically."""
+def _partition_columns(target: TargetTable, partition_by: list[str], df: DataFrame) -> list[str]:
+    """``partition_by``, checked against the batch's columns."""
+    setting = f"targets.{target.name}.partition_by"
+    for column in partition_by:
+        if column not in df.columns:
+            raise TargetError(
+                f"{target.label}: {setting} names column {column!r}, which the batch does "
+                f"not have (its columns: {', '.join(df.columns)})"
+            )
+    if partition_by and set(df.columns) <= set(partition_by):
+        raise TargetError(
+            f"{target.label}: {setting} names every column of the batch; the files would "
+            "hold none: leave at least one column out"
+        )
+    return list(partition_by)
 
-    def exists(self, path: str) -> bool:
-        return os.path.exists(path)
 
-    def list(self, folder: str) -> list[str]:
-        if not os.path.isdir(folder):
-            return []
-        return [os.path.join(folder, name) for name in os.listdir(folder)]
+def _check_layout(
+    target: TargetTable, fs: LocalFs | HadoopFs, listing: list[str], partition_by: list[str]
+) -> None:
+    """Refuse a batch whose layout differs from the table's: Spark cannot read a mix."""
+    setting = f"targets.{target.name}.partition_by"
+    folders = [p for p in listing if "=" in _name(p) and not _name(p).startswith(("_", "."))]
+    if not partition_by:
+        if folders:
+            raise TargetError(
+                f"{target.label}: the table is partitioned (folder {_name(folders[0])!r}) "
+                f"but {setting} is empty: set it to the table's partition columns"
+            )
+        return
+    batches = [p for p in listing if _name(p).startswith("batch-")]
+    if batches:
+        raise TargetError(
+            f"{target.label}: the table holds unpartitioned batches (such as "
+            f"{_name(batches[0])!r}), so {setting} cannot apply to it: write to a new table"
+        )
+    # One level deeper than partition_by: a table partitioned more finely differs too.
+    found = _partition_path(fs, folders, len(partition_by) + 1)
+    if found and found != partition_by:
+        raise TargetError(
+            f"{target.label}: the table is partitioned by {found}, but {setting} "
+            f"is {partition_by}: a table's partition columns cannot change"
+        )
 
-    def delete(self, path: str) -> None:
-        shutil.rmtree(path, ignore_errors=True)
 
-    def replace(self, src: str, dst: str) -> None:
-        os.replace(src, dst)  # atomic, and over an older copy of the batch too
+def _partition_path(fs: LocalFs | HadoopFs, folders: list[str], depth: int) -> list[str]:
+    """The partition columns of the table, read down the first folder of each level."""
+    columns: list[str] = []
+    while folders and len(columns) < depth:
+        columns.append(_name(folders[0]).split("=", 1)[0])
+        below = fs.list(folders[0])
+        folders = [p for p in below if "=" in _name(p) and not _name(p).startswith(("_", "."))]
+    return columns
 
-    def read_text(self, path: str) -> str | None:
+
+def _typed_nulls(
+    spark: SparkSession, fs: LocalFs | HadoopFs, df: DataFrame, listing: list[str]
+) -> DataFrame:
+    """Give the batch's all-null (``void``) columns the table's type for them.
+
+    Parquet stores a void column as a type of its own, which a reader cannot
+    combine with the column's type in the other batches' files; so such a
+    column takes the type the table's files have, or text (as a JDBC table
+    would) in a table that has no files or no such column yet.
+    """
+    void = [f.name for f in df.schema.fields if isinstance(f.dataType, T.NullType)]
+    if not void:
+        return df
+    sample = _published_file(fs, listing)
+    known: dict[str, T.DataType] = {}
+    if sample is not None:
         try:
-            with open(path, encoding="utf-8") as f:
-                return f.read()
-        except FileNotFoundError:
-            return None
-
-    def write_text(self, path: str, text: str) -> None:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        temporary = f"{path}.{uuid.uuid4().hex[:8]}.tmp"  # racing writers never share one
-        with open(temporary, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(temporary, path)
+            # One file's footer is what Spark's reader takes the table's schema from too.
+            known = {f.name: f.dataType for f in spark.read.parquet(sample).schema.fields}
+        except AnalysisException:
+            known = {}  # deleted by a re-run in between: no file to follow
+    return df.withColumns(
+        {name: F.lit(None).cast(known.get(name, T.StringType())) for name in void}
+    )
 
 
-class HadoopFs:
-    """Batch files on any Hadoop file system (hdfs://, s3a://, file://) via the JVM."""
-
-    def __init__(self, spark: SparkSession, path: str) -> None:
-        jvm: Any = spark._jvm  # PySpark exposes the JVM only through these
-        self._path = jvm.org.apache.hadoop.fs.Path
-        self._jvm = jvm
-        conf = spark.sparkContext._jsc.hadoopConfiguration()
-        self._fs = self._path(path).getFileSystem(conf)
-
-    def exists(self, path: str) -> bool:
-        return bool(self._fs.exists(self._path(path)))
-
-    def list(self, folder: str) -> list[str]:
-        if not self.exists(folder):
-            return []
-        return [s.getPath().toString() for s in self._fs.listStatus(self._path(folder))]
-
-    def delete(self, path: str) -> None:
-        self._fs.delete(self._path(path), True)
-
-    def replace(self, src: str, dst: str) -> None:
-        # Hadoop's rename refuses an existing destination: a re-run of a
-        # published batch removes the old file first (readers may miss the
-        # batch for that instant; they never see it twice).
-        self._fs.delete(self._path(dst), False)
-        if not self._fs.rename(self._path(src), self._path(dst)):
-            raise TargetError(f"could not rename {src} to {dst}")
-
-    def read_text(self, path: str) -> str | None:
-        if not self.exists(path):
-            return None
-        stream = self._fs.open(self._path(path))
-        try:
-            data = self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
-        finally:
-            stream.close()
-        return bytes(data).decode("utf-8")
-
-    def write_text(self, path: str, text: str) -> None:
-        stream = self._fs.create(self._path(path), True)
-        try:
-            stream.write(bytearray(text.encode("utf-8")))
-        finally:
-            stream.close()
+def _published_file(fs: LocalFs | HadoopFs, listing: list[str]) -> str | None:
+    """One published data file of the table (descending into partitions), or None."""
+    visible = [p for p in listing if not _name(p).startswith(("_", "."))]
+    for path in visible:
+        if _name(path).endswith(".parquet"):
+            return path
+    for path in visible:
+        if "=" in _name(path):
+            found = _published_file(fs, fs.list(path))
+            if found is not None:
+                return found
+    return None
 
 
-def filesystem(path: str, spark: SparkSession | None) -> LocalFs | HadoopFs:
-    """Local paths through ``os``; URLs (``scheme://``) through Hadoop's FileSystem."""
-    if "://" not in path:
-        return LocalFs()
-    spark = spark or SparkSession.getActiveSession()
-    if spark is None:
-        raise TargetError(f"{path}: a Hadoop path needs a running SparkSession")
-    return HadoopFs(spark, path)
+def _name(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _quoted(column: str) -> str:
+    return "`" + column.replace("`", "``") + "`"

@@ -10,9 +10,9 @@ tests/test_migration.py (``test_sqs_to_parquet_with_duplicates_and_poison``)
 and by every scenario of tests/test_exactly_once.py; here they ride along in
 the end-to-end run of values a target cannot hold.
 
-Tests marked ``xfail(strict=True)`` are findings (issue 6): they describe
-what a user should get and fail today; once fixed they pass, and the strict
-marker then fails the suite until it is removed.
+A finding that is not fixed yet is marked ``xfail(strict=True)``: the test
+describes what a user should get, and the strict marker fails the suite once
+it passes, until the marker is removed.
 """
 
 from __future__ import annotations
@@ -178,11 +178,6 @@ sources:
 
 @pytest.mark.postgres
 @pytest.mark.spark
-@pytest.mark.xfail(strict=True, reason=(
-    "finding: a start that fails its source check has already recorded the source's "
-    "fingerprint (Daemon._build_sources registers before check()), so fixing the key "
-    "is refused with 'run sluice reset' although nothing was ever claimed"
-))
 def test_fixing_the_key_after_a_failed_start_needs_no_reset(tmp_path: Path, shop: str) -> None:
     text = f"""
 ledger: sqlite:///ledger.db
@@ -221,11 +216,6 @@ sources:
 
 @pytest.mark.postgres
 @pytest.mark.timeout(120)
-@pytest.mark.xfail(strict=True, reason=(
-    "finding: a where: that passes the LIMIT 0 check but fails on some row (a division "
-    "by zero) fails every refill, non-transient, forever: --until-drained never ends "
-    "and nothing but a log line says why"
-))
 def test_a_where_that_fails_on_some_row_ends_the_run_with_exit_1(
     tmp_path: Path, shop: str
 ) -> None:
@@ -394,11 +384,6 @@ def test_an_sqs_field_new_in_a_later_batch_fails_naming_the_column(
 
 @pytest.mark.spark
 @pytest.mark.postgres
-@pytest.mark.xfail(strict=True, reason=(
-    "finding: payload_schema types a field that is null in every message of a batch as "
-    "text; against the bigint column the first batch created, prepare_target refuses the "
-    "batch (number vs text), so valid messages die instead of getting NULL"
-))
 def test_an_sqs_field_null_in_a_whole_batch_is_stored_as_null(
     spark: Any, pg_factory: DatabaseFactory
 ) -> None:
@@ -416,11 +401,6 @@ def test_an_sqs_field_null_in_a_whole_batch_is_stored_as_null(
 
 @pytest.mark.spark
 @pytest.mark.postgres
-@pytest.mark.xfail(strict=True, reason=(
-    "finding: prepare_target finds NUMERIC(12,2) and a table's INTEGER column compatible "
-    "(both 'number'), and PostgreSQL's assignment cast rounds 12.75 to 13: values the "
-    "column cannot hold are changed silently instead of rejected"
-))
 def test_a_fraction_is_not_silently_rounded_into_an_integer_column(
     spark: Any, pg_factory: DatabaseFactory
 ) -> None:

@@ -418,7 +418,7 @@ def test_payload_schema_is_inferred_in_python() -> None:
     ]
     assert [r["id"] for r in records] == [1, 3, 2]
     mixed = payload_schema([{"v": 1}, {"v": "one"}, {"n": None}])
-    assert [f.dataType.simpleString() for f in mixed.fields] == ["string", "string"]
+    assert [f.dataType.simpleString() for f in mixed.fields] == ["string", "void"]
     with pytest.raises(BadPayload, match="not an object"):
         parse_payloads(["[1]"], "id")
     with pytest.raises(BadPayload, match="no key field"):
@@ -482,6 +482,76 @@ def test_payloads_into_mariadb_target_upsert(spark: Any, mariadb_url: str) -> No
     assert len(rows) == 30 and rows[("k1",)] == ("k1", "100", "1") and rows[("k2",)][1] == "2"
     assert scalar(mariadb_url, "SELECT token FROM _sluice_commits WHERE batch_id = 'm-1'") == 2
     assert scalar(mariadb_url, "SELECT count(*) FROM _sluice_commits") == 1
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("db", ["postgres", "mariadb", "sqlite"])
+def test_a_field_null_in_a_whole_batch_is_written_as_null_whatever_the_column_type(
+    spark: Any, db: str, request: pytest.FixtureRequest, sqlite_url: Callable[[str], str]
+) -> None:
+    if db == "sqlite":
+        url = sqlite_url("target")
+    else:
+        request.applymarker(getattr(pytest.mark, db))
+        url = request.getfixturevalue("pg_target" if db == "postgres" else "mariadb_url")
+    execute(
+        url,
+        "CREATE TABLE orders (id bigint PRIMARY KEY, n bigint, at timestamp NULL, "
+        "ok boolean, t varchar(20))",
+        "INSERT INTO orders VALUES (:id, :n, :at, :ok, :t)",
+        rows=[{"id": 1, "n": 5, "at": dt.datetime(2024, 1, 2), "ok": True, "t": "x"}],
+    )
+    cfg = make_config(
+        {"kind": "sqs", "queue_url": "http://127.0.0.1:1/q", "key": "id"},
+        {"kind": "jdbc", "url": url},
+    )
+    bodies = [json.dumps({"id": 1, "n": None, "at": None, "ok": None, "t": None}),
+              json.dumps({"id": 2, "n": None})]  # fmt: skip
+    batch = Manifest("v-1", "src", "wh.orders", "payloads", 2, payloads=bodies)
+
+    result = run_import(spark, cfg, batch)
+
+    assert (result.rows_written, result.rows_rejected) == (2, 0)
+    # Every column took NULL, the existing row's values included (an upsert).
+    assert text_rows(url, "orders", ["id"]) == {
+        ("1",): ("1", None, None, None, None),
+        ("2",): ("2", None, None, None, None),
+    }
+    # A table created by a batch whose field is null throughout gets text there.
+    fresh = Manifest("v-2", "src", "wh.fresh", "payloads", 1,
+                     payloads=[json.dumps({"id": 7, "z": None})])  # fmt: skip
+    assert run_import(spark, cfg, fresh).rows_written == 1
+    engine = sa.create_engine(url)
+    columns = {c["name"]: c["type"] for c in sa.inspect(engine).get_columns("fresh")}
+    engine.dispose()
+    assert isinstance(columns["z"], sa.Text | sa.String), columns
+
+
+@pytest.mark.spark
+def test_a_field_null_in_a_whole_batch_takes_the_parquet_table_s_type(
+    spark: Any, tmp_path: Path
+) -> None:
+    cfg = make_config(
+        {"kind": "sqs", "queue_url": "http://127.0.0.1:1/q", "key": "id", "target": "lake.ev"},
+        {"kind": "parquet", "path": str(tmp_path)},
+    )
+    batches = [
+        [{"id": 1, "n": 5, "z": None}],  # z: no table yet, so text
+        [{"id": 2, "n": None}, {"id": 3}],  # n: the bigint of the file already there
+        [{"id": 4, "z": "zz", "n": 6}],
+    ]
+    for i, records in enumerate(batches):
+        bodies = [json.dumps(r) for r in records]
+        run_import(spark, cfg, Manifest(f"n{i}", "src", "lake.ev", "payloads", 1, payloads=bodies))
+
+    read = spark.read.parquet(str(tmp_path / "ev"))
+    assert dict(read.dtypes) == {"id": "bigint", "n": "bigint", "z": "string"}
+    assert sorted(tuple(r) for r in read.select("id", "n", "z").collect()) == [
+        (1, 5, None),
+        (2, None, None),
+        (3, None, None),
+        (4, 6, "zz"),
+    ]
 
 
 # ------------------------------------------------------------ SQLite → Parquet

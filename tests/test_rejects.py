@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -192,3 +194,125 @@ def test_a_target_refusing_most_rows_fails_the_batch(
         engine.dispose()
     for table in ("t", "_sluice_commits", "_sluice_rejects"):  # nothing committed
         assert scalar(pg_url, f"SELECT count(*) FROM {table}") == 0
+
+
+# -- values a column would change without an error: set aside, naming the column -------------
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("db", ["postgres", "mariadb", "sqlite"])
+def test_values_a_column_would_round_or_overflow_are_set_aside_naming_it(
+    spark: Any, db: str, request: pytest.FixtureRequest, sqlite_url: Any
+) -> None:
+    if db == "sqlite":
+        url = sqlite_url("target")
+    else:
+        request.applymarker(getattr(pytest.mark, db))
+        url = request.getfixturevalue("pg_url" if db == "postgres" else "mariadb_url")
+    # PostgreSQL and MariaDB would store 0.5 as 1 (or 0) here without a word.
+    execute(url, "CREATE TABLE orders (id bigint PRIMARY KEY, qty integer, small smallint)")
+    cfg = make_config(
+        {"kind": "sqs", "queue_url": "http://127.0.0.1:1/q", "key": "id"},
+        {"kind": "jdbc", "url": url},
+    )
+    # qty is a double in the batch: i / 2 has a fraction for odd i. small is
+    # a bigint: i * 1000 leaves SMALLINT's range from i = 33 (SQLite has no
+    # ranges: every INTEGER there is 8 bytes, so nothing would change).
+    bodies = [json.dumps({"id": i, "qty": i / 2, "small": i * 1000}) for i in range(1, 41)]
+    batch = Manifest("n-1", "src", "wh.orders", "payloads", 40, payloads=bodies)
+
+    result = run_import(spark, cfg, batch)
+
+    fraction = {i for i in range(1, 41) if i % 2}
+    overflow = set() if db == "sqlite" else {i for i in range(33, 41)} - fraction
+    kept = set(range(1, 41)) - fraction - overflow
+    assert (result.rows_written, result.rows_rejected) == (len(kept), 40 - len(kept))
+    assert text_rows(url, "orders", ["id"]) == {
+        (str(i),): (str(i), str(i // 2), str(i * 1000)) for i in kept
+    }
+    recorded = rejects(url)
+    assert {int(json.loads(key)[0]) for _, key in recorded} == fraction | overflow
+    for (_, key), record in recorded.items():
+        i = json.loads(key)[0]
+        # MariaDB names its types with a display width: INTEGER(11).
+        if i in fraction:
+            expected = (rf"column 'qty' is INTEGER(\(\d+\))? in the table, which keeps no "
+                        rf"decimal places: {i / 2} would be rounded \(the batch has ")
+        else:
+            expected = (rf"column 'small' is SMALLINT(\(\d+\))? in the table, which holds "
+                        rf"-32768 to 32767: {i * 1000} is out of range \(the batch has ")
+        assert re.match(expected, record["reason"]), record["reason"]
+        assert json.loads(record["row"]) == json.loads(bodies[i - 1])
+
+
+@pytest.mark.spark
+@pytest.mark.postgres
+def test_decimals_a_column_would_round_are_set_aside_and_a_rerun_changes_nothing(
+    spark: Any, pg_url: str, pg_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spark_jobs import commit_jdbc
+    from spark_jobs.extract import extract
+
+    target_url = pg_factory.create("narrow")
+    rows = [
+        {"id": i, "amount": Decimal(i) / 4, "price": Decimal(i) / 4 + Decimal("0.005") * (i == 8),
+         "big": i * 10**8}
+        for i in range(1, 41)
+    ]  # fmt: skip
+    execute(
+        pg_url,
+        "CREATE TABLE orders (id integer PRIMARY KEY, amount numeric(12,2), "
+        "price numeric(12,3), big bigint)",
+        "INSERT INTO orders VALUES (:id, :amount, :price, :big)",
+        rows=rows,
+    )
+    execute(
+        target_url,
+        "CREATE TABLE orders (id integer PRIMARY KEY, amount integer, price numeric(12,2), "
+        "big integer)",
+    )
+    cfg = make_config(
+        {"kind": "sql", "url": pg_url, "table": "orders", "key": "id"},
+        {"kind": "jdbc", "url": target_url},
+    )
+    batch = rng("d-1", None, [40], items=40)
+
+    # Most of the batch would change: it fails as a whole, naming the column
+    # and both types, and nothing is committed.
+    monkeypatch.setattr(commit_jdbc, "MAX_REJECTS", 3)
+    with pytest.raises(commit_jdbc.TooManyRejects, match=(
+        r"wh\.orders: column 'amount' is INTEGER in the table but NUMERIC\(12, 2\) in the "
+        r"batch, and more than 3 of the batch's values would change in it, such as 0\.25"
+    )):  # fmt: skip
+        run_import(spark, cfg, batch)
+    assert scalar(target_url, "SELECT count(*) FROM orders") == 0
+    assert scalar(target_url, "SELECT count(*) FROM _sluice_commits") == 0
+    monkeypatch.undo()
+
+    result = run_import(spark, cfg, batch)
+
+    why = {i: "amount" for i in range(1, 41) if i % 4}
+    why |= {8: "price"} | {i: "big" for i in range(24, 41, 4)}
+    assert (result.rows_written, result.rows_rejected) == (40 - len(why), len(why))
+    kept = {(str(i),): (str(i), str(i // 4), f"{i / 4:.2f}", str(i * 10**8))
+            for i in range(1, 41) if i not in why}  # fmt: skip
+    assert text_rows(target_url, "orders", ["id"]) == kept
+    recorded = rejects(target_url)
+    assert {json.loads(key)[0]: r["reason"].split("'")[1] for (_, key), r in recorded.items()} \
+        == why
+    assert recorded[("d-1", "[8]")]["reason"] == (
+        "column 'price' is NUMERIC(12, 2) in the table, which keeps 2 decimal places: "
+        "2.005 would be rounded (the batch has NUMERIC(12, 3))"
+    )
+    assert recorded[("d-1", "[3]")]["reason"] == (
+        "column 'amount' is INTEGER in the table, which keeps no decimal places: "
+        "0.75 would be rounded (the batch has NUMERIC(12, 2))"
+    )
+
+    # A newer importer of the same batch: same target, same rejects, one commit.
+    again = write_batch(spark, extract(spark, cfg.sources["src"], batch),
+                        target_table(cfg, batch), dataclasses.replace(batch, token=2))  # fmt: skip
+    assert (again.rows, again.rejected) == (result.rows_written, result.rows_rejected)
+    assert text_rows(target_url, "orders", ["id"]) == kept
+    assert rejects(target_url).keys() == recorded.keys()
+    assert scalar(target_url, "SELECT count(*) FROM _sluice_commits") == 1
