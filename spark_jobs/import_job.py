@@ -3,6 +3,12 @@
 One code path, run in-process by :class:`sinks.spark.SparkSink` or on its own:
 
     spark-submit spark_jobs/import_job.py --config CONFIG --manifest FILE [--result FILE]
+    spark-submit spark_jobs/import_job.py --config CONFIG --batch ID
+
+With ``--manifest`` the caller (a daemon's spark-submit sink) owns the batch in
+the ledger; with ``--batch`` the job takes the batch from the ledger itself and
+records the outcome there, as ``sluice import CONFIG --batch ID`` does
+(:func:`scheduler.foreground.import_batch`).
 
 A batch already committed in its target is not imported again (the result
 says ``skipped``): after a crash between the target commit and the ledger,
@@ -180,7 +186,7 @@ def _source(cfg: SluiceConfig, manifest: Manifest) -> SqlSourceConfig | SqsSourc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``spark-submit spark_jobs/import_job.py --config CONFIG --manifest FILE [--result FILE]``.
+    """``spark-submit spark_jobs/import_job.py --config CONFIG (--manifest FILE | --batch ID)``.
 
     Prints the :class:`ImportResult` as one JSON line; exit 0 on success, the
     error's exit code (1 failed, 2 bad config) otherwise. With ``--result``,
@@ -190,7 +196,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = argparse.ArgumentParser(prog="import_job", description="Import one sluice batch.")
     parser.add_argument("--config", required=True, type=Path, help="the sluice YAML config")
-    parser.add_argument("--manifest", required=True, type=Path, help="the batch manifest (JSON)")
+    batch = parser.add_mutually_exclusive_group(required=True)
+    batch.add_argument("--manifest", type=Path, help="the batch manifest (JSON)")
+    batch.add_argument("--batch", help="a batch id: taken from the ledger, recorded there")
     parser.add_argument("--result", type=Path, help="where to write the outcome (JSON)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -200,6 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         cfg = load_config(args.config)
+        if args.batch is not None:
+            return _from_ledger(cfg, args.batch, args.result)
         manifest = Manifest.from_json(args.manifest.read_text(encoding="utf-8"))
         target_table(cfg, manifest)  # an unknown source or target fails before the JVM starts
         spark = build_session(cfg.spark, app_name=f"sluice-import-{manifest.batch_id}")
@@ -214,6 +224,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     _write_result(args.result, outcome)
     print(json.dumps(outcome))
     return 0
+
+
+def _from_ledger(cfg: SluiceConfig, batch_id: str, result: Path | None) -> int:
+    """``--batch``: the foreground import of ``sluice import``, on this driver."""
+    from scheduler.foreground import import_batch
+    from sinks.session import build_session
+
+    outcome = import_batch(
+        cfg, batch_id, lambda: build_session(cfg.spark, app_name=f"sluice-import-{batch_id}")
+    )
+    if outcome.error is not None:
+        return _failed(result, f"batch {batch_id} {outcome.state}: {outcome.error}",
+                       outcome.state == "failed", 1)
+    done: dict[str, object] = {"batch_id": batch_id}
+    if outcome.result is not None:
+        done.update(asdict(outcome.result))
+    done["state"] = outcome.state
+    _write_result(result, done)
+    print(json.dumps(done))
+    return outcome.exit_code
 
 
 def _failed(result: Path | None, message: str, transient: bool, exit_code: int) -> int:

@@ -99,3 +99,30 @@ def test_a_batch_that_fails_again_records_its_error(tmp_path: Path, spark: Any) 
         assert ledger.state_of("b1") == "dead"
     finally:
         ledger.close()
+
+
+@pytest.mark.spark
+def test_the_import_job_takes_a_batch_from_the_ledger(tmp_path: Path, spark: Any) -> None:
+    """``spark-submit spark_jobs/import_job.py --config CONFIG --batch ID``: same steps.
+
+    Called in-process: the job's build_session joins the test's session.
+    """
+    import json
+
+    from spark_jobs import import_job
+
+    path, cfg = _config(tmp_path)
+    daemon = _claim(cfg, "b2", 30)
+    daemon.unregister_owner()
+    daemon.close()
+    result = tmp_path / "result.json"
+    code = import_job.main(["--config", str(path), "--batch", "b2", "--result", str(result)])
+    outcome = json.loads(result.read_text())
+    assert code == 0, outcome
+    assert (outcome["state"], outcome["rows_written"]) == ("done", 10)
+    ledger = Ledger(cfg.ledger)
+    try:
+        assert ledger.state_of("b2") == "done"
+    finally:
+        ledger.close()
+    assert import_job.main(["--config", str(path), "--batch", "b2"]) == 0  # done: left alone
