@@ -335,7 +335,7 @@ spark: {{conf: {{spark.driver.extraJavaOptions: "-XX:TieredStopAtLevel=1"}}}}  #
     engine.dispose()
 
 
-# -- findings in the import job (in-process, on the shared SparkSession) ----------------------
+# -- values the import job must neither mistype nor change (in-process, shared SparkSession) --
 
 
 def _import(spark: Any, target_url: str, source: dict[str, Any], batches: list[Any]) -> list[Any]:
