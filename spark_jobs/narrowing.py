@@ -160,7 +160,12 @@ def _int_range(type_: sa.types.TypeEngine[Any], dialect: sa.Dialect) -> tuple[in
         bits = 64
     else:
         bits = 32
-    if getattr(type_, "unsigned", False):
+    return _bits_range(bits, unsigned=getattr(type_, "unsigned", False))
+
+
+def _bits_range(bits: int, *, unsigned: bool = False) -> tuple[int, int]:
+    """The smallest and largest integer of ``bits`` bits."""
+    if unsigned:
         return 0, 2**bits - 1
     return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
 
@@ -175,7 +180,7 @@ def _batch_range(type_: sa.types.TypeEngine[Any]) -> tuple[int, int] | None:
             bits = 64
         else:
             bits = 32
-        return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+        return _bits_range(bits)
     if isinstance(type_, sa.Numeric) and not isinstance(type_, sa.Float):
         if type_.precision is None:
             return None
