@@ -160,7 +160,7 @@ def test_a_target_refusing_most_rows_fails_the_batch(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from config.models import JdbcTargetConfig
-    from spark_jobs import commit_jdbc
+    from spark_jobs import commit_jdbc, rejects_jdbc
     from spark_jobs.jdbc import sql_engine
     from spark_jobs.jdbc_tables import (
         commits_table,
@@ -171,7 +171,7 @@ def test_a_target_refusing_most_rows_fails_the_batch(
     )
     from spark_jobs.target import TargetTable
 
-    monkeypatch.setattr(commit_jdbc, "MAX_REJECTS", 3)
+    monkeypatch.setattr(rejects_jdbc, "MAX_REJECTS", 3)
     execute(pg_url, "CREATE TABLE t (id integer PRIMARY KEY, name text NOT NULL)")
     engine = sql_engine(pg_url)
     create_if_missing(engine, commits_table())
@@ -187,7 +187,7 @@ def test_a_target_refusing_most_rows_fails_the_batch(
         )
     target = TargetTable("wh", JdbcTargetConfig(kind="jdbc", url=pg_url), None, "t", ("id",))
     try:
-        with pytest.raises(commit_jdbc.TooManyRejects, match="more than 3 rows.*not-null"):
+        with pytest.raises(rejects_jdbc.TooManyRejects, match="more than 3 rows.*not-null"):
             commit_jdbc.commit_staged(engine, target, staging, ["id", "name"], manifest)
     finally:
         drop_staging(engine, staging)
@@ -250,7 +250,7 @@ def test_values_a_column_would_round_or_overflow_are_set_aside_naming_it(
 def test_decimals_a_column_would_round_are_set_aside_and_a_rerun_changes_nothing(
     spark: Any, pg_url: str, pg_factory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from spark_jobs import commit_jdbc
+    from spark_jobs import rejects_jdbc
     from spark_jobs.extract import extract
 
     target_url = pg_factory.create("narrow")
@@ -279,8 +279,8 @@ def test_decimals_a_column_would_round_are_set_aside_and_a_rerun_changes_nothing
 
     # Most of the batch would change: it fails as a whole, naming the column
     # and both types, and nothing is committed.
-    monkeypatch.setattr(commit_jdbc, "MAX_REJECTS", 3)
-    with pytest.raises(commit_jdbc.TooManyRejects, match=(
+    monkeypatch.setattr(rejects_jdbc, "MAX_REJECTS", 3)
+    with pytest.raises(rejects_jdbc.TooManyRejects, match=(
         r"wh\.orders: column 'amount' is INTEGER in the table but NUMERIC\(12, 2\) in the "
         r"batch, and more than 3 of the batch's values would change in it, such as 0\.25"
     )):  # fmt: skip
