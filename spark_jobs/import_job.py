@@ -46,7 +46,7 @@ from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig, split_
 from spark_jobs.extract import extract
 from spark_jobs.manifest import Manifest
 from spark_jobs.target import TargetTable, stale_token_error
-from spark_jobs.write import committed_batch, write_batch
+from spark_jobs.write import committed_batch, sweep_stages, write_batch
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +96,7 @@ def run_import(spark: SparkSession, cfg: SluiceConfig, manifest: Manifest) -> Im
     if commit is not None:
         if commit.token > manifest.token:
             raise stale_token_error(target, manifest, commit.token)
+        _sweep(target, manifest, spark)
         return ImportResult(
             manifest.batch_id, 0, commit.rows, manifest.target, True, commit.rejected
         )
@@ -175,6 +176,15 @@ def _transient(error: Exception) -> bool:
         # Lost connections and lock timeouts pass; rejected rows and bad SQL do not.
         return isinstance(error, sa.exc.OperationalError | sa.exc.InterfaceError)
     return True
+
+
+def _sweep(target: TargetTable, manifest: Manifest, spark: SparkSession) -> None:
+    """Best effort: leftovers never fail a batch that is already committed."""
+    try:
+        sweep_stages(target, manifest, spark)
+    except (PySparkException, Py4JError, sa.exc.SQLAlchemyError, OSError) as error:
+        log.warning("batch %s: could not remove what older attempts staged: %s",
+                    manifest.batch_id, _reason(error))
 
 
 def _source(cfg: SluiceConfig, manifest: Manifest) -> SqlSourceConfig | SqsSourceConfig:

@@ -15,8 +15,8 @@ from pyspark.sql import DataFrame, SparkSession
 from config.models import ParquetTargetConfig
 from spark_jobs.manifest import Manifest
 from spark_jobs.target import Commit, StaleToken, TargetTable, Written, stale_token_error
-from spark_jobs.write_jdbc import jdbc_commit, write_jdbc
-from spark_jobs.write_parquet import parquet_commit, write_parquet
+from spark_jobs.write_jdbc import jdbc_commit, sweep_jdbc_stages, write_jdbc
+from spark_jobs.write_parquet import parquet_commit, sweep_parquet_stages, write_parquet
 
 __all__ = [
     "Commit",
@@ -25,6 +25,7 @@ __all__ = [
     "Written",
     "committed_batch",
     "stale_token_error",
+    "sweep_stages",
     "write_batch",
 ]
 
@@ -53,3 +54,13 @@ def committed_batch(
     if isinstance(target.config, ParquetTargetConfig):
         return parquet_commit(target, batch_id, spark)
     return jdbc_commit(target, batch_id)
+
+
+def sweep_stages(
+    target: TargetTable, manifest: Manifest, spark: SparkSession | None = None
+) -> None:
+    """Remove what older attempts of the batch staged (tables, folders) and left behind."""
+    if isinstance(target.config, ParquetTargetConfig):
+        sweep_parquet_stages(target, manifest, spark)
+    else:
+        sweep_jdbc_stages(target, manifest)

@@ -8,6 +8,8 @@ upserts them into the target and records the batch and its fencing token in
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyspark.sql.functions as F
 import sqlalchemy as sa
 from pyspark.sql import DataFrame
@@ -20,10 +22,11 @@ from spark_jobs.jdbc import JdbcEndpoint, sql_column_type, sql_engine
 from spark_jobs.jdbc_tables import (
     ROW_COLUMN,
     commits_table,
-    create_if_missing,
     drop_staging,
     drop_stale_stages,
+    ensure_own_tables,
     forget_target,
+    own_tables_known,
     prepare_target,
     rejects_table,
     staging_table,
@@ -58,8 +61,7 @@ def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Writte
     staging = staging_table(manifest, columns, dialect)
     try:
         fit = prepare_target(engine, target, columns, void)
-        create_if_missing(engine, commits_table())
-        create_if_missing(engine, rejects_table())
+        ensure_own_tables(engine)
         drop_stale_stages(engine, manifest)
         with engine.begin() as conn:
             staging.create(conn)
@@ -98,15 +100,44 @@ def jdbc_commit(target: TargetTable, batch_id: str) -> Commit | None:
     engine = sql_engine(cfg.url)
     commits, rejects = commits_table(), rejects_table()
     with engine.connect() as conn:
-        inspector = sa.inspect(conn)
-        if not inspector.has_table(commits.name):
-            return None
-        query = sa.select(commits.c.token, commits.c.rows)
-        row = conn.execute(query.where(commits.c.batch_id == batch_id)).one_or_none()
-        if row is None or row.rows < 0:  # < 0: a placeholder, never committed
-            return None
-        rejected = 0
-        if inspector.has_table(rejects.name):
-            count = sa.select(sa.func.count()).where(rejects.c.batch_id == batch_id)
-            rejected = conn.execute(count).scalar_one()
-        return Commit(int(row.token), int(row.rows), int(rejected))
+        # Asked before every batch: the catalog only until this process has
+        # made sure both tables exist (then one query answers).
+        if not own_tables_known(engine):
+            inspector = sa.inspect(conn)
+            if not inspector.has_table(commits.name):
+                return None
+            if not inspector.has_table(rejects.name):
+                query = sa.select(commits.c.token, commits.c.rows, sa.literal(0).label("rejected"))
+                row = conn.execute(query.where(commits.c.batch_id == batch_id)).one_or_none()
+                return _commit(row)
+        rejected = (
+            sa.select(sa.func.count())
+            .where(rejects.c.batch_id == batch_id)
+            .scalar_subquery()
+            .label("rejected")
+        )
+        query = sa.select(commits.c.token, commits.c.rows, rejected)
+        try:
+            row = conn.execute(query.where(commits.c.batch_id == batch_id)).one_or_none()
+        except sa.exc.DBAPIError:
+            forget_target(engine, target)  # a table dropped under us: ask the catalog again
+            raise
+        return _commit(row)
+
+
+def _commit(row: sa.Row[Any] | None) -> Commit | None:
+    if row is None or row.rows < 0:  # < 0: a placeholder, never committed
+        return None
+    return Commit(int(row.token), int(row.rows), int(row.rejected))
+
+
+def sweep_jdbc_stages(target: TargetTable, manifest: Manifest) -> None:
+    """Drop the staging tables older attempts of a committed batch left behind.
+
+    A crash between the target commit and the staging table's drop leaves
+    one; the re-run finds the batch committed and imports nothing, so this
+    is its one chance to go.
+    """
+    cfg = target.config
+    assert isinstance(cfg, JdbcTargetConfig)
+    drop_stale_stages(sql_engine(cfg.url), manifest)

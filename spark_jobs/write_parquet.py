@@ -133,9 +133,7 @@ def write_parquet(
     fs = filesystem(files.table_dir, spark)
     listing = fs.list(files.table_dir)
     _check_layout(target, fs, listing, partition_by)
-    for path in listing:
-        if files.stale_stage(path, manifest.token):
-            fs.delete(path)  # left by a crashed (or superseded) attempt
+    _delete_stale_stages(fs, files, listing, manifest.token)
     df = _typed_nulls(spark, fs, df, listing)
     stage = files.stage(manifest.token)
     try:
@@ -147,6 +145,29 @@ def write_parquet(
     finally:
         fs.delete(stage)
     return Written(rows)
+
+
+def sweep_parquet_stages(
+    target: TargetTable, manifest: Manifest, spark: SparkSession | None = None
+) -> None:
+    """Delete the staging folders older attempts of a committed batch left behind.
+
+    A crash right after publishing leaves one; the re-run finds the batch
+    committed and writes nothing, so this is its one chance to go.
+    """
+    cfg = target.config
+    assert isinstance(cfg, ParquetTargetConfig)
+    files = BatchFiles.of(cfg.path, target.schema, target.table, manifest.batch_id)
+    fs = filesystem(files.table_dir, spark)
+    _delete_stale_stages(fs, files, fs.list(files.table_dir), manifest.token)
+
+
+def _delete_stale_stages(
+    fs: LocalFs | HadoopFs, files: BatchFiles, listing: list[str], token: int
+) -> None:
+    for path in listing:
+        if files.stale_stage(path, token):
+            fs.delete(path)  # left by a crashed (or superseded) attempt
 
 
 def _publish_file(

@@ -170,10 +170,16 @@ def test_pg_range_batches_reach_pg_target_once(spark: Any, pg_url: str, pg_targe
         == 0
     )
 
-    # Re-running a committed batch reconciles: nothing is read or written again.
+    # Re-running a committed batch reconciles: nothing is read or written again,
+    # and the staging table an older attempt left (it crashed right after the
+    # target commit) goes.
+    leftover = staging_table_name("b-1", first.token - 1, "dead01")
+    execute(pg_target, f"CREATE TABLE {leftover} (id integer)")
     again = run_import(spark, cfg, first)
     assert again == ImportResult("b-1", 0, 129, "wh.orders", skipped=True)
     assert text_rows(pg_target, "orders", ["id"]) == expected
+    stages = "SELECT count(*) FROM pg_tables WHERE tablename LIKE '\\_sluice\\_stage%'"
+    assert scalar(pg_target, stages) == 0
     assert scalar(pg_target, "SELECT count(*) FROM _sluice_commits WHERE batch_id = 'b-1'") == 1
 
     # An importer holding an older token is refused before it reads anything...
@@ -608,10 +614,14 @@ def test_sqlite_batches_to_parquet_read_back_once(
         "s/0", 0, 100, "lake.events", skipped=True
     )
     # The restart after a crash between the rename and the ledger update
-    # carries a newer token: it reconciles from the published file.
+    # carries a newer token: it reconciles from the published file, and
+    # removes the staging folder the crashed attempt left.
+    files = BatchFiles.of(str(lake), None, "events", "s/2")
+    Path(files.stage(batches[2].token)).mkdir()
     assert run_import(spark, cfg, dataclasses.replace(batches[2], token=9)) == ImportResult(
         "s/2", 0, 50, "lake.events", skipped=True
     )
+    assert not [p for p in (lake / "events").iterdir() if p.name.startswith("_stage-")]
     with pytest.raises(StaleToken):
         run_import(spark, cfg, batches[1])  # committed with token 2 above
 
