@@ -18,8 +18,12 @@ start, the copy, the exit), measured in the same run, on throwaway
 - ``e2e_batch_overhead_ms``: (100-batch time − 10-batch time) / 90: what one
   more batch costs end to end.
 
-Rounds (``ROUNDS``, default 2) alternate the variants and keep each one's
-best time: the machine may be busy with other work now and then.
+Rounds (``ROUNDS``, default 3) alternate the variants; each figure is the
+median of its rounds, so that one round disturbed by other work on the
+machine decides nothing. Each round also prints its own sluice/plain ratios
+(the runs of one round shared the machine's mood), and their median. A
+``CHECKPOINT`` before each run keeps the previous run's dirty pages from
+being flushed during the next one.
 
     python benchmarks/bench_e2e.py            # all figures (several minutes)
     ROWS=200000 ROUNDS=1 python benchmarks/bench_e2e.py
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,7 +53,7 @@ ADMIN = os.environ.get("SLUICE_BENCH_PG", "postgresql+psycopg://postgres@127.0.0
 PARTITIONS = 2
 FETCHSIZE = 10_000
 BATCHSIZE = 10_000
-ROUNDS = int(os.environ.get("ROUNDS", "2"))
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
 TIMEOUT = 1800  # seconds per process: a hung run fails the benchmark, never the machine
 
 
@@ -68,35 +73,35 @@ def main() -> int:
         "sluice_pg_100": lambda f: run_sluice(f, urls["src"], urls["sluice100"], 10_000),
     }
     written = {"plain_pg": "plain", "sluice_pg_10": "sluice10", "sluice_pg_100": "sluice100"}
-    best: dict[str, float] = {}
     times: dict[str, list[float]] = {}
+    paired: dict[str, list[float]] = {"PostgreSQL": [], "Parquet": []}
     try:
         seed(urls["src"])
-        # Rounds alternate the variants; the best time of each is kept, so a
-        # burst of other work on the machine does not decide a ratio.
         for round_ in range(ROUNDS):
             for name, run in runs.items():
                 for url in (urls["sluice10"], urls["sluice100"], urls["plain"]):
                     drop_tables(url)
+                checkpoint(admin)
                 seconds = run(folder / f"{name}-{round_}")
                 print(f"# round {round_ + 1} {name}: {seconds:.1f} s", flush=True)
-                best[name] = min(best.get(name, seconds), seconds)
                 if name in written:
                     check_count(urls[written[name]], "orders")
                 times.setdefault(name, []).append(seconds)
-            # The runs of one round shared the machine's mood: their ratio is
-            # the fairest single comparison when other work comes and goes.
-            print(f"# round {round_ + 1} ratios: sluice/plain speed PostgreSQL "
-                  f"{times['plain_pg'][-1] / times['sluice_pg_10'][-1]:.2f}, Parquet "
-                  f"{times['plain_parquet'][-1] / times['sluice_parquet'][-1]:.2f}",
-                  flush=True)  # fmt: skip
-        report("e2e_pg_to_pg_rows_per_s", ROWS / best["sluice_pg_10"], "rows/s",
-               ROWS / best["plain_pg"])  # fmt: skip
-        report("e2e_pg_to_parquet_rows_per_s", ROWS / best["sluice_parquet"], "rows/s",
-               ROWS / best["plain_parquet"])  # fmt: skip
-        report("e2e_pg_to_pg_100_batches_rows_per_s", ROWS / best["sluice_pg_100"], "rows/s",
-               ROWS / best["sluice_pg_10"])  # fmt: skip
-        overhead = (best["sluice_pg_100"] - best["sluice_pg_10"]) / 90 * 1000
+            paired["PostgreSQL"].append(times["plain_pg"][-1] / times["sluice_pg_10"][-1])
+            paired["Parquet"].append(times["plain_parquet"][-1] / times["sluice_parquet"][-1])
+            print(f"# round {round_ + 1} ratios: sluice/plain speed "
+                  + ", ".join(f"{k} {v[-1]:.2f}" for k, v in paired.items()), flush=True)
+        print("# median of the rounds' ratios: "
+              + ", ".join(f"{k} {statistics.median(v):.3f}" for k, v in paired.items()),
+              flush=True)  # fmt: skip
+        median = {name: statistics.median(seconds) for name, seconds in times.items()}
+        report("e2e_pg_to_pg_rows_per_s", ROWS / median["sluice_pg_10"], "rows/s",
+               ROWS / median["plain_pg"])  # fmt: skip
+        report("e2e_pg_to_parquet_rows_per_s", ROWS / median["sluice_parquet"], "rows/s",
+               ROWS / median["plain_parquet"])  # fmt: skip
+        report("e2e_pg_to_pg_100_batches_rows_per_s", ROWS / median["sluice_pg_100"], "rows/s",
+               ROWS / median["sluice_pg_10"])  # fmt: skip
+        overhead = (median["sluice_pg_100"] - median["sluice_pg_10"]) / 90 * 1000
         report("e2e_batch_overhead_ms", overhead, "ms")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -149,6 +154,15 @@ def seed(url: str) -> None:
     engine.dispose()
 
 
+def checkpoint(admin: sa.Engine) -> None:
+    """Flush what earlier runs left dirty now, not during the next timed run."""
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text("CHECKPOINT"))
+    except sa.exc.DBAPIError as error:  # not a superuser: the runs only get noisier
+        print(f"# CHECKPOINT refused: {error.orig}", flush=True)
+
+
 def drop_tables(url: str) -> None:
     """Empty a target database for the next run: its table and sluice's own."""
     engine = sa.create_engine(url)
@@ -195,6 +209,9 @@ def run_sluice(folder: Path, source: str, target: str | None, batch: int) -> flo
     # Keys for two more batches always buffered: a refill never holds up the
     # next batch while two are importing.
     capacity = max(4 * batch, 100_000)
+    # Two batches pending at most, and a new one as soon as one is done: with
+    # resume_below at half, both would have to finish before the next starts.
+    pending = 2 * batch
     if target is None:
         target_yaml = "{kind: parquet, path: ./lake}"
     else:
@@ -220,7 +237,7 @@ sources:
 targets:
   out: {target_yaml}
 batch: {{max_items: {batch}, max_wait: 2s}}
-backpressure: {{max_pending: {2 * batch}, resume_below: {batch}, max_importing_batches: 2}}
+backpressure: {{max_pending: {pending}, resume_below: {pending}, max_importing_batches: 2}}
 """
     )
     sluice = Path(sys.executable).with_name("sluice")
