@@ -1,9 +1,10 @@
 """``sluice run``: wire ledger, sources, strategy, loop and sink, and run them.
 
 Shutdown order (each step bounded): stop feeding, drain in-flight batches,
-stop the refills, give unused buffered items back, close the sink, close the
-ledger. The first SIGTERM/SIGINT drains; the second exits at once (batches
-left ``importing`` are re-run on the next start: every write is idempotent).
+stop the refills, give unused buffered items back (SQS: visible again at
+once), close the sources, close the sink, close the ledger. The first
+SIGTERM/SIGINT drains; the second exits at once (batches left ``importing``
+are re-run on the next start: every write is idempotent).
 A source whose refills keep being refused (see :mod:`sources.queueing`) stops
 the run the same way, draining, and makes it exit 1.
 """
@@ -27,7 +28,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from config.errors import SourceError
 from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig
 from config.secrets import config_secrets, redact_text
-from scheduler.ledger import Checkpoint, Ledger, fingerprint
+from scheduler.ledger import Checkpoint, Ledger, encode_key, fingerprint
 from scheduler.loop import MainLoop, RunStats
 from scheduler.strategy import build_strategy
 from sinks.abc import Sink
@@ -141,7 +142,8 @@ class Daemon:
 
         assert isinstance(src_cfg, SqsSourceConfig)
         sqs = SqsSource(
-            name, src_cfg, is_done=self._done_lookup(name), on_poison=self.ledger.record_poison
+            name, src_cfg, claims=claims_lookup(self.ledger, name),
+            on_poison=self.ledger.record_poison,
         )
         _check(sqs)
         # Keep claimed messages invisible while their batch is imported.
@@ -153,7 +155,6 @@ class Daemon:
 
     def _done_lookup(self, name: str) -> Callable[[Sequence[KeyTuple]], set[KeyTuple]]:
         """For sweep mode: which of these keys some batch already claimed."""
-        from scheduler.ledger import encode_key
 
         def lookup(keys: Sequence[KeyTuple]) -> set[KeyTuple]:
             encoded = {encode_key(key): key for key in keys}
@@ -295,6 +296,12 @@ class Daemon:
             self.probe.stop(timeout=2.0)
         if self._metrics is not None:
             self._metrics.stop()
+        # Buffered items no batch claimed: the refills are stopped, so none
+        # lands after this; held ones stay with their (failed) batch, whose
+        # retry reads its manifest. Before close: SQS needs its client.
+        for name, queue in self.queues.items():
+            given = queue.give_back()
+            log.info("source %s: %d buffered items given back", name, given)
         for queue in self.queues.values():
             queue.wrapped.close()
         try:
@@ -335,6 +342,32 @@ class Daemon:
         signal.signal(signal.SIGTERM, handle)
         signal.signal(signal.SIGINT, handle)
         signal.signal(signal.SIGHUP, hangup)
+
+
+# Batch states whose keys' messages may be deleted. Dead too: the loop deleted
+# a dead batch's messages when it died (the ledger keeps the payloads for
+# `sluice retry`); a late duplicate held back would cycle on the queue until an
+# operator acts, and the source would never count as drained.
+_MESSAGES_DONE = frozenset({"done", "dead"})
+
+
+def claims_lookup(
+    ledger: Ledger, name: str
+) -> Callable[[list[KeyTuple]], dict[KeyTuple, bool]]:
+    """For an SQS source: which keys some batch claimed, each with whether it is done.
+
+    "Done" here means its messages may be deleted: the batch is done or dead.
+    A key held by a batch that is claimed, importing or failed maps to False,
+    and its messages are kept until that batch ends (see
+    :class:`sources.sqs.SqsSource`). One ledger query per call.
+    """
+
+    def lookup(keys: list[KeyTuple]) -> dict[KeyTuple, bool]:
+        encoded = {encode_key(key): key for key in keys}
+        states = ledger.key_states(name, list(encoded))
+        return {encoded[text]: state in _MESSAGES_DONE for text, state in states.items()}
+
+    return lookup
 
 
 def _check(source: SqlSource | SqsSource) -> None:

@@ -342,8 +342,9 @@ class MainLoop:
 
         Done by them: our items are done too (SQS: their messages are
         deleted). Still theirs to import: the items go back to the source
-        (SQS: visible again; a redelivery finds the key claimed and is
-        deleted), so nothing stays held here for good.
+        (SQS: visible again; a redelivery finds the key held by their batch
+        and is left invisible, and deleted once that batch is done), so
+        nothing stays held here for good.
         """
         queue = self.queues.get(manifest.source)
         if queue is None:

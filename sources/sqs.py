@@ -5,8 +5,11 @@ field (``a.b`` reaches into nested objects) and its payload the body text.
 Receipt handles never leave this module: the source remembers every handle of
 every key it handed out (SQS may deliver a message twice, and producers may
 send the same key twice) until the key's batch is acked (all are deleted) or
-released (all become visible again). Poison messages go to the dead-letter
-queue, or to ``on_poison``, and are deleted, so they never block the others.
+released (all become visible again). A message of a key some batch elsewhere
+still holds (another daemon took the batch over) is left invisible, and
+deleted by a later receive once that batch is done. Poison messages go to the
+dead-letter queue, or to ``on_poison``, and are deleted, so they never block
+the others.
 An item's ``handle`` is only its message id, for logs.
 """
 
@@ -41,6 +44,8 @@ log = logging.getLogger(__name__)
 
 KeyTuple = tuple[Any, ...]
 Message = dict[str, Any]
+ClaimLookup = Callable[[list[KeyTuple]], dict[KeyTuple, bool]]
+"""Which of these keys some batch claimed, each mapped to whether that batch is done."""
 
 # Asked too fast, or too many messages in flight: waiting helps.
 _THROTTLED = frozenset(
@@ -61,8 +66,8 @@ _FOLLOW_UP_WAIT = 1.0  # later receives of one refill: a refill must not sit 20 
 _MAX_VISIBILITY = 43200
 
 
-def _nothing_done(keys: list[KeyTuple]) -> set[KeyTuple]:
-    return set()
+def _nothing_claimed(keys: list[KeyTuple]) -> dict[KeyTuple, bool]:
+    return {}
 
 
 class SqsSource(LimitedSource):
@@ -74,9 +79,13 @@ class SqsSource(LimitedSource):
     SQS server errors and connection errors) or :class:`ConfigError` when no
     credentials are found. A key already handed out and not yet acked or
     released adds its receipt handle to that item instead of a new item; a key
-    known done (acked here, or reported by ``is_done`` behind an LRU cache) is
-    deleted at once. ``exhausted`` after two empty receives in a row, once no
-    message received elsewhere (a killed daemon's) is still invisible.
+    known done (acked here, or reported done by ``claims`` behind an LRU cache)
+    is deleted at once. A key ``claims`` reports held by a batch not done yet
+    (another daemon's, or one this daemon resumed from the ledger) is neither
+    handed out nor deleted, and does not count towards ``max_receives``: its
+    message stays invisible for ``visibility_timeout`` and is looked up again
+    when it comes back. ``exhausted`` after two empty receives in a row, once
+    no message received elsewhere (a killed daemon's) is still invisible.
 
     ``ack``, ``release`` and ``extend_visibility`` may run on other threads
     than ``next_batch``; they block on SQS but do not raise for SQS failures:
@@ -90,7 +99,7 @@ class SqsSource(LimitedSource):
         name: str,
         cfg: SqsSourceConfig,
         *,
-        is_done: Callable[[list[KeyTuple]], set[KeyTuple]] = _nothing_done,
+        claims: ClaimLookup = _nothing_claimed,
         on_poison: Callable[[str, str, str, str], None] | None = None,
         client: Any = None,
         clock: Callable[[], float] = time.monotonic,
@@ -100,7 +109,7 @@ class SqsSource(LimitedSource):
         self.cfg = cfg
         self._owns_client = client is None
         self.client = client if client is not None else _make_client(name, cfg)
-        self._is_done = is_done
+        self._claims = claims
         self._on_poison = on_poison
         self._clock = clock
         self._key_path = cfg.key.split(".")
@@ -297,7 +306,7 @@ class SqsSource(LimitedSource):
         return left
 
     def _sort(self, messages: list[Message]) -> list[Item]:
-        """Turn one receive into new items; set aside duplicates, done keys and poison."""
+        """Turn one receive into new items; set aside duplicates, claimed keys and poison."""
         poison: list[tuple[Message, str]] = []
         keyed: list[tuple[Message, KeyTuple]] = []
         for message in messages:
@@ -309,15 +318,26 @@ class SqsSource(LimitedSource):
         to_delete: list[str] = []
         with self._lock:
             fresh = [(m, k) for m, k in keyed if not self._known(m, k, to_delete)]
-        done = self._look_up_done(list(dict.fromkeys(k for _, k in fresh)))
+        claimed = self._look_up_claims(list(dict.fromkeys(k for _, k in fresh)))
         items: list[Item] = []
+        held_off = 0
         now = self._clock()
         with self._lock:
             for message, key in fresh:
-                if key in done:
+                done = claimed.get(key)
+                if done:
                     self._done[key] = True
                 if self._known(message, key, to_delete):
                     continue  # done, or a second message of a key in this receive
+                if done is False:
+                    # Its batch (taken over by another daemon, say) imports
+                    # from its manifest: deleting now would break "deleted once
+                    # done", buffering would import it twice. The receive left
+                    # it invisible for our visibility timeout; it is looked up
+                    # again when it comes back. Checked before max_receives:
+                    # these receives say nothing about the message itself.
+                    held_off += 1
+                    continue
                 count = int(message.get("Attributes", {}).get("ApproximateReceiveCount", 1))
                 if count > self.cfg.max_receives:
                     poison.append(
@@ -327,6 +347,14 @@ class SqsSource(LimitedSource):
                 self._handles[key] = {message["MessageId"]: message["ReceiptHandle"]}
                 self._expires[key] = now + self._visibility
                 items.append(Item(self.name, key, message["Body"], handle=message["MessageId"]))
+        if held_off:
+            log.debug(
+                "source %s: %d messages of keys held by a batch not done yet left invisible "
+                "for %d s",
+                self.name,
+                held_off,
+                self._visibility,
+            )
         to_delete += self._set_aside(poison)
         self._apply("delete", self.client.delete_message_batch, to_delete, {})
         return items
@@ -342,13 +370,13 @@ class SqsSource(LimitedSource):
             return True
         return False
 
-    def _look_up_done(self, keys: list[KeyTuple]) -> set[KeyTuple]:
+    def _look_up_claims(self, keys: list[KeyTuple]) -> dict[KeyTuple, bool]:
         if not keys:
-            return set()
+            return {}
         try:
-            return self._is_done(keys)
+            return self._claims(keys)
         except Exception as exc:  # the ledger's errors are not ours to classify
-            raise SourceError(f"source {self.name}: is_done look-up failed: {exc}") from exc
+            raise SourceError(f"source {self.name}: claims look-up failed: {exc}") from exc
 
     def _key_of(self, body: str) -> tuple[KeyTuple | None, str]:
         """The key of a body, or None and why the body is poison."""

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,3 +99,179 @@ def test_nothing_is_fed_outside_the_windows(tmp_path: Path) -> None:
     assert not runner.is_alive()
     assert sum(m.items for m in sink.submitted) == 500
     daemon.close()
+
+
+# -- SQS: what a stopping daemon gives back, and what it deletes ---------------------------
+
+SQS_CONFIG = """
+ledger: sqlite:///ledger.db
+sources:
+  events: {{kind: sqs, queue_url: "{queue}", endpoint_url: "{endpoint}",
+           access_key_id: testing, secret_access_key: testing, wait_time: 1s,
+           visibility_timeout: {visibility}, max_receives: {max_receives}, target: lake.events,
+           buffer: {{capacity: 100, replenish_below: 50}}}}
+targets:
+  lake: {{kind: parquet, path: ./lake}}
+batch: {{max_items: 5, max_wait: 50ms}}
+backpressure: {{max_pending: 400, resume_below: 100, max_importing_batches: 1}}
+retry: {{max_attempts: 5, backoff: 1h}}
+"""
+
+
+def sqs_daemon(
+    tmp_path: Path, endpoint: str, queue: str, sink: MemorySink, *, visibility: str,
+    max_receives: int = 5,
+) -> Daemon:
+    config = tmp_path / "sluice.yaml"
+    config.write_text(SQS_CONFIG.format(queue=queue, endpoint=endpoint, visibility=visibility,
+                                        max_receives=max_receives))
+    return Daemon(load_config(config), config_path=str(config), sink=sink)
+
+
+def sqs_client(endpoint: str) -> Any:
+    import boto3
+
+    return boto3.client("sqs", region_name="us-east-1", endpoint_url=endpoint,
+                        aws_access_key_id="testing", aws_secret_access_key="testing")
+
+
+def send_ids(client: Any, queue: str, ids: Iterable[int]) -> None:
+    entries = [{"Id": str(i), "MessageBody": json.dumps({"id": i})} for i in ids]
+    for start in range(0, len(entries), 10):
+        assert not client.send_message_batch(
+            QueueUrl=queue, Entries=entries[start : start + 10]).get("Failed")
+
+
+def on_queue(client: Any, queue: str) -> int:
+    """Messages still on the queue, visible or not."""
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    attrs = client.get_queue_attributes(QueueUrl=queue, AttributeNames=names)["Attributes"]
+    return sum(int(attrs[n]) for n in names)
+
+
+def batch_ids(sink: MemorySink, batch_id: str) -> list[int]:
+    [manifest] = [m for m in sink.submitted if m.batch_id == batch_id]
+    return sorted(key[0] for key in manifest.keys)
+
+
+@pytest.mark.sqs
+@pytest.mark.timeout(60)
+def test_a_stopping_daemon_gives_buffered_messages_back_at_once(
+    tmp_path: Path, moto_server: str, sqs_queue: Callable[..., str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    queue = sqs_queue("give-back", VisibilityTimeout="300")
+    client = sqs_client(moto_server)
+    send_ids(client, queue, range(30))
+    sink = MemorySink(auto_complete=False)
+    daemon = sqs_daemon(tmp_path, moto_server, queue, sink, visibility="300s")
+    runner = threading.Thread(target=daemon.run, daemon=True)
+    runner.start()
+    # One batch fails (its retry is an hour away: its items stay held), the
+    # next one is imported; everything else sits in the buffer.
+    assert wait_for(lambda: len(sink.held()) == 1)
+    [failed] = sink.held()
+    sink.fail(failed)
+    assert wait_for(lambda: sink.held() not in ([], [failed]))
+    [done] = sink.held()
+    assert wait_for(lambda: daemon.queues["events"].buffered == 20)
+    loop = daemon.loop
+    assert loop is not None
+    # The batch completes once the loop drains: earlier, it could feed another.
+    draining = threading.Event()
+    real_drain = loop._drain
+
+    def drain(timeout: float | None) -> None:
+        draining.set()
+        real_drain(timeout)
+
+    loop._drain = drain  # type: ignore[method-assign]
+    caplog.set_level(logging.INFO, logger="sluice.daemon")
+    loop.request_stop()
+    assert draining.wait(10)
+    sink.complete(done)
+    runner.join(timeout=30)
+    assert not runner.is_alive()
+
+    # Right after the stop, not 300 s later: the buffered messages are back.
+    back: list[int] = []
+    for _ in range(5):
+        received = client.receive_message(QueueUrl=queue, MaxNumberOfMessages=10)
+        back += [json.loads(m["Body"])["id"] for m in received.get("Messages", [])]
+    held, imported = batch_ids(sink, failed), batch_ids(sink, done)
+    assert sorted(back) == sorted(set(range(30)) - set(held) - set(imported))
+    # The done batch's messages are deleted; the failed one's stay invisible
+    # (held for its retry, not given back).
+    assert on_queue(client, queue) == 25
+    assert "source events: 20 buffered items given back" in caplog.text
+    daemon.close()
+    client.close()
+
+
+@pytest.mark.sqs
+@pytest.mark.timeout(60)
+def test_a_message_of_a_key_another_daemon_imports_is_deleted_only_once_that_batch_is_done(
+    tmp_path: Path, moto_server: str, sqs_queue: Callable[..., str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Another daemon took over a batch (key 5) and is importing it; its
+    message, visible again, must stay on the queue until that batch is done."""
+    from scheduler.ledger import Ledger
+
+    queue = sqs_queue("taken-over")
+    client = sqs_client(moto_server)
+    sink = MemorySink(auto_complete=False)
+    # max_receives 1: receives of a message held off must not make it poison.
+    daemon = sqs_daemon(tmp_path, moto_server, queue, sink, visibility="2s", max_receives=1)
+    other = Ledger(daemon.cfg.ledger, owner="other")
+    other.register_owner()
+    other.claim_keys("theirs", "events", "lake.events", [[5]], payloads=['{"id": 5}'],
+                     begin=True)
+    send_ids(client, queue, [5, 6])
+    caplog.set_level(logging.DEBUG, logger="sources.sqs")
+    runner = threading.Thread(target=daemon.run, daemon=True)
+    runner.start()
+    try:
+        assert wait_for(lambda: len(sink.held()) == 1)
+        [mine] = sink.held()
+        assert batch_ids(sink, mine) == [6]
+        assert on_queue(client, queue) == 2  # 5 is not deleted while "theirs" imports
+        # It comes back after its visibility timeout and is held off again.
+        assert wait_for(lambda: caplog.text.count("not done yet") >= 2)
+        assert on_queue(client, queue) == 2
+        other.finish("theirs", 1)
+        assert wait_for(lambda: on_queue(client, queue) == 1)  # deleted once done
+        sink.complete(mine)
+        assert wait_for(lambda: on_queue(client, queue) == 0)
+        assert [m.batch_id for m in sink.submitted] == [mine]  # 5 never buffered here
+        assert daemon.ledger.poison_count("events") == 0
+    finally:
+        assert daemon.loop is not None
+        daemon.loop.request_stop()
+        runner.join(timeout=30)
+        other.close()
+        client.close()
+    assert not runner.is_alive()
+    daemon.close()
+
+
+def test_sqs_look_up_deletes_only_keys_of_done_or_dead_batches(tmp_path: Path) -> None:
+    """Done: delete. Dead: its messages went when it died; a late duplicate is
+    deleted too (held back, it would cycle for ever and the queue never drain).
+    Claimed, importing, failed: kept until that batch ends."""
+    from config.models import RetryConfig
+    from scheduler.daemon import claims_lookup
+    from scheduler.ledger import Ledger
+
+    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    ledger.claim_keys("claimed", "events", "lake.events", [[1]])
+    for batch, key in [("importing", 2), ("done", 3), ("failed", 4), ("dead", 5)]:
+        ledger.claim_keys(batch, "events", "lake.events", [[key]], begin=True)
+    ledger.finish("done", rows=1)
+    ledger.fail("failed", "boom", RetryConfig(max_attempts=2))
+    ledger.fail("dead", "boom", RetryConfig(max_attempts=1))
+    lookup = claims_lookup(ledger, "events")
+    assert lookup([(k,) for k in range(1, 7)]) == {
+        (1,): False, (2,): False, (3,): True, (4,): False, (5,): True,
+    }
+    ledger.close()

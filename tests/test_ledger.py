@@ -85,6 +85,39 @@ def test_key_claims_skip_keys_already_held(ledger_url: str) -> None:
     assert payloads is not None and payloads.payloads == ['{"id":"a"}']
 
 
+def test_key_states_give_the_state_of_the_batch_holding_each_key(ledger_url: str) -> None:
+    from scheduler.ledger import encode_key
+
+    ledger = Ledger(ledger_url)
+    once = RetryConfig(max_attempts=1)
+    ledger.claim_keys("claimed", "ev", "w.e", [[1]])
+    ledger.claim_keys("importing", "ev", "w.e", [[2]], begin=True)
+    ledger.claim_keys("done", "ev", "w.e", [[3]], begin=True)
+    ledger.finish("done", rows=1)
+    ledger.claim_keys("failed", "ev", "w.e", [[4]], begin=True)
+    ledger.fail("failed", "boom", RetryConfig())
+    ledger.claim_keys("dead", "ev", "w.e", [[5]], begin=True)
+    ledger.fail("dead", "boom", once)
+    ledger.claim_keys("other", "other", "w.e", [[6]])  # another source's key 6
+    ledger.claim_keys("newer", "ev", "w.e", [[7]], versions=["v2"])  # key 7 at version v2
+    many = [[f"k{i}"] for i in range(1200)]  # more than one query's worth of keys
+    ledger.claim_keys("many", "ev", "w.e", many, begin=True)
+    ledger.finish("many", rows=1200)
+
+    asked = [encode_key([k]) for k in range(1, 9)]
+    assert ledger.key_states("ev", asked) == {
+        encode_key([1]): "claimed", encode_key([2]): "importing", encode_key([3]): "done",
+        encode_key([4]): "failed", encode_key([5]): "dead",
+    }
+    assert ledger.key_states("ev", [encode_key([7])], version="v2") == {encode_key([7]): "claimed"}
+    states = ledger.key_states("ev", [encode_key(k) for k in many] + [encode_key([99])])
+    assert len(states) == 1200 and set(states.values()) == {"done"}
+    assert ledger.key_states("ev", []) == {}
+    # The sweep-mode look-up is unchanged: a key held by any batch, whatever its state.
+    assert ledger.claimed_keys("ev", asked) == set(asked[:5])
+    ledger.close()
+
+
 def _race(url: str, barrier: multiprocessing.synchronize.Barrier, name: str, out) -> None:  # type: ignore[name-defined, no-untyped-def]
     ledger = Ledger(url)
     checkpoint = ledger.checkpoint("orders")

@@ -234,12 +234,12 @@ def test_done_keys_are_deleted_at_once_and_looked_up_only_once(
     url = sqs_queue()
     asked: list[tuple[Any, ...]] = []
 
-    def is_done(keys: list[tuple[Any, ...]]) -> set[tuple[Any, ...]]:
+    def claims(keys: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], bool]:
         asked.extend(keys)
-        return {k for k in keys if k[0] % 2 == 0}
+        return {k: True for k in keys if k[0] % 2 == 0}
 
     send(sqs, url, [{"id": i} for i in range(1, 7)])
-    source = SqsSource("events", make_cfg(moto_server, url), is_done=is_done)
+    source = SqsSource("events", make_cfg(moto_server, url), claims=claims)
 
     items = drain(source, 10)
     assert keys_of(items) == [(1,), (3,), (5,)]
@@ -252,6 +252,52 @@ def test_done_keys_are_deleted_at_once_and_looked_up_only_once(
     assert drain(source, 10) == []
     assert on_queue(sqs, url) == 0
     assert asked == []  # both answered from memory
+
+
+def test_a_key_held_by_a_batch_not_done_stays_on_the_queue_until_that_batch_is_done(
+    moto_server: str, sqs_queue: MakeQueue, sqs: Any
+) -> None:
+    """Another daemon imports key 5 (it took the batch over): its message is
+    neither handed out nor deleted nor poison, however often it comes back."""
+    url = sqs_queue()
+    importing = {(5,): False}
+    asked: list[tuple[Any, ...]] = []
+
+    def claims(keys: list[tuple[Any, ...]]) -> dict[tuple[Any, ...], bool]:
+        asked.extend(keys)
+        return {k: importing[k] for k in keys if k in importing}
+
+    poison: list[str] = []
+    cfg = make_cfg(moto_server, url, visibility_timeout=1, max_receives=1)
+    source = SqsSource(
+        "events", cfg, claims=claims, on_poison=lambda _s, _m, _b, why: poison.append(why)
+    )
+    send(sqs, url, [{"id": 5}, {"id": 6}])
+    start = time.monotonic()
+    first = source.next_batch(10)
+    assert keys_of(first) == [(6,)]
+    assert on_queue(sqs, url) == 2  # 5 is neither deleted nor in flight here
+    assert source.in_flight() == 1
+
+    # Back after the 1 s visibility timeout, received a second time (beyond
+    # max_receives): still held off, and looked up again (not cached).
+    time.sleep(max(0.0, start + 1.3 - time.monotonic()))
+    send(sqs, url, [{"id": 7}])  # a new item, so that the refill ends at once
+    second_at = time.monotonic()
+    second = source.next_batch(10)
+    assert keys_of(second) == [(7,)]
+    assert asked.count((5,)) == 2
+    assert on_queue(sqs, url) == 3
+    assert poison == []
+
+    importing[(5,)] = True  # that batch is done
+    time.sleep(max(0.0, second_at + 1.3 - time.monotonic()))
+    assert source.next_batch(10) == []  # 5 came back and was deleted at once
+    assert on_queue(sqs, url) == 2  # 6 and 7, in flight here
+    source.ack(first + second)
+    assert on_queue(sqs, url) == 0
+    assert poison == []
+    source.close()
 
 
 def test_release_makes_messages_receivable_again(
