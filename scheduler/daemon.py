@@ -226,6 +226,12 @@ class Daemon:
         """Run until drained (or stopped); returns the summary and the exit code."""
         self.ledger.register_owner()
         checkpoints = self._build_sources()
+        # The sources answered: an in-process sink starts its JVM now, on a
+        # thread of its own. Its seconds of start-up are the longest wait
+        # before the first batch; the loop and the first refills get ready
+        # meanwhile. (Not before the source checks: a wrong config would
+        # start a JVM only to stop it.)
+        self.sink  # noqa: B018
         strategy = build_strategy(self.cfg)
         # Start-up objects live as long as the daemon: keep full collections
         # from scanning them (each such pause stalled every thread ~60-100 ms).
@@ -312,12 +318,13 @@ class Daemon:
     def close(self) -> None:
         """Close the sink and the ledger.
 
-        After a source failure the sink is not waited for: the loop drained
-        every batch already, so all there is to wait for is a Spark JVM still
-        starting that no batch will use (it ends with this process).
+        After a source failure, or a start that failed before the loop ran,
+        the sink is not waited for: no batch is left in it, so all there is to
+        wait for is a Spark JVM still starting that no batch will use (it ends
+        with this process).
         """
         if self._sink is not None:
-            self._sink.close(wait=not self._failures)
+            self._sink.close(wait=self.loop is not None and not self._failures)
         self.ledger.close()
 
     def install_signal_handlers(self) -> None:
