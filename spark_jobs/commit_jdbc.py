@@ -183,7 +183,7 @@ def _insert_new(
     """
     names = list(values)
     table = sa.table(target.table, *[sa.column(n) for n in names], schema=target.schema)
-    rows = sa.select(*values.values()).select_from(staging)
+    rows = sa.select(*values.values()).select_from(staging).order_by(*_key_order(target, staging))
     statement = sa.insert(table).from_select(names, rows).execution_options(preserve_rowcount=True)
     try:
         with conn.begin_nested():
@@ -230,6 +230,16 @@ def _take_commit_row(conn: sa.Connection, commits: sa.Table, manifest: Manifest)
     return None if row.rows == _PLACEHOLDER_ROWS else int(row.token)
 
 
+def _key_order(target: TargetTable, staging: sa.Table) -> list[sa.Column[Any]]:
+    """The order to insert staged rows in: the key's.
+
+    The parallel Spark writers interleave their rows in the staging table;
+    inserted in that order, the key index splits pages in the middle (it came
+    out a quarter larger, and the insert a few percent slower).
+    """
+    return [staging.c[k] for k in target.key]
+
+
 def upsert(
     dialect: str,
     target: TargetTable,
@@ -248,6 +258,7 @@ def upsert(
         sa.select(*values.values())
         .select_from(staging)
         .where(where if where is not None else sa.true())
+        .order_by(*_key_order(target, staging))
     )
     updates = [n for n in names if n not in target.key]
     if dialect in ("mysql", "mariadb"):
