@@ -231,14 +231,14 @@ class Daemon:
         # before the first batch; the loop and the first refills get ready
         # meanwhile. (Not before the source checks: a wrong config would
         # start a JVM only to stop it.)
-        self.sink  # noqa: B018
+        sink = self.sink
         strategy = build_strategy(self.cfg)
         # Start-up objects live as long as the daemon: keep full collections
         # from scanning them (each such pause stalled every thread ~60-100 ms).
         gc.collect()
         gc.freeze()
         self.loop = MainLoop(
-            self.cfg, self.queues, strategy, self.ledger, self.sink, checkpoints
+            self.cfg, self.queues, strategy, self.ledger, sink, checkpoints
         )
         if self.wall_clock is not None:
             self.loop.wall_clock = self.wall_clock
