@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 
 from config.errors import ConfigError, SluiceError
 from config.models import SparkConfig
+from sinks.children import deafen_spark_jvm
 
 DEBIAN_JARS = (
     Path("/usr/share/java/postgresql.jar"),
@@ -90,6 +91,9 @@ def session_conf(
         "spark.ui.enabled": "false",
         # Spark's console progress bars would scribble over sluice's own.
         "spark.ui.showConsoleProgress": "false",
+        # Python workers that a SIGTERM to the whole service does not kill
+        # mid-drain (see spark_jobs.worker_daemon).
+        "spark.python.daemon.module": "spark_jobs.worker_daemon",
     }
     if is_loopback_master(cfg.master):
         conf["spark.driver.host"] = "127.0.0.1"
@@ -162,6 +166,9 @@ def build_session(
         # The JVM otherwise binds to the machine's outward address.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     _require_java()
+    # A stop signal sent to sluice's whole process group (or cgroup) must
+    # not kill the JVM under the batches being drained: sluice stops it.
+    deafen_spark_jvm()
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)

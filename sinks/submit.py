@@ -32,6 +32,7 @@ import pyspark
 from config.errors import ConfigError
 from config.models import SluiceConfig
 from sinks.abc import PoolSink, SinkClosed
+from sinks.children import ignore_stop_signals
 from sinks.pyfiles import build_pyfiles_zip
 from sinks.session import is_loopback_master, spark_submit_args
 from spark_jobs import import_job
@@ -116,7 +117,8 @@ class SubmitSink(PoolSink):
             running = list(self._running.values())
         if not wait:
             for proc in running:  # the driver and its children (spark-submit's JVM)
-                _signal_group(proc, signal.SIGTERM)
+                # SIGKILL: they ignore the stop signals (see sinks.children).
+                _signal_group(proc, signal.SIGKILL)
         self._executor.shutdown(wait=wait, cancel_futures=not wait)
 
     def _run(self, ticket: int, manifest: Manifest) -> ImportResult:
@@ -132,10 +134,13 @@ class SubmitSink(PoolSink):
             with self._lock:
                 if self._forced:
                     raise SinkClosed("the spark-submit sink was closed before the batch started")
-                # Its own process group, so that a forced close stops the JVM as well.
+                # Its own process group, so that a forced close stops the JVM as
+                # well; deaf to the stop signals a service manager sends the
+                # whole service, so that a drain lets the batch finish.
                 proc = subprocess.Popen(
                     command, stdout=driver_log, stderr=subprocess.STDOUT,
                     env=self.environment(), cwd=self.work_dir, start_new_session=True,
+                    preexec_fn=ignore_stop_signals,
                 )  # fmt: skip
                 self._running[ticket] = proc
             try:
