@@ -46,6 +46,7 @@ class RefillHealth:
     exhausted: bool
     hook_errors: int = 0
     failed: str | None = None  # why refills were given up for good; None while they go on
+    parked: int = 0  # newer versions of keys in flight, waiting for their batch to end
 
 
 class QueueingLimitedSource:
@@ -62,6 +63,10 @@ class QueueingLimitedSource:
     :meth:`start` or after :meth:`stop`.
 
     Held items (handed out, batch not yet done) count against ``capacity``.
+    An item read again with a newer ``version`` while its key is buffered or
+    held (incremental mode: the row changed) is parked, not dropped: it goes
+    out in place of the buffered one, or is buffered again once the batch
+    holding its key is done (see :class:`~sources.setqueue.SetQueue`).
 
     A refill error whose ``transient`` attribute is False counts towards
     ``max_permanent_failures`` (a success resets the count; transient errors,
@@ -96,7 +101,9 @@ class QueueingLimitedSource:
         self.name = wrapped.name
         self.wrapped = wrapped
         self.replenish_below = replenish_below
-        self._queue: SetQueue[Item] = SetQueue(capacity, key=attrgetter("key"))
+        self._queue: SetQueue[Item] = SetQueue(
+            capacity, key=attrgetter("key"), park=_is_versioned
+        )
         self._executor = executor
         self._on_refill = on_refill
         self._on_failed = on_failed
@@ -166,8 +173,7 @@ class QueueingLimitedSource:
         logged and counted in health (``hook_errors``), not raised.
         """
         with self._lock:
-            items = self._queue.ack(batch_id)
-            self._batch_enqueued.pop(batch_id, None)
+            items = self._forget(batch_id)
             go = self._claim_refill()  # room was freed
         if items:
             self._call_hook(self.wrapped.ack, items)
@@ -184,8 +190,7 @@ class QueueingLimitedSource:
         """
         if to_source:
             with self._lock:
-                items = self._queue.ack(batch_id)
-                self._batch_enqueued.pop(batch_id, None)
+                items = self._forget(batch_id)
                 go = self._claim_refill()
             if items:
                 self._call_hook(self.wrapped.release, items)
@@ -198,6 +203,16 @@ class QueueingLimitedSource:
             if count:
                 self._chunks.appendleft([count, self._clock() if enqueued is None else enqueued])
             return count
+
+    def _forget(self, batch_id: Hashable) -> list[Item]:
+        """Under the lock: drop a batch's held items; newer versions parked for them queue up."""
+        before = len(self._queue)
+        items = self._queue.ack(batch_id)
+        self._batch_enqueued.pop(batch_id, None)
+        requeued = len(self._queue) - before
+        if requeued:
+            self._chunks.append([requeued, self._clock()])
+        return items
 
     def give_back(self) -> int:
         """Hand every buffered (not held) item back to the wrapped source; return how many.
@@ -267,6 +282,7 @@ class QueueingLimitedSource:
             return RefillHealth(
                 buffered=len(self._queue),
                 held=self._queue.held_count(),
+                parked=self._queue.parked_count(),
                 refilling=self._busy,
                 errors=self._errors,
                 consecutive_errors=self._consecutive,
@@ -451,3 +467,8 @@ class QueueingLimitedSource:
                 self._on_refill()
             except Exception:
                 log.exception("%s: on_refill callback failed", self.name)
+
+
+def _is_versioned(item: Item) -> bool:
+    """An item read again with a version (incremental mode) is a newer one: parked, not dropped."""
+    return bool(item.version)

@@ -14,6 +14,14 @@ and a refill cannot queue a key whose batch is still in flight. Held keys count
 against ``capacity`` (they are in memory too), so ``queued + held <= capacity``
 always holds; nothing is ever evicted to make room, an offer simply takes fewer.
 
+A *newer version* of a queued or held key (an incremental source read the row
+again after it changed: ``park(value)`` says so) is not dropped but *parked*,
+one per key, the latest offered winning. A parked value goes out in place of
+its key's queued one when that key is polled, and is queued at the back once
+the batch holding its key is acknowledged: the change is imported after the
+batch that may have read the row before it, never lost. Parked values do not
+count against ``capacity``; there are never more of them than queued and held keys.
+
 Layout, chosen so that every batch operation is a handful of C-level bulk
 operations (set ``update``/``difference_update``/``isdisjoint``, list slices
 and ``extend``) and no per-key Python code runs on the common path:
@@ -57,11 +65,19 @@ class SetQueue(Generic[V]):
     :meth:`offer_many` and :meth:`poll_many` is a few hundred nanoseconds.
     """
 
-    def __init__(self, capacity: int, key: Callable[[V], Hashable] | None = None) -> None:
+    def __init__(
+        self,
+        capacity: int,
+        key: Callable[[V], Hashable] | None = None,
+        park: Callable[[V], bool] | None = None,
+    ) -> None:
         if capacity <= 0:
             raise ValueError(f"capacity must be positive, got {capacity}")
         self.capacity = capacity
         self._key = key
+        # Without a key function a value is its own key: nothing to park.
+        self._park = park if key is not None else None
+        self._parked: dict[Hashable, V] = {}
         self._lock = threading.Lock()
         self._keys: list[Hashable] = []
         self._vals: list[V] = []  # parallel to _keys; unused (empty) when key is None
@@ -78,10 +94,11 @@ class SetQueue(Generic[V]):
     def offer_many(self, values: Iterable[V]) -> int:
         """Queue values at the back, in order; return how many were accepted.
 
-        Keys already queued or held are skipped (a queued key keeps its place);
-        of the rest, only the first :meth:`free` are taken, the others are left
-        out (the caller still owns them). A key repeated within ``values`` is
-        taken once, with its first value.
+        Keys already queued or held are skipped (a queued key keeps its place),
+        or parked when ``park`` calls the value a newer version; of the rest,
+        only the first :meth:`free` are taken, the others are left out (the
+        caller still owns them). A key repeated within ``values`` is taken
+        once, with its first value.
         """
         return self.offer_prepared(self.prepare(values))
 
@@ -108,20 +125,20 @@ class SetQueue(Generic[V]):
         if not keys:
             return 0
         with self._lock:
-            room = self._free()
-            if room <= 0:
-                return 0
             queued, held = self._queued, self._held_keys
             # Set-to-set operations reuse the hashes stored in the offer's set.
             unique: set[Hashable] | None = offer.unique
             if not (queued.isdisjoint(offer.unique) and held.isdisjoint(offer.unique)):
                 # Some keys are known: the slow path, per key, for those offers only.
                 fresh = [i for i, k in enumerate(keys) if k not in queued and k not in held]
-                if not fresh:
-                    return 0
+                if self._park is not None and len(fresh) < len(keys):
+                    self._park_known(keys, vals, fresh)
                 keys = [keys[i] for i in fresh]
                 vals = [vals[i] for i in fresh]
                 unique = None
+            room = self._free()
+            if room <= 0 or not keys:
+                return 0
             if len(keys) > room:
                 keys, vals, unique = keys[:room], vals[:room], None
             queued.update(keys if unique is None else unique)
@@ -146,6 +163,10 @@ class SetQueue(Generic[V]):
             self._head = end
             self._queued.difference_update(keys)
             self._held_keys.update(keys)
+            if self._parked:
+                # A newer version waiting for its key goes out instead of the old one.
+                parked = self._parked
+                values = [parked.pop(k, v) for k, v in zip(keys, values, strict=True)]
             held = self._held.get(batch_id)
             if held is None:
                 self._held[batch_id] = (keys, values)
@@ -157,12 +178,17 @@ class SetQueue(Generic[V]):
             return list(values)  # the caller's own list: later polls extend the held one
 
     def ack(self, batch_id: Hashable) -> list[V]:
-        """The batch is done: forget its held keys; return its values ([] if unknown)."""
+        """The batch is done: forget its held keys; return its values ([] if unknown).
+
+        Newer versions parked for those keys are queued at the back.
+        """
         with self._lock:
             held = self._held.pop(batch_id, None)
             if held is None:
                 return []
             self._held_keys.difference_update(held[0])
+            if self._parked:
+                self._requeue_parked(held[0])
             return held[1]
 
     def release(self, batch_id: Hashable) -> int:
@@ -186,10 +212,17 @@ class SetQueue(Generic[V]):
             return len(keys)
 
     def drain(self) -> list[V]:
-        """Remove and return every queued value in order (held ones stay held)."""
+        """Remove and return every queued value in order (held ones stay held).
+
+        A queued key's parked newer version is returned in its place; those
+        of held keys stay parked.
+        """
         with self._lock:
             head = self._head
             values = cast("list[V]", self._keys[head:]) if self._key is None else self._vals[head:]
+            if self._parked:
+                parked = self._parked
+                values = [parked.pop(k, v) for k, v in zip(self._keys[head:], values, strict=True)]
             self._keys.clear()
             self._vals.clear()
             self._head = 0
@@ -200,6 +233,11 @@ class SetQueue(Generic[V]):
         """Room left: ``capacity - queued - held`` (held keys count against capacity)."""
         with self._lock:
             return self._free()
+
+    def parked_count(self) -> int:
+        """How many newer versions wait for their key's batch (or turn) to end."""
+        with self._lock:
+            return len(self._parked)
 
     def held_count(self) -> int:
         """How many keys are held by batches not yet acknowledged or released."""
@@ -215,6 +253,24 @@ class SetQueue(Generic[V]):
         """True when the key is queued or held."""
         with self._lock:
             return key in self._queued or key in self._held_keys
+
+    def _park_known(self, keys: list[Hashable], vals: list[V], fresh: list[int]) -> None:
+        """Under the lock: park the newer versions among values whose key is known."""
+        is_fresh = set(fresh)
+        park = self._park
+        assert park is not None
+        for i, k in enumerate(keys):
+            if i not in is_fresh and park(vals[i]):
+                self._parked[k] = vals[i]  # the latest offered is the newest read
+
+    def _requeue_parked(self, keys: list[Hashable]) -> None:
+        """Under the lock: queue at the back the parked versions of keys no longer held."""
+        parked = self._parked
+        for k in keys:
+            if k in parked:  # neither queued nor held now: its own place at the back
+                self._queued.add(k)
+                self._keys.append(k)
+                self._vals.append(parked.pop(k))
 
     def _free(self) -> int:
         return self.capacity - len(self._queued) - len(self._held_keys)

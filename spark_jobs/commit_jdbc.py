@@ -161,7 +161,8 @@ def _upsert_all(
     # updated: all of them (a key twice in a batch is an error there). MySQL
     # counts an update twice, DO NOTHING skips existing rows, and SQLAlchemy
     # before 2.0.28 gives -1: count the staging table then.
-    if dialect != "postgresql" or set(names) <= set(target.key) or total < 0:
+    # A row kept because the table's is newer counts too: the batch delivered it.
+    if dialect != "postgresql" or set(names) <= set(target.key) or total < 0 or target.cursor:
         total = conn.execute(sa.select(sa.func.count()).select_from(staging)).scalar_one()
     return int(total)
 
@@ -261,17 +262,41 @@ def upsert(
         .order_by(*_key_order(target, staging))
     )
     updates = [n for n in names if n not in target.key]
+    cursor = target.cursor if target.cursor in updates else None
     if dialect in ("mysql", "mariadb"):
         stmt = mysql.insert(table).from_select(names, rows)
-        # ON DUPLICATE KEY needs an assignment: with no other column, a no-op on the key.
-        return stmt.on_duplicate_key_update({n: stmt.inserted[n] for n in updates or names[:1]})
+        if cursor is None:
+            # ON DUPLICATE KEY needs an assignment: with no other column, a no-op on the key.
+            return stmt.on_duplicate_key_update(
+                {n: stmt.inserted[n] for n in updates or names[:1]}
+            )
+        # No WHERE here: each column keeps its value unless the row is newer.
+        # MySQL assigns left to right, each assignment seeing the ones before
+        # it: the cursor goes last, so every test sees the row's old cursor.
+        newer = _not_older(table.c[cursor], stmt.inserted[cursor])
+        ordered = [n for n in updates if n != cursor] + [cursor]
+        return stmt.on_duplicate_key_update(
+            [(n, sa.case((newer, stmt.inserted[n]), else_=table.c[n])) for n in ordered]
+        )
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     statement = insert(table).from_select(names, rows)
     if not updates:
         return statement.on_conflict_do_nothing(index_elements=list(target.key))
     return statement.on_conflict_do_update(
-        index_elements=list(target.key), set_={n: statement.excluded[n] for n in updates}
+        index_elements=list(target.key),
+        set_={n: statement.excluded[n] for n in updates},
+        where=None if cursor is None else _not_older(table.c[cursor], statement.excluded[cursor]),
     )
+
+
+def _not_older(current: sa.ColumnElement[Any], incoming: sa.ColumnElement[Any]) -> Any:
+    """SQL: the incoming row is not older than the one in the table (by the cursor column).
+
+    An incremental source's import may commit after that of a newer version
+    of the same row (two daemons, or a retry): it must not bring the old
+    version back. A row without a cursor value is replaced, as before.
+    """
+    return sa.or_(current.is_(None), current <= incoming)
 
 
 

@@ -133,7 +133,9 @@ def target_table(cfg: SluiceConfig, manifest: Manifest) -> TargetTable:
     name, schema, table = split_target(manifest.target)
     if name not in cfg.targets:
         raise ConfigError(f"batch {manifest.batch_id}: target {name!r} is not in targets:")
-    return TargetTable(name, cfg.targets[name], schema, table, target_key(_source(cfg, manifest)))
+    source = _source(cfg, manifest)
+    cursor = source.cursor if isinstance(source, SqlSourceConfig) else None
+    return TargetTable(name, cfg.targets[name], schema, table, target_key(source), cursor)
 
 
 def target_key(source: SqlSourceConfig | SqsSourceConfig) -> tuple[str, ...]:

@@ -26,13 +26,20 @@ class StaleToken(TargetError):
 
 @dataclass(frozen=True)
 class TargetTable:
-    """Where a batch goes: the target's config, its schema (None: default), table and key."""
+    """Where a batch goes: the target's config, its schema (None: default), table and key.
+
+    ``cursor``: the column an incremental source orders changes by
+    (``updated_at``); an upsert never replaces a row whose cursor is newer
+    than the incoming one's, so that two imports of one key in either order
+    end with the newest version. None for other sources.
+    """
 
     name: str
     config: JdbcTargetConfig | ParquetTargetConfig
     schema: str | None
     table: str
     key: tuple[str, ...]
+    cursor: str | None = None
 
     @property
     def label(self) -> str:

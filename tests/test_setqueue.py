@@ -50,6 +50,53 @@ def test_ack_forgets_the_batch_so_its_keys_can_come_again() -> None:
     assert q.offer(1) is True
 
 
+def _versioned() -> SetQueue[Item]:
+    return SetQueue(10, key=attrgetter("key"), park=lambda item: bool(item.version))
+
+
+def test_a_newer_version_of_a_held_key_is_parked_and_queued_once_its_batch_is_done() -> None:
+    q = _versioned()
+    q.offer_many([Item("s", (1,), version="v1"), Item("s", (2,), version="v1")])
+    assert [i.version for i in q.poll_many(1, "b1")] == ["v1"]
+    # Key 1 changed twice while its batch imports: the latest read waits, none is lost.
+    assert q.offer_many([Item("s", (1,), version="v2")]) == 0
+    assert q.offer_many([Item("s", (1,), version="v3"), Item("s", (3,), version="v1")]) == 1
+    assert q.parked_count() == 1 and q.held_count() == 1
+    assert [i.version for i in q.ack("b1")] == ["v1"]
+    assert q.parked_count() == 0
+    assert [(i.key, i.version) for i in q.poll_many(10, "b2")] == [
+        ((2,), "v1"), ((3,), "v1"), ((1,), "v3")  # behind what was queued
+    ]
+
+
+def test_a_newer_version_of_a_queued_key_goes_out_in_its_place() -> None:
+    q = _versioned()
+    q.offer_many([Item("s", (1,), version="v1"), Item("s", (2,), version="v1")])
+    assert q.offer(Item("s", (2,), version="v2")) is False
+    assert [(i.key, i.version) for i in q.poll_many(10, "b")] == [((1,), "v1"), ((2,), "v2")]
+    assert q.parked_count() == 0
+    q.ack("b")
+    assert len(q) == 0  # nothing parked is left to come back
+
+
+def test_a_released_batch_leaves_the_newer_version_parked_for_the_next_poll() -> None:
+    q = _versioned()
+    q.offer(Item("s", (1,), version="v1"))
+    q.poll_many(1, "b1")
+    q.offer(Item("s", (1,), version="v2"))
+    assert q.release("b1") == 1  # a lost claim: the key is queued again at the front
+    assert [i.version for i in q.poll_many(1, "b2")] == ["v2"]
+    assert [i.version for i in q.drain()] == []
+
+
+def test_unversioned_repeats_are_dropped_not_parked() -> None:
+    q: SetQueue[Item] = SetQueue(10, key=attrgetter("key"), park=lambda item: bool(item.version))
+    q.offer(Item("s", (1,)))
+    q.poll_many(1, "b")
+    assert q.offer(Item("s", (1,))) is False
+    assert q.parked_count() == 0
+
+
 def test_held_keys_count_against_capacity_and_nothing_is_evicted() -> None:
     q: SetQueue[int] = SetQueue(4)
     assert q.offer_many(range(10)) == 4
