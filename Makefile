@@ -10,7 +10,7 @@ ROWS ?= 100000
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export AWS_EC2_METADATA_DISABLED ?= true
 
-.PHONY: demo test lint bench jars java venv clean
+.PHONY: demo test lint bench jars java pgloader venv clean
 
 demo: venv jars java
 	$(VENV)/bin/sluice demo --rows $(ROWS)
@@ -22,7 +22,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy scheduler sources sinks config spark_jobs
 
-bench: venv jars java
+bench: venv jars java pgloader
 	$(PY) benchmarks/run.py $(BENCH)
 
 venv: $(STAMP)
@@ -47,6 +47,15 @@ jars:
 	    echo "error: JDBC jars missing under $(JAR_DIR); install the Debian packages: $(JAR_PKGS)" >&2; exit 1; \
 	  fi; \
 	fi
+
+# The peers benchmark runs pgloader from Debian's package, installed as the jars are.
+pgloader:
+	@command -v pgloader >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; \
+	  else echo "error: pgloader missing; install the Debian package pgloader" >&2; exit 1; fi; \
+	  echo "installing pgloader"; \
+	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgloader >/dev/null; \
+	}
 
 java:
 	@command -v java >/dev/null || { echo "error: Java 17 is required by Spark and was not found (install openjdk-17-jre-headless)" >&2; exit 1; }

@@ -1,0 +1,514 @@
+"""sluice against the tools a data engineer would otherwise use, in one run.
+
+One ``orders`` table (see :mod:`benchmarks.peers_data`) is copied into an
+empty PostgreSQL database by each contender, a fresh process each, timed as
+a whole (start-up, copy, exit):
+
+- ``sluice``: ``sluice run --until-drained`` with its defaults except
+  ``batch.max_items`` (``SLUICE_BATCH``, default 100,000);
+- ``spark``: a plain PySpark JDBC read then write (``local[2]``, 2 read
+  partitions, fetchsize 10,000, batchsize 10,000, ``reWriteBatchedInserts``)
+  into a keyed table, as ``../shared/NOTES.md`` measured it;
+- ``pgloader``: ``pgloader --dynamic-space-size PGLOADER_HEAP SRC DST`` (its
+  default heap dies on large tables with "Heap exhausted");
+- ``copy_pipe`` (PostgreSQL sources only): ``psql COPY … TO STDOUT (FORMAT
+  binary) | psql COPY … FROM STDIN (FORMAT binary)`` into a keyed table, the
+  limit of what can be done.
+
+Pairs (``PAIRS``): ``pg`` (PostgreSQL → PostgreSQL) and ``mariadb``
+(MariaDB → PostgreSQL, pgloader's home ground). Sizes (``ROWS``, a comma
+list; default 1,000,000). Every copy is checked row by row against its
+source. Rounds (``ROUNDS``, default 3) interleave the contenders; each figure
+is the median of the rounds' times, and every round is printed with the load
+average before each run. Also measured, once per round at the smallest size:
+
+- ``peers_batch_cost_ms``: the slope of sluice's wall time against its number
+  of batches, PostgreSQL → PostgreSQL at 100k, 50k, 20k and 10k rows a batch;
+- ``peers_pg_to_parquet``: sluice against a plain Spark JDBC read and
+  ``write.parquet`` (``EXTRAS=0`` skips it and the next);
+- ``peers_sqs_to_pg``: ``SQS_MESSAGES`` JSON messages on a moto_server through
+  sluice into PostgreSQL (no peer: its own figure, for later comparisons).
+
+Memory: the peak RSS of sluice's Python process and of its JVM, per size,
+and their ratio from the smallest size to the largest.
+
+    ROWS=1000000,10000000 python benchmarks/bench_peers.py
+    PAIRS=pg ROUNDS=1 KEEP_SOURCES=1 python benchmarks/bench_peers.py
+
+``KEEP_SOURCES=1`` keeps the seeded source databases (``sluice_peers_src_*``)
+for the next run; target databases are always dropped at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import sqlalchemy as sa  # noqa: E402
+
+from benchmarks import peers_data  # noqa: E402
+from benchmarks.common import report  # noqa: E402
+
+ROWS = [int(n) for n in os.environ.get("ROWS", "1000000").split(",")]
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
+PAIRS = os.environ.get("PAIRS", "pg,mariadb").split(",")
+SLUICE_BATCH = int(os.environ.get("SLUICE_BATCH", "100000"))
+PGLOADER_HEAP = os.environ.get("PGLOADER_HEAP", "8192")
+EXTRAS = os.environ.get("EXTRAS", "1") == "1"
+SQS_MESSAGES = int(os.environ.get("SQS_MESSAGES", "500"))
+KEEP_SOURCES = os.environ.get("KEEP_SOURCES") == "1"
+PG_ADMIN = os.environ.get("SLUICE_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+MARIADB_ADMIN = os.environ.get("SLUICE_BENCH_MARIADB", "mysql+pymysql://root@127.0.0.1:3306/test")
+SLOPE_BATCHES = (100_000, 50_000, 20_000, 10_000)
+TIMEOUT = 3600  # seconds per process: a hung run fails the benchmark, never the machine
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass
+class Run:
+    """One timed process: its wall time and the peak RSS of its Python and JVM processes."""
+
+    seconds: float
+    python_mb: float = 0.0
+    jvm_mb: float = 0.0
+
+
+@dataclass
+class Figures:
+    """Every run of one contender at one size, in order."""
+
+    runs: list[Run] = field(default_factory=list)
+
+    def median(self) -> float:
+        return statistics.median(r.seconds for r in self.runs)
+
+
+# ------------------------------------------------------------------ databases
+
+
+class Server:
+    """Throwaway databases in one server (PostgreSQL or MariaDB)."""
+
+    def __init__(self, admin_url: str) -> None:
+        self.admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+        self.pg = self.admin.dialect.name == "postgresql"
+
+    def url(self, name: str) -> str:
+        url = self.admin.url.set(database=name)
+        if not self.pg:
+            url = url.update_query_dict({"charset": "utf8mb4"})
+        return url.render_as_string(hide_password=False)
+
+    def create(self, name: str) -> str:
+        self.drop(name)
+        with self.admin.connect() as conn:
+            extra = "" if self.pg else " CHARACTER SET utf8mb4"
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"' if self.pg else
+                                 f"CREATE DATABASE `{name}`{extra}"))  # fmt: skip
+        return self.url(name)
+
+    def drop(self, name: str) -> None:
+        with self.admin.connect() as conn:
+            if self.pg:
+                conn.execute(
+                    sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                            "WHERE datname = :db AND pid <> pg_backend_pid()"), {"db": name},
+                )  # fmt: skip
+                conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
+            else:
+                conn.execute(sa.text(f"DROP DATABASE IF EXISTS `{name}`"))
+
+    def checkpoint(self) -> None:
+        """Flush what the last run left dirty now, not during the next timed run."""
+        if self.pg:
+            with self.admin.connect() as conn:
+                conn.execute(sa.text("CHECKPOINT"))
+
+
+def source_database(server: Server, rows: int) -> tuple[str, tuple[int, int]]:
+    """The seeded source of ``rows`` rows (reused when kept), and its fingerprint."""
+    name = f"sluice_peers_src_{rows}"
+    url = server.url(name)
+    engine = sa.create_engine(url)
+    try:
+        if peers_data.seeded_rows(engine) != rows:
+            engine.dispose()
+            url = server.create(name)
+            engine = sa.create_engine(url)
+            started = time.perf_counter()
+            peers_data.seed(engine, rows)
+            print(f"# seeded {name}: {rows:,} rows in {time.perf_counter() - started:.0f} s",
+                  flush=True)  # fmt: skip
+        return url, peers_data.fingerprint(engine)
+    finally:
+        engine.dispose()
+
+
+# ------------------------------------------------------------------ processes
+
+
+def _tree_rss(root: int) -> tuple[float, float]:
+    """(Python MB, JVM MB): resident memory of the process tree under ``root``."""
+    children: dict[int, list[int]] = {}
+    names: dict[int, str] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/comm") as comm:
+                names[int(entry)] = comm.read().strip()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+    python = jvm = 0
+    stack = [root]
+    while stack:
+        pid = stack.pop()
+        stack.extend(children.get(pid, []))
+        if names.get(pid) == "java":
+            jvm += rss.get(pid, 0)
+        elif names.get(pid, "").startswith(("python", "sluice")):
+            python += rss.get(pid, 0)
+    return python / 2**20, jvm / 2**20
+
+
+def timed(command: list[str] | str, cwd: Path | None = None, expect: str = "") -> Run:
+    """Run a command in a fresh process; its wall time and peak memory."""
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(HERE.parent),
+           "AWS_EC2_METADATA_DISABLED": "true"}  # fmt: skip
+    out = tempfile.TemporaryFile()  # noqa: SIM115 - closed below, after the process ends
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+        shell=isinstance(command, str),
+        executable="/bin/bash" if isinstance(command, str) else None,
+    )  # fmt: skip
+    peak = [0.0, 0.0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.2):
+            python, jvm = _tree_rss(proc.pid)
+            peak[0], peak[1] = max(peak[0], python), max(peak[1], jvm)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        code = proc.wait(timeout=TIMEOUT)
+    finally:
+        done.set()
+        sampler.join()
+    seconds = time.perf_counter() - started
+    out.seek(0)
+    output = out.read().decode(errors="replace")
+    out.close()
+    if code != 0 or expect not in output:
+        sys.stderr.write(output[-4000:])
+        shown = command if isinstance(command, str) else " ".join(command[:4])
+        raise SystemExit(f"{shown} exited with {code}" + (f", no {expect!r}" if code == 0 else ""))
+    return Run(seconds, peak[0], peak[1])
+
+
+def run_sluice(folder: Path, source: str, target: str, batch: int) -> Run:
+    """``sluice run --until-drained``: defaults except ``batch.max_items``."""
+    folder.mkdir(parents=True)
+    (folder / "sluice.yaml").write_text(
+        f"""
+ledger: sqlite:///ledger.db
+sources:
+  orders: {{kind: sql, url: "{source}", table: orders, key: id, target: out.orders}}
+targets:
+  out: {target}
+batch: {{max_items: {batch}}}
+"""
+    )
+    sluice = str(Path(sys.executable).with_name("sluice"))
+    return timed([sluice, "run", "sluice.yaml", "--until-drained"], cwd=folder, expect="sluice: ")
+
+
+def run_spark(source: str, target: str, kind: str = "jdbc") -> Run:
+    """The plain Spark copy in a fresh process (see :func:`plain_copy`)."""
+    return timed([sys.executable, str(Path(__file__)), "plain", source, target, kind])
+
+
+def run_pgloader(source: str, target: str) -> Run:
+    def pgloader_url(url: str) -> str:
+        parsed = sa.make_url(url)
+        scheme = "postgresql" if parsed.get_backend_name() == "postgresql" else "mysql"
+        return f"{scheme}://{parsed.username}@{parsed.host}:{parsed.port}/{parsed.database}"
+
+    return timed(["pgloader", "--dynamic-space-size", PGLOADER_HEAP, "--on-error-stop",
+                  pgloader_url(source), pgloader_url(target)])  # fmt: skip
+
+
+def run_copy_pipe(source: str, target: str) -> Run:
+    def dsn(url: str) -> str:
+        parsed = sa.make_url(url)
+        return (f"host={parsed.host} port={parsed.port} user={parsed.username} "
+                f"dbname={parsed.database}")  # fmt: skip
+
+    return timed(
+        f"set -o pipefail; psql -X -q '{dsn(source)}' -c 'COPY orders TO STDOUT (FORMAT binary)' | "
+        f"psql -X -q '{dsn(target)}' -c 'COPY orders FROM STDIN (FORMAT binary)'"
+    )
+
+
+def plain_copy(source: str, target: str, kind: str) -> int:
+    """Read ``orders`` over JDBC in 2 ranges of the key and write it as it comes."""
+    from config.models import SparkConfig
+    from sinks.session import build_session
+    from spark_jobs.jdbc import JdbcEndpoint
+
+    engine = sa.create_engine(source)
+    with engine.connect() as conn:
+        low, high = conn.execute(sa.text("SELECT min(id), max(id) FROM orders")).one()
+    engine.dispose()
+    spark = build_session(SparkConfig(master="local[2]"), app_name="plain-copy")
+    src = JdbcEndpoint.from_url(source)
+    frame = spark.read.jdbc(
+        src.url, "orders", column="id", lowerBound=low, upperBound=high + 1, numPartitions=2,
+        properties=src.connection_properties(fetchsize="10000"),
+    )  # fmt: skip
+    if kind == "parquet":
+        frame.write.mode("overwrite").parquet(target)
+    else:
+        dst = JdbcEndpoint.from_url(target)
+        options = {"batchsize": "10000", "numPartitions": "2", "reWriteBatchedInserts": "true"}
+        frame.write.jdbc(dst.url, "orders", mode="append",
+                         properties=dst.connection_properties(**options))  # fmt: skip
+    spark.stop()
+    print("plain copy: done")
+    return 0
+
+
+# ------------------------------------------------------------------ the rounds
+
+
+def _keyed_table(url: str) -> None:
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text(peers_data.PG_TABLE))
+    engine.dispose()
+
+
+def _log(label: str, run: Run) -> None:
+    load = os.getloadavg()[0]
+    print(f"# {label}: {run.seconds:.1f} s (python {run.python_mb:.0f} MB, "
+          f"jvm {run.jvm_mb:.0f} MB; load before {load:.2f})", flush=True)  # fmt: skip
+
+
+Contender = Callable[[], tuple[Run, str, str | None]]
+
+
+def contenders(pair: str, source: str, pg: Server, folder: Path) -> dict[str, Contender]:
+    """Each contender: a callable that copies into a fresh database; (run, target url, schema)."""
+
+    def fresh(name: str) -> str:
+        return pg.create(f"sluice_peers_dst_{name}")
+
+    def sluice() -> tuple[Run, str, str | None]:
+        url = fresh("sluice")
+        run = run_sluice(folder / f"sluice-{time.monotonic_ns()}", source,
+                         f"{{kind: jdbc, url: '{url}'}}", SLUICE_BATCH)  # fmt: skip
+        return run, url, None
+
+    def spark() -> tuple[Run, str, str | None]:
+        url = fresh("spark")
+        _keyed_table(url)
+        return run_spark(source, url), url, None
+
+    def pgloader() -> tuple[Run, str, str | None]:
+        url = fresh("pgloader")
+        # pgloader puts a MySQL database's tables in a schema named after it.
+        schema = None if pair == "pg" else sa.make_url(source).database
+        return run_pgloader(source, url), url, schema
+
+    def copy_pipe() -> tuple[Run, str, str | None]:
+        url = fresh("copy_pipe")
+        _keyed_table(url)
+        return run_copy_pipe(source, url), url, None
+
+    runs = {"sluice": sluice, "spark": spark, "pgloader": pgloader}
+    if pair == "pg":
+        runs["copy_pipe"] = copy_pipe
+    return runs
+
+
+def bench_pair(pair: str, rows: int, pg: Server, folder: Path) -> dict[str, Figures]:
+    server = pg if pair == "pg" else Server(MARIADB_ADMIN)
+    source, expected = source_database(server, rows)
+    source_engine = sa.create_engine(source)
+    figures: dict[str, Figures] = {}
+    runs = contenders(pair, source, pg, folder)
+    try:
+        for round_ in range(ROUNDS):
+            for name, run in runs.items():
+                pg.checkpoint()
+                server.checkpoint()
+                result, url, schema = run()
+                _log(f"{pair} {rows:,} round {round_ + 1} {name}", result)
+                target = sa.create_engine(url)
+                try:
+                    peers_data.check_copy(source_engine, expected, target, schema, f"{pair} {name}")
+                finally:
+                    target.dispose()
+                    pg.drop(sa.make_url(url).database or "")
+                figures.setdefault(name, Figures()).runs.append(result)
+            ratios = {n: f.runs[-1].seconds / figures["sluice"].runs[-1].seconds
+                      for n, f in figures.items() if n != "sluice"}  # fmt: skip
+            print(f"# {pair} {rows:,} round {round_ + 1}: sluice speed over "
+                  + ", ".join(f"{n} {r:.2f}" for n, r in ratios.items()), flush=True)
+    finally:
+        source_engine.dispose()
+        if not KEEP_SOURCES:
+            server.drop(f"sluice_peers_src_{rows}")
+    settings = {"batch.max_items": SLUICE_BATCH}
+    for name, fig in figures.items():
+        if name == "sluice":
+            continue
+        report(f"peers_{pair}_to_pg_{rows}_vs_{name}", rows / figures["sluice"].median(), "rows/s",
+               rows / fig.median(), settings=settings)  # fmt: skip
+    return figures
+
+
+def batch_cost(source: str, pg: Server, folder: Path, rows: int) -> None:
+    """Wall time against the number of batches, 1 M rows PostgreSQL → PostgreSQL."""
+    times: dict[int, list[float]] = {}
+    for round_ in range(ROUNDS):
+        for batch in SLOPE_BATCHES:
+            url = pg.create("sluice_peers_dst_slope")
+            pg.checkpoint()
+            run = run_sluice(folder / f"slope-{batch}-{round_}", source,
+                             f"{{kind: jdbc, url: '{url}'}}", batch)  # fmt: skip
+            pg.drop("sluice_peers_dst_slope")
+            _log(f"slope round {round_ + 1}, batches of {batch:,}", run)
+            times.setdefault(batch, []).append(run.seconds)
+    xs = [-(-rows // b) for b in SLOPE_BATCHES]
+    ys = [statistics.median(times[b]) for b in SLOPE_BATCHES]
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sum(
+        (x - mean_x) ** 2 for x in xs
+    )
+    print("# batches: " + ", ".join(f"{x} -> {y:.1f} s" for x, y in zip(xs, ys, strict=True)))
+    report("peers_batch_cost_ms", slope * 1000, "ms per batch", settings={"rows": rows})
+
+
+def parquet(source: str, folder: Path, rows: int) -> None:
+    times: dict[str, list[float]] = {"sluice": [], "spark": []}
+    for round_ in range(ROUNDS):
+        lake = folder / f"lake-{round_}"
+        run = run_sluice(folder / f"parquet-{round_}", source,
+                         f"{{kind: parquet, path: '{lake}'}}", SLUICE_BATCH)  # fmt: skip
+        _log(f"parquet round {round_ + 1} sluice", run)
+        times["sluice"].append(run.seconds)
+        run = run_spark(source, str(folder / f"plain-lake-{round_}"), "parquet")
+        _log(f"parquet round {round_ + 1} spark", run)
+        times["spark"].append(run.seconds)
+        shutil.rmtree(lake, ignore_errors=True)
+        shutil.rmtree(folder / f"plain-lake-{round_}", ignore_errors=True)
+    report("peers_pg_to_parquet", rows / statistics.median(times["sluice"]), "rows/s",
+           rows / statistics.median(times["spark"]),
+           settings={"batch.max_items": SLUICE_BATCH, "rows": rows})  # fmt: skip
+
+
+def sqs(pg: Server, folder: Path) -> None:
+    from benchmarks.bench_sqs import client, start_moto
+
+    proc, endpoint = start_moto()
+    try:
+        sqs_client = client(endpoint)
+        times = []
+        for round_ in range(ROUNDS):
+            queue = sqs_client.create_queue(QueueName=f"peers-{round_}-{os.getpid()}")["QueueUrl"]
+            for start in range(0, SQS_MESSAGES, 10):
+                sqs_client.send_message_batch(QueueUrl=queue, Entries=[
+                    {"Id": str(i), "MessageBody": json.dumps(
+                        {"id": i, "customer": f"c{i % 97}", "amount": i / 4, "note": "ü" * 40})}
+                    for i in range(start, min(start + 10, SQS_MESSAGES))
+                ])  # fmt: skip
+            url = pg.create("sluice_peers_dst_sqs")
+            run_folder = folder / f"sqs-{round_}"
+            run_folder.mkdir()
+            (run_folder / "sluice.yaml").write_text(
+                f"""
+ledger: sqlite:///ledger.db
+sources:
+  events: {{kind: sqs, queue_url: "{queue}", endpoint_url: "{endpoint}", key: id,
+           access_key_id: testing, secret_access_key: testing, wait_time: 1s,
+           visibility_timeout: 10s, target: out.events}}
+targets:
+  out: {{kind: jdbc, url: '{url}'}}
+batch: {{max_items: {SLUICE_BATCH}}}
+"""
+            )
+            sluice = str(Path(sys.executable).with_name("sluice"))
+            run = timed([sluice, "run", "sluice.yaml", "--until-drained"], cwd=run_folder,
+                        expect=f"sluice: {SQS_MESSAGES:,} rows")  # fmt: skip
+            pg.drop("sluice_peers_dst_sqs")
+            sqs_client.delete_queue(QueueUrl=queue)
+            _log(f"sqs round {round_ + 1}", run)
+            times.append(run.seconds)
+        report("peers_sqs_to_pg", SQS_MESSAGES / statistics.median(times), "rows/s",
+               settings={"batch.max_items": SLUICE_BATCH, "messages": SQS_MESSAGES})  # fmt: skip
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "plain":
+        return plain_copy(*sys.argv[2:5])
+    if shutil.which("pgloader") is None:
+        raise SystemExit("pgloader is not installed: `make bench` installs it "
+                         "(the Debian package pgloader)")  # fmt: skip
+    pg = Server(PG_ADMIN)
+    folder = Path(tempfile.mkdtemp(prefix="sluice-bench-peers-"))
+    memory: dict[int, Run] = {}
+    print(f"# sluice settings: batch.max_items {SLUICE_BATCH:,}, everything else default; "
+          f"pgloader --dynamic-space-size {PGLOADER_HEAP}", flush=True)  # fmt: skip
+    try:
+        for rows in ROWS:
+            for pair in PAIRS:
+                figures = bench_pair(pair, rows, pg, folder)
+                if pair == "pg":
+                    memory[rows] = Run(0.0, max(r.python_mb for r in figures["sluice"].runs),
+                                       max(r.jvm_mb for r in figures["sluice"].runs))  # fmt: skip
+        smallest = min(ROWS)
+        if "pg" in PAIRS:
+            source, _ = source_database(pg, smallest)
+            batch_cost(source, pg, folder, smallest)
+            if EXTRAS:
+                parquet(source, folder, smallest)
+                sqs(pg, folder)
+            if not KEEP_SOURCES:
+                pg.drop(f"sluice_peers_src_{smallest}")
+        for rows, run in sorted(memory.items()):
+            base = memory[smallest]
+            report(f"peers_memory_python_{rows}", run.python_mb, "MB",
+                   base.python_mb if rows != smallest else None)  # fmt: skip
+            report(f"peers_memory_jvm_{rows}", run.jvm_mb, "MB",
+                   base.jvm_mb if rows != smallest else None)  # fmt: skip
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        pg.admin.dispose()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
