@@ -7,6 +7,7 @@ Nothing outside ``config/`` reads raw YAML: everything works on these models.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -342,6 +343,37 @@ class SluiceConfig(Model):
     lease: LeaseConfig = LeaseConfig()
     windows: list[str] = []
 
+    @model_validator(mode="before")
+    @classmethod
+    def _sizes_follow_the_batch(cls, data: Any) -> Any:
+        """Fill in the buffer and backpressure sizes the user left out, from the batch size.
+
+        Fixed numbers would cap a larger ``batch.max_items`` (a 20,000-row
+        buffer cannot hold a batch of 100,000) or leave no room for a second
+        batch in flight; see :func:`derived_sizes`. Values given are kept.
+        """
+        if not isinstance(data, dict):
+            return data
+        sizes = derived_sizes(
+            _given(data, "batch", "max_items", BatchConfig().max_items),
+            _given(data, "spark", "max_concurrent_imports", SparkConfig().max_concurrent_imports),
+        )
+        data = dict(data)
+        backpressure = _as_dict(data.get("backpressure"))
+        if isinstance(backpressure, dict):
+            given = "max_pending" in backpressure
+            backpressure.setdefault("max_pending", sizes.max_pending)
+            max_pending = _as_int(backpressure["max_pending"], sizes.max_pending)
+            if not given or "resume_below" not in backpressure:
+                backpressure.setdefault("resume_below", sizes.resume_for(max_pending))
+            data["backpressure"] = backpressure
+        sources = data.get("sources")
+        if isinstance(sources, dict):
+            data["sources"] = {
+                name: _with_buffer(source, sizes) for name, source in sources.items()
+            }
+        return data
+
     @field_validator("windows")
     @classmethod
     def _windows_are_crontabs(cls, value: list[str]) -> list[str]:
@@ -432,6 +464,72 @@ class SluiceConfig(Model):
                 "targets": targets,
             }
         )
+
+
+@dataclass(frozen=True)
+class DerivedSizes:
+    """Defaults that follow ``batch.max_items`` (see :func:`derived_sizes`)."""
+
+    max_items: int
+    max_pending: int
+    range_buffer: int
+    key_buffer: int
+
+    def resume_for(self, max_pending: int) -> int:
+        """``resume_below`` for a ``max_pending``: one batch under it, at least half of it."""
+        return max(max_pending - self.max_items, max_pending // 2)
+
+
+def derived_sizes(max_items: int, imports: int) -> DerivedSizes:
+    """The buffer and backpressure sizes a config gets when it does not set them.
+
+    - ``backpressure.max_pending``: every import slot busy and one batch
+      waiting for the next free one (at least 50,000); ``resume_below``: one
+      batch's room under it (at least half of it), so that a batch is fed
+      as soon as one is done.
+    - a keyset source's ``buffer`` (counted in rows; its items are ranges,
+      a few bytes each): the batches in flight and two more;
+      ``replenish_below`` one batch under it.
+    - a sweep or incremental source's ``buffer`` (one item per key): two
+      batches (at least 20,000 keys), refilled at one batch.
+
+    SQS buffers keep their fixed default (2,000 messages, refilled at 500):
+    messages held in a buffer stay invisible to every other consumer.
+    """
+    return DerivedSizes(
+        max_items=max_items,
+        max_pending=max(50_000, (imports + 1) * max_items),
+        range_buffer=max(20_000, (imports + 2) * max_items),
+        key_buffer=max(20_000, 2 * max_items),
+    )
+
+
+def _as_dict(value: Any) -> Any:
+    if value is None:
+        return {}
+    if isinstance(value, BaseModel):
+        return value.model_dump(exclude_unset=True)
+    return dict(value) if isinstance(value, dict) else value
+
+
+def _as_int(value: Any, default: int) -> int:
+    valid = isinstance(value, int) and not isinstance(value, bool) and value > 0
+    return value if valid else default
+
+
+def _given(data: dict[str, Any], section: str, key: str, default: int) -> int:
+    part = _as_dict(data.get(section))
+    return _as_int(part.get(key), default) if isinstance(part, dict) else default
+
+
+def _with_buffer(source: Any, sizes: DerivedSizes) -> Any:
+    """A SQL source's raw config with its derived buffer, unless it sets one."""
+    raw = _as_dict(source)
+    if not isinstance(raw, dict) or raw.get("kind") != "sql" or "buffer" in raw:
+        return source
+    capacity = sizes.range_buffer if raw.get("mode", "keyset") == "keyset" else sizes.key_buffer
+    refill = capacity - sizes.max_items if capacity > sizes.max_items else capacity // 4
+    return {**raw, "buffer": {"capacity": capacity, "replenish_below": refill}}
 
 
 def strategy_sources(node: StrategyNode) -> list[str]:

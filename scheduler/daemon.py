@@ -135,7 +135,10 @@ class Daemon:
         if isinstance(src_cfg, SqlSourceConfig):
             from sources.sql import SqlSource
 
-            source = SqlSource(name, src_cfg, is_done=self._done_lookup(name))
+            source = SqlSource(
+                name, src_cfg, is_done=self._done_lookup(name),
+                range_rows=range_rows(src_cfg, self.cfg),
+            )  # fmt: skip
             _check(source)
             return source
         from sources.sqs import SqsSource
@@ -211,12 +214,20 @@ class Daemon:
         except ConfigError as error:
             log.warning("config reload (%s) ignored, the running config stays: %s", reason, error)
             return False
-        fixed = [f for f in ("ledger", "work_dir", "spark", "sources", "targets")
+        fixed = [f for f in ("ledger", "work_dir", "spark", "targets")
                  if getattr(new, f) != getattr(self.cfg, f)]
+        if _without_buffers(new) != _without_buffers(self.cfg):
+            fixed.append("sources")
         if fixed:
             log.warning("config reload: %s changed; that takes a restart", ", ".join(fixed))
-        new = new.model_copy(update={f: getattr(self.cfg, f) for f in fixed})
+        # Sources stay as they run (buffers too: one that follows batch.max_items
+        # is sized at start), and so does whatever else takes a restart.
+        new = new.model_copy(update={f: getattr(self.cfg, f) for f in [*fixed, "sources"]})
         self.cfg = new
+        for name, queue in self.queues.items():
+            src_cfg = new.sources.get(name)
+            if isinstance(src_cfg, SqlSourceConfig) and hasattr(queue.wrapped, "range_rows"):
+                queue.wrapped.range_rows = range_rows(src_cfg, new)  # ranges planned from now
         if self.loop is not None:
             self.loop.reconfigure(new)
         log.info("config reloaded (%s): strategy, batch, backpressure, retry, windows", reason)
@@ -358,6 +369,20 @@ class Daemon:
 _MESSAGES_DONE = frozenset({"done", "dead"})
 
 
+def _without_buffers(cfg: SluiceConfig) -> dict[str, Any]:
+    """The sources as configured, less their buffers (which may follow ``batch.max_items``)."""
+    return {name: src.model_dump(exclude={"buffer"}) for name, src in cfg.sources.items()}
+
+
+def range_rows(src_cfg: SqlSourceConfig, cfg: SluiceConfig) -> int:
+    """Rows per range a keyset source plans: a page, but never more than a batch or the gate's room.
+
+    A range is the smallest piece a batch is made of, so a larger one could
+    never be fed whole.
+    """
+    return max(1, min(src_cfg.page_size, cfg.batch.max_items, cfg.backpressure.max_pending))
+
+
 def claims_lookup(
     ledger: Ledger, name: str
 ) -> Callable[[list[KeyTuple]], dict[KeyTuple, bool]]:
@@ -404,14 +429,16 @@ def _mtime(path: str) -> float | None:
 def format_summary(summary: RunSummary) -> str:
     """The summary printed at the end of ``sluice run`` and ``sluice demo``."""
     s = summary.stats
-    elapsed = max(s.elapsed(), 1e-9)
+    # The rate runs from the first batch: start-up (the JVM) is not copying.
+    moving = max(s.moving(), 1e-9)
     lines = [
-        f"sluice: {s.rows:,} rows in {elapsed:.1f} s ({s.rows / elapsed:,.0f} rows/s), "
+        f"sluice: {s.rows:,} rows in {s.moving():.1f} s ({s.rows / moving:,.0f} rows/s) "
+        f"from the first batch, {s.elapsed():.1f} s with start-up; "
         f"{s.batches_done} batches done",
     ]
     lines.extend(
         f"  source {source:<20} {s.rows_by_source.get(source, 0):>12,} rows "
-        f"({s.items.get(source, 0):,} keys claimed)"
+        f"({s.items.get(source, 0):,} claimed)"
         for source in sorted(set(s.items) | set(s.rows_by_source))
     )
     lines.extend(

@@ -43,6 +43,7 @@ class RunStats:
     """What a run did, for the summary and the progress display."""
 
     started: float = field(default_factory=time.monotonic)
+    first_batch_at: float | None = None  # monotonic time the first batch was fed
     items: dict[str, int] = field(default_factory=dict)
     rows_by_source: dict[str, int] = field(default_factory=dict)
     rows_by_target: dict[str, int] = field(default_factory=dict)
@@ -59,6 +60,14 @@ class RunStats:
     def elapsed(self) -> float:
         """Seconds since the run started."""
         return time.monotonic() - self.started
+
+    def moving(self) -> float:
+        """Seconds since the first batch was fed (0 before): what rates are measured over.
+
+        Start-up (the JVM, the sources' checks) is not migration time: a
+        rate over it would understate the speed of every run.
+        """
+        return 0.0 if self.first_batch_at is None else time.monotonic() - self.first_batch_at
 
 
 class MainLoop:
@@ -203,13 +212,20 @@ class MainLoop:
         if source is None:
             return False
         batch_id = uuid.uuid4().hex
-        items = self.queues[source].next_batch(min(want, ready[source]), batch_id)
+        # A range of more rows than the room goes alone when nothing else is
+        # in flight: waiting would not make more room.
+        items = self.queues[source].next_batch(
+            min(want, ready[source]), batch_id, at_least_one=self.sink.in_flight() == 0
+        )
         if not items:
             return False
-        manifest = self._claim(source, batch_id, items)
+        rows = weight(items)
+        manifest = self._claim(source, batch_id, items, rows)
         crash_point("after_claim")
-        self.strategy.charge(source, len(items))
-        self.stats.items[source] = self.stats.items.get(source, 0) + len(items)
+        self.strategy.charge(source, rows)
+        self.stats.items[source] = self.stats.items.get(source, 0) + rows
+        if self.stats.first_batch_at is None:
+            self.stats.first_batch_at = time.monotonic()
         if manifest is None:
             self.queues[source].ack(batch_id)
             return True
@@ -229,10 +245,10 @@ class MainLoop:
         age = queue.oldest_age()
         return age is not None and age >= self.cfg.batch.max_wait
 
-    def _claim(self, source: str, batch_id: str, items: list[Item]) -> Manifest | None:
+    def _claim(self, source: str, batch_id: str, items: list[Item], rows: int) -> Manifest | None:
         src_cfg = self.cfg.sources[source]
         if src_cfg.kind == "sql" and src_cfg.mode == "keyset":
-            return self._claim_range(source, src_cfg.target, batch_id, items)
+            return self._claim_range(source, src_cfg.target, batch_id, items, rows)
         keys = [key_values(item) for item in items]
         versions = [item.version for item in items]
         payloads = [item.payload for item in items] if src_cfg.kind == "sqs" else None
@@ -249,14 +265,15 @@ class MainLoop:
         raise ClaimConflict(f"source {source!r}: lost the key claim five times in a row")
 
     def _claim_range(
-        self, source: str, target: str, batch_id: str, items: list[Item]
+        self, source: str, target: str, batch_id: str, items: list[Item], rows: int
     ) -> Manifest | None:
-        """Claim ``(high-water, last key]`` by compare-and-set on the high-water mark.
+        """Claim ``(high-water, last key]`` (``rows`` rows) by compare-and-set on the mark.
 
-        When another daemon walks the same table its claims move the mark
-        under us: re-read it and claim what is left above it. Items at or
-        below the mark belong to the other daemon's ranges and are dropped
-        (our reader keeps walking forward, so nothing is skipped).
+        ``items`` are adjacent ranges. When another daemon walks the same
+        table its claims move the mark under us: re-read it and claim what is
+        left above it. Ranges at or below the mark belong to the other
+        daemon's batches and are dropped (our walk keeps going forward, so
+        nothing is skipped).
         """
         hi = key_values(items[-1])
         for _ in range(5):
@@ -264,8 +281,11 @@ class MainLoop:
             if checkpoint.high_water is not None and tuple(hi) <= tuple(checkpoint.high_water):
                 return None  # all of it claimed by another daemon already
             try:
+                if checkpoint.high_water is not None:
+                    mark = tuple(checkpoint.high_water)
+                    rows = weight([i for i in items if tuple(key_values(i)) > mark]) or rows
                 manifest, self.checkpoints[source] = self.ledger.claim_range(
-                    batch_id, source, target, checkpoint, hi, len(items), begin=True
+                    batch_id, source, target, checkpoint, hi, rows, begin=True
                 )
                 return manifest
             except ClaimConflict:
@@ -434,6 +454,11 @@ class MainLoop:
                 return
             self.wake.wait(0.5 if remaining is None else min(0.5, remaining))
             self.wake.clear()
+
+
+def weight(items: list[Item]) -> int:
+    """Rows in ``items``: one per key, a range's own count for a range."""
+    return sum(item.rows for item in items)
 
 
 def key_values(item: Item) -> list[Any]:

@@ -16,10 +16,10 @@ log = logging.getLogger("sluice.progress")
 
 
 class LogProgress:
-    """One line per report: rows so far, rows/s, buffered items per source."""
+    """One line per report: rows so far, rows/s (since the first batch), buffered per source."""
 
     def __call__(self, stats: RunStats, queues: Mapping[str, QueueingLimitedSource]) -> None:
-        elapsed = max(stats.elapsed(), 1e-9)
+        elapsed = max(stats.moving(), 1e-9)
         parts = ", ".join(
             f"{name} {stats.rows_by_source.get(name, 0):,} (buffer {q.buffered:,})"
             for name, q in queues.items()
@@ -46,7 +46,7 @@ class BarProgress:
         self.progress.start()
 
     def __call__(self, stats: RunStats, queues: Mapping[str, QueueingLimitedSource]) -> None:
-        elapsed = max(stats.elapsed(), 1e-9)
+        elapsed = max(stats.moving(), 1e-9)  # rates from the first batch, not the JVM start
         for name, task in self.tasks.items():
             rows = stats.rows_by_source.get(name, 0)
             self.progress.update(task, completed=rows, rate=f"{rows / elapsed:,.0f} rows/s")

@@ -23,13 +23,18 @@ Key = Hashable
 # hash is that of the compared fields, as a frozen one's would be.
 @dataclass(slots=True, unsafe_hash=True)
 class Item:
-    """One record to migrate; treat it as immutable (it is hashed by value).
+    """One record, or one range of records, to migrate; treat it as immutable.
 
     ``key`` identifies the record within its source; ``payload`` carries the
     record itself when the source cannot be re-read (an SQS body); ``handle``
     is what the source needs to acknowledge it (an SQS receipt handle).
     ``version`` distinguishes re-migrations of the same key (the cursor value
     in incremental mode), empty otherwise.
+
+    A keyset source hands out *ranges* instead: ``key`` is the last key of
+    the range (it starts after the previous range's), ``rows`` how many rows
+    it holds; every limit and share counts those rows. Items are hashed by
+    value, ``rows`` and ``handle`` aside.
     """
 
     source: str
@@ -37,6 +42,7 @@ class Item:
     payload: Any = None
     handle: Any = field(default=None, compare=False)
     version: str = ""
+    rows: int = field(default=1, compare=False)
 
 
 class LimitedSource(abc.ABC):
@@ -46,9 +52,14 @@ class LimitedSource(abc.ABC):
     errors are the caller's to retry. It never returns more than ``limit``
     items and never the same item twice within one run, unless the item was
     given back with :meth:`release`.
+
+    A source whose items are ranges (``weighs_rows``: a keyset walk) counts
+    ``limit`` in rows, not items: the ranges it returns hold at most
+    ``limit`` rows together, each range adjacent to the one before.
     """
 
     name: str
+    weighs_rows: bool = False
 
     @abc.abstractmethod
     def next_batch(self, limit: int) -> list[Item]:

@@ -27,6 +27,7 @@ from operator import attrgetter
 
 from config.errors import SourceError
 from sources.abc import Item, LimitedSource
+from sources.rangequeue import RangeQueue
 from sources.setqueue import SetQueue
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,10 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class RefillHealth:
-    """A snapshot of one buffer and its refills, for status and metrics."""
+    """A snapshot of one buffer and its refills, for status and metrics.
+
+    ``buffered`` and ``held`` count items, or rows for a source of ranges.
+    """
 
     buffered: int
     held: int
@@ -101,8 +105,11 @@ class QueueingLimitedSource:
         self.name = wrapped.name
         self.wrapped = wrapped
         self.replenish_below = replenish_below
-        self._queue: SetQueue[Item] = SetQueue(
-            capacity, key=attrgetter("key"), park=_is_versioned
+        # Ranges (a keyset walk) are counted in rows; keys, one by one.
+        self._queue: SetQueue[Item] | RangeQueue = (
+            RangeQueue(capacity)
+            if wrapped.weighs_rows
+            else SetQueue(capacity, key=attrgetter("key"), park=_is_versioned)
         )
         self._executor = executor
         self._on_refill = on_refill
@@ -150,14 +157,19 @@ class QueueingLimitedSource:
         if go:
             self._launch()
 
-    def next_batch(self, n: int, batch_id: Hashable) -> list[Item]:
-        """Take up to ``n`` buffered items and hold them under ``batch_id``.
+    def next_batch(self, n: int, batch_id: Hashable, at_least_one: bool = False) -> list[Item]:
+        """Take up to ``n`` buffered items (rows, for ranges) and hold them under ``batch_id``.
 
         Never blocks on I/O and never raises the wrapped source's errors. When
         the buffer is left at or below ``replenish_below``, one refill starts.
+        ``at_least_one``: a head range of more than ``n`` rows is taken alone
+        rather than left (see :meth:`RangeQueue.poll_many`).
         """
         with self._lock:
-            items = self._queue.poll_many(n, batch_id)
+            if isinstance(self._queue, RangeQueue):
+                items = self._queue.poll_many(n, batch_id, at_least_one)
+            else:
+                items = self._queue.poll_many(n, batch_id)
             if items:
                 self._batch_enqueued.setdefault(batch_id, self._chunks[0][1])
                 self._consume_chunks(len(items))
@@ -249,7 +261,7 @@ class QueueingLimitedSource:
     def exhausted(self) -> bool:
         """The wrapped source was exhausted on the last refill, none runs, the buffer is empty."""
         with self._lock:
-            return self._source_exhausted and len(self._queue) == 0 and not self._busy
+            return self._source_exhausted and self._queue.rows() == 0 and not self._busy
 
     @property
     def at_end(self) -> bool:
@@ -258,8 +270,8 @@ class QueueingLimitedSource:
 
     @property
     def buffered(self) -> int:
-        """Items queued in memory, ready to be taken."""
-        return len(self._queue)
+        """Items queued in memory, ready to be taken (rows, for ranges)."""
+        return self._queue.rows()
 
     @property
     def full(self) -> bool:
@@ -280,7 +292,7 @@ class QueueingLimitedSource:
         """A consistent snapshot of the buffer and its refills."""
         with self._lock:
             return RefillHealth(
-                buffered=len(self._queue),
+                buffered=self._queue.rows(),
                 held=self._queue.held_count(),
                 parked=self._queue.parked_count(),
                 refilling=self._busy,
@@ -288,7 +300,7 @@ class QueueingLimitedSource:
                 consecutive_errors=self._consecutive,
                 last_error=self._last_error,
                 last_refill_at=self._last_refill_at,
-                exhausted=self._source_exhausted and len(self._queue) == 0,
+                exhausted=self._source_exhausted and self._queue.rows() == 0,
                 hook_errors=self._hook_errors,
                 failed=None if self._failure is None else str(self._failure),
             )
@@ -317,7 +329,7 @@ class QueueingLimitedSource:
             return False
         if self._source_exhausted and not force:
             return False  # a drained source is asked again only when poked
-        if len(self._queue) > self.replenish_below or self._queue.free() <= 0:
+        if self._queue.rows() > self.replenish_below or self._queue.free() <= 0:
             return False
         self._busy = True
         return True

@@ -244,6 +244,10 @@ class SetQueue(Generic[V]):
         with self._lock:
             return len(self._held_keys)
 
+    def rows(self) -> int:
+        """How many keys are queued: :meth:`__len__`, as a buffer of ranges counts rows."""
+        return len(self)
+
     def __len__(self) -> int:
         """How many keys are queued (held ones not included)."""
         with self._lock:

@@ -29,9 +29,12 @@ def _nothing_done(keys: Sequence[KeyTuple]) -> set[KeyTuple]:
 class SqlSource(LimitedSource):
     """A table's keys in key order: ``keyset``, ``sweep`` or ``incremental``.
 
-    - *keyset*: ``key > position ORDER BY key``; never returns a key twice.
-      ``position`` advances to the last key read; ``exhausted`` when a read
-      returned fewer rows than asked.
+    - *keyset*: ranges of keys, not keys: each call plans ranges of at most
+      ``range_rows`` rows past ``position`` (the database finds the range's
+      last key and counts its rows; no key travels), ``limit`` rows in all.
+      An item is a range (``key`` its last key, ``rows`` its size); it never
+      returns a range twice. ``position`` advances to the last range's end;
+      ``exhausted`` when a range came out shorter than asked.
     - *sweep*: re-reads the ``where:`` rows page by page, from the start again
       after the end, handing out keys neither handed out (not yet acked or
       released) nor done (``is_done``, behind an LRU cache of done keys).
@@ -56,9 +59,14 @@ class SqlSource(LimitedSource):
         engine: sa.Engine | None = None,
         is_done: Callable[[Sequence[KeyTuple]], set[KeyTuple]] = _nothing_done,
         done_cache_size: int = 100_000,
+        range_rows: int | None = None,
     ) -> None:
         self.name = name
         self.cfg = cfg
+        self.weighs_rows = cfg.mode == "keyset"
+        # Rows per planned range (keyset): the page size, unless the daemon
+        # needs smaller ranges (a batch, or the gate's room, is smaller).
+        self.range_rows = max(1, range_rows or cfg.page_size)
         self._owns_engine = engine is None
         self.engine = engine if engine is not None else _make_engine(cfg)
         schema, _, table = cfg.table.rpartition(".")
@@ -135,13 +143,13 @@ class SqlSource(LimitedSource):
             return []
         if self.cfg.mode == "sweep":
             return self._sweep(limit)
+        if self.cfg.mode == "keyset":
+            return self._plan(limit)
         rows = self._read(self._position, limit)
         self._exhausted = len(rows) < limit
         if rows:
             self._position = rows[-1]
-        if self.cfg.mode == "incremental":
-            return [Item(self.name, row[1:], version=str(row[0])) for row in rows]
-        return [Item(self.name, row) for row in rows]
+        return [Item(self.name, row[1:], version=str(row[0])) for row in rows]
 
     def ack(self, items: Sequence[Item]) -> None:
         if self.cfg.mode == "sweep":
@@ -159,6 +167,55 @@ class SqlSource(LimitedSource):
         """Dispose of the engine's connections (only an engine this source created)."""
         if self._owns_engine:
             self.engine.dispose()
+
+    # -- keyset ---------------------------------------------------------------
+
+    def _plan(self, limit: int) -> list[Item]:
+        """Adjacent ranges past :attr:`position`, ``limit`` rows in all."""
+        items: list[Item] = []
+        left = limit
+        while left > 0:
+            size = min(self.range_rows, left)
+            end = self._range_end(self._position, size)
+            if end is None:
+                self._exhausted = True
+                return items
+            last, rows = end
+            items.append(Item(self.name, last, rows=rows))
+            self._position = last
+            left -= rows
+            if rows < size:
+                self._exhausted = True
+                return items
+        self._exhausted = False
+        return items
+
+    def _range_end(self, after: KeyTuple | None, size: int) -> tuple[KeyTuple, int] | None:
+        """The last key and the row count of the next ``size`` rows past ``after``.
+
+        One query over the key's index; None when no row is left.
+        """
+        inner = self._select(after, size).subquery()
+        keys = [inner.c[c.name] for c in self._order_cols]
+        if len(keys) == 1:
+            stmt = sa.select(sa.func.max(keys[0]), sa.func.count())
+        else:
+            # A row value has no max(): the last row, with the count of all.
+            stmt = (
+                sa.select(*keys, sa.func.count().over())
+                .order_by(*[k.desc() for k in keys])
+                .limit(1)
+            )
+
+        def run() -> tuple[Any, ...] | None:
+            with self.engine.connect() as conn:
+                row = conn.execute(stmt).first()
+            return None if row is None else tuple(row)
+
+        row = self._guard(run)
+        if row is None or not row[-1]:
+            return None
+        return tuple(row[:-1]), int(row[-1])
 
     # -- sweep ---------------------------------------------------------------
 

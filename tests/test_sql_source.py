@@ -98,29 +98,41 @@ def opened() -> Iterator[Callable[..., SqlSource]]:
 
 
 def read_all(source: SqlSource, limit: int) -> list[Any]:
-    keys: list[Any] = []
+    """Every item a source hands out, ``limit`` at a time (rows, for ranges)."""
+    found: list[Any] = []
     while True:
         batch = source.next_batch(limit)
-        assert len(batch) <= limit
-        keys.extend(item.key for item in batch)
+        taken = sum(item.rows for item in batch)
+        assert taken <= limit
+        found.extend((item.key, item.rows) if source.weighs_rows else item.key for item in batch)
         if source.exhausted:
-            return keys
-        assert len(batch) == limit
+            return found
+        assert taken == limit
 
 
-def test_keyset_reads_every_key_in_order_and_resumes(
+def ranges(keys: Sequence[Any], size: int) -> list[tuple[Any, int]]:
+    """The ranges a keyset walk plans over ``keys``: each one's last key and row count."""
+    chunks = [keys[i : i + size] for i in range(0, len(keys), size)]
+    return [(chunk[-1], len(chunk)) for chunk in chunks]
+
+
+def test_keyset_plans_ranges_of_the_table_in_key_order_and_resumes(
     db: str, opened: Callable[..., SqlSource]
 ) -> None:
     source = opened("items", config(db))
     source.check()
-    assert read_all(source, 700) == [(i,) for i in range(1, N + 1)]
+    everything = [(i,) for i in range(1, N + 1)]
+    assert read_all(source, 700) == ranges(everything, 700)
     assert source.position == (N,)
     assert source.next_batch(10) == [] and source.exhausted
 
     resumed = opened("items", config(db), after=(1234,))
-    assert read_all(resumed, 1000) == [(i,) for i in range(1235, N + 1)]
+    assert read_all(resumed, 1000) == ranges(everything[1234:], 1000)
     resumed.reset(None)
-    assert [i.key for i in resumed.next_batch(2)] == [(1,), (2,)]
+    assert [(i.key, i.rows) for i in resumed.next_batch(2)] == [((2,), 2)]
+    # Ranges of at most range_rows rows each, adjacent, up to the limit in all.
+    small = opened("items", config(db), range_rows=300)
+    assert [(i.key, i.rows) for i in small.next_batch(700)] == ranges(everything[:700], 300)
 
 
 def test_keyset_composite_key_quoted_table_and_where(
@@ -130,9 +142,10 @@ def test_keyset_composite_key_quoted_table_and_where(
     source = opened("order_items", cfg)
     source.check()
     expected = [(r, i) for r in REGIONS for i in range(1, PER_REGION + 1) if status(i) == "ready"]
-    assert read_all(source, 97) == expected
+    assert read_all(source, 97) == ranges(expected, 97)
     items = opened("order_items", cfg, after=("eu", 600)).next_batch(10_000)
-    assert [i.key for i in items] == [k for k in expected if k > ("eu", 600)]
+    assert [(i.key, i.rows) for i in items] == ranges([k for k in expected if k > ("eu", 600)],
+                                                      10_000)  # fmt: skip
     assert {i.source for i in items} == {"order_items"}
 
 
@@ -141,7 +154,8 @@ def test_where_with_colon_and_percent_is_pushed_down_as_written(
 ) -> None:
     source = opened("items", config(db, where=WHERE))
     source.check()
-    assert read_all(source, 333) == [(i,) for i in range(1, N + 1) if status(i) == "ready"]
+    ready = [(i,) for i in range(1, N + 1) if status(i) == "ready"]
+    assert read_all(source, 333) == ranges(ready, 333)
 
 
 @pytest.mark.postgres
@@ -157,7 +171,8 @@ def test_schema_qualified_table_and_dialect_casts(
     cfg = config(pg_url, table="Sales.Orders", where="id::text LIKE '12%'")
     source = opened("orders", cfg)
     source.check()
-    assert read_all(source, 5) == sorted((i,) for i in range(1, N + 1) if str(i).startswith("12"))
+    matching = sorted((i,) for i in range(1, N + 1) if str(i).startswith("12"))
+    assert read_all(source, 5) == ranges(matching, 5)
 
 
 @pytest.mark.parametrize(
@@ -309,7 +324,7 @@ def test_backlog_of_an_unreachable_database_is_a_transient_error(
 def test_a_refused_read_is_not_transient(db: str, opened: Callable[..., SqlSource]) -> None:
     # The column the where: needs goes away mid-run: every retry gets the same answer.
     source = opened("items", config(db, where=WHERE))
-    assert len(source.next_batch(10)) == 10
+    assert sum(item.rows for item in source.next_batch(10)) == 10
     engine = sa.create_engine(db)
     with engine.begin() as conn:
         conn.exec_driver_sql("ALTER TABLE items DROP COLUMN note")
