@@ -61,5 +61,9 @@ def setup_logging(fmt: str = "text", level: int = logging.INFO,
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)
     logging.getLogger("sluice").setLevel(level)
+    if level <= logging.DEBUG:
+        # -v: the modules' own loggers too (a batch's read, encode and COPY times).
+        for package in ("scheduler", "sources", "sinks", "spark_jobs", "config"):
+            logging.getLogger(package).setLevel(level)
     # py4j chatters at INFO on every call into the JVM.
     logging.getLogger("py4j").setLevel(logging.WARNING)

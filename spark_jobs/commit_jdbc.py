@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -29,6 +29,7 @@ from spark_jobs.jdbc_tables import (
     index_staging_rows,
     rejects_table,
 )
+from spark_jobs.keyorder import row_compare
 from spark_jobs.manifest import Manifest
 from spark_jobs.rejects_jdbc import is_row_error, reason, record_rejects, set_aside, split
 from spark_jobs.target import TargetTable, Written, stale_token_error
@@ -75,6 +76,74 @@ def commit_staged(
         written = _transaction(engine, target, staging, names, manifest, fit, isolate=True)
     crash_point("after_target_commit")
     return written
+
+
+def commit_direct(
+    engine: sa.Engine,
+    target: TargetTable,
+    manifest: Manifest,
+    load: Callable[[Any], int],
+) -> Written | None:
+    """Load the batch straight into the target inside its commit transaction: fenced, once.
+
+    ``load(cursor)`` writes the batch's rows into the target table (a COPY)
+    on the transaction's DBAPI cursor and returns how many; it raises
+    :class:`sqlalchemy.exc.DBAPIError` as the database refuses. Returns None,
+    with nothing changed, when the batch must take the staged path instead:
+    it was committed before with an older token (its rows are there), a row
+    of the table is in the batch's key range, or the load hit a row the table
+    refuses (a duplicate key, a value too long). Raises
+    :class:`~spark_jobs.target.StaleToken` like :func:`commit_staged`.
+    """
+    commits = commits_table()
+    with engine.connect() as conn:
+        transaction = conn.begin()
+        try:
+            current = _take_commit_row(conn, commits, manifest)
+            if current is not None and current > manifest.token:
+                raise stale_token_error(target, manifest, current)
+            if current is not None or _range_taken(conn, target, manifest):
+                transaction.rollback()
+                return None
+            cursor = conn.connection.cursor()
+            try:
+                rows = load(cursor)
+            except sa.exc.DBAPIError as error:
+                if not is_row_error(error):
+                    raise
+                log.info("batch %s: %s refused a row of the COPY (%s); staging the batch",
+                         manifest.batch_id, target.label, reason(error))  # fmt: skip
+                transaction.rollback()
+                return None
+            finally:
+                cursor.close()
+            # No rejects to clear: they are only ever recorded with a commit.
+            conn.execute(
+                commits.update()
+                .where(commits.c.batch_id == manifest.batch_id)
+                .values(token=manifest.token, rows=rows, committed_at=dt.datetime.now(dt.UTC))
+            )
+            transaction.commit()
+        except BaseException:
+            if transaction.is_active:
+                transaction.rollback()
+            raise
+    crash_point("after_target_commit")
+    return Written(rows, 0, "copy")
+
+
+def _range_taken(conn: sa.Connection, target: TargetTable, manifest: Manifest) -> bool:
+    """Whether the table holds a row in the batch's key range ``(lo, hi]`` (an index probe)."""
+    keys: list[sa.ColumnClause[Any]] = [sa.column(k) for k in target.key]
+    table = sa.table(target.table, *keys, schema=target.schema)
+    dialect = conn.dialect.name
+    where = []
+    if manifest.lo is not None:
+        where.append(row_compare(keys, manifest.lo, ">", dialect))
+    if manifest.hi is not None:
+        where.append(row_compare(keys, manifest.hi, "<=", dialect))
+    probe = sa.select(sa.literal(1)).select_from(table).where(*where).limit(1)
+    return conn.execute(probe).first() is not None
 
 
 def _transaction(

@@ -11,7 +11,6 @@ types do not depend on Spark's JSON inference settings.
 from __future__ import annotations
 
 import json
-import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,6 +23,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from config.errors import SourceError
 from config.models import SqlSourceConfig, SqsSourceConfig
 from spark_jobs.jdbc import JdbcEndpoint
+from spark_jobs.keyorder import row_compare
 from spark_jobs.manifest import Manifest
 
 _INT64 = range(-(2**63), 2**63)
@@ -115,15 +115,15 @@ class SqlReader:
     def _range(self, lo: Sequence[Any] | None, hi: Sequence[Any] | None) -> ColumnElement[bool]:
         parts = []
         if lo is not None:
-            parts.append(_row_compare(self.keys, lo, ">", self.endpoint.dialect))
+            parts.append(row_compare(self.keys, lo, ">", self.endpoint.dialect))
         if hi is not None:
-            parts.append(_row_compare(self.keys, hi, "<=", self.endpoint.dialect))
+            parts.append(row_compare(self.keys, hi, "<=", self.endpoint.dialect))
         return sa.and_(sa.true(), *parts)
 
     def _between(self, first: Sequence[Any], last: Sequence[Any]) -> ColumnElement[bool]:
         return sa.and_(
-            _row_compare(self.keys, first, ">=", self.endpoint.dialect),
-            _row_compare(self.keys, last, "<=", self.endpoint.dialect),
+            row_compare(self.keys, first, ">=", self.endpoint.dialect),
+            row_compare(self.keys, last, "<=", self.endpoint.dialect),
         )
 
     def _listed(self, keys: list[tuple[Any, ...]]) -> ColumnElement[bool]:
@@ -163,35 +163,6 @@ class SqlReader:
         return frame.select(*[F.col(n).cast(by_name[n.lower()]).alias(n) for n in self.key_names])
 
 
-def _row_compare(
-    columns: list[sa.ColumnClause[Any]], values: Sequence[Any], op: str, dialect: str
-) -> ColumnElement[bool]:
-    """``(a, b) op (x, y)`` for ``op`` in ``>``, ``>=``, ``<=``."""
-    if len(columns) != len(values):
-        raise SourceError(f"key has {len(columns)} columns but the bound {list(values)} does not")
-    literals = [sa.literal(v) for v in values]
-    if len(columns) == 1:
-        return _OPS[op](columns[0], literals[0])
-    if dialect != "mysql":
-        # PostgreSQL and SQLite compare row values and use the key's index for them.
-        return _OPS[op](sa.tuple_(*columns), sa.tuple_(*literals))
-    # MySQL/MariaDB do not use an index for row values: spell the order out,
-    # with the leading column as a plain range the optimizer can use.
-    strict = _OPS[op[0]]  # > for > and >=, < for <=
-    terms = [
-        sa.and_(
-            *[c == v for c, v in zip(columns[:i], literals[:i], strict=True)],
-            strict(columns[i], literals[i]),
-        )
-        for i in range(len(columns))
-    ]
-    if op != ">":
-        terms.append(sa.and_(*[c == v for c, v in zip(columns, literals, strict=True)]))
-    leading = _OPS[op[0] + "="](columns[0], literals[0])
-    return sa.and_(leading, sa.or_(*terms))
-
-
-_OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 
 
 def _is_int(value: Any) -> bool:

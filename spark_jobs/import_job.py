@@ -113,8 +113,8 @@ def run_import(spark: SparkSession, cfg: SluiceConfig, manifest: Manifest) -> Im
     staged = written.rows + written.rejected
     rows_read = len(manifest.payloads) if manifest.kind == "payloads" else staged
     log.info(
-        "batch %s: %d rows into %s, %d rejected",
-        manifest.batch_id, written.rows, target.label, written.rejected,
+        "batch %s: %d rows into %s (%s), %d rejected",
+        manifest.batch_id, written.rows, target.label, written.method, written.rejected,
     )
     return ImportResult(
         manifest.batch_id, rows_read, written.rows, manifest.target, False, written.rejected

@@ -62,10 +62,16 @@ class Commit:
 
 @dataclass(frozen=True)
 class Written:
-    """What one write of a batch did: rows committed and rows the target rejected."""
+    """What one write of a batch did: rows committed, rows the target rejected, and how.
+
+    ``method``: ``copy`` (COPYed straight into the table), ``staged copy``
+    (COPYed into a staging table, then upserted), ``staged jdbc`` (Spark's
+    JDBC writer into a staging table, then upserted), ``parquet``.
+    """
 
     rows: int
     rejected: int = 0
+    method: str = ""
 
 
 def stale_token_error(target: TargetTable, manifest: Manifest, committed: int) -> StaleToken:

@@ -1,13 +1,17 @@
 """Write one batch into a JDBC table, idempotently.
 
-Spark writes the rows into a staging table of this attempt's own (with a row
-number); then one transaction on the driver, :func:`~spark_jobs.commit_jdbc.commit_staged`,
-upserts them into the target and records the batch and its fencing token in
-``_sluice_commits`` (rows the target refuses go to ``_sluice_rejects``).
+PostgreSQL through psycopg takes the batch by binary COPY, straight into the
+table or through a staging table (:mod:`spark_jobs.write_pgcopy`). Otherwise,
+and for values the COPY encoder cannot write exactly, Spark's JDBC writer
+fills a staging table of this attempt's own (with a row number); then one
+transaction on the driver, :func:`~spark_jobs.commit_jdbc.commit_staged`,
+upserts the rows into the target and records the batch and its fencing token
+in ``_sluice_commits`` (rows the target refuses go to ``_sluice_rejects``).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pyspark.sql.functions as F
@@ -33,6 +37,7 @@ from spark_jobs.jdbc_tables import (
 )
 from spark_jobs.manifest import Manifest
 from spark_jobs.target import Commit, TargetTable, Written
+from spark_jobs.write_pgcopy import copy_capable, write_pg_copy
 
 
 def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Written:
@@ -58,11 +63,20 @@ def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Writte
     # commit writes NULL into whatever type the table's column has.
     void = [f.name for f in df.schema.fields if isinstance(f.dataType, T.NullType)]
     engine = sql_engine(cfg.url)
+    fit = prepare_target(engine, target, columns, void)
+    ensure_own_tables(engine)
+    if manifest.token > 1:  # a first attempt has no older one: no catalog look-up
+        drop_stale_stages(engine, manifest)
+    if copy_capable(engine):
+        try:
+            written = write_pg_copy(df, engine, target, manifest, columns, fit)
+        except sa.exc.DBAPIError:
+            forget_target(engine, target)  # a changed table, perhaps: check it again next time
+            raise
+        if written is not None:
+            return written
     staging = staging_table(manifest, columns, dialect)
     try:
-        fit = prepare_target(engine, target, columns, void)
-        ensure_own_tables(engine)
-        drop_stale_stages(engine, manifest)
         with engine.begin() as conn:
             staging.create(conn)
         options = {
@@ -85,7 +99,8 @@ def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Writte
             properties=endpoint.connection_properties(**options),
         )
         try:
-            return commit_staged(engine, target, staging, names, manifest, fit)
+            written = commit_staged(engine, target, staging, names, manifest, fit)
+            return replace(written, method="staged jdbc")
         except sa.exc.DBAPIError:
             forget_target(engine, target)  # a changed table, perhaps: check it again next time
             raise

@@ -144,7 +144,7 @@ def write_parquet(
         crash_point("after_target_commit")
     finally:
         fs.delete(stage)
-    return Written(rows)
+    return Written(rows, 0, "parquet")
 
 
 def sweep_parquet_stages(

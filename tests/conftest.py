@@ -109,6 +109,12 @@ def pg_url(pg_factory: DatabaseFactory, request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
+def pg_target(pg_factory: DatabaseFactory) -> str:
+    """A second PostgreSQL database for the test, as target."""
+    return pg_factory.create(f"dst_{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture
 def mariadb_url(mariadb_factory: DatabaseFactory, request: pytest.FixtureRequest) -> str:
     """A fresh MariaDB database for one test."""
     return mariadb_factory.create(_short(request.node.name))

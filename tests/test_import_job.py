@@ -10,7 +10,6 @@ import dataclasses
 import datetime as dt
 import json
 import threading
-import uuid
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -88,12 +87,6 @@ def scalar(url: str, sql: str) -> Any:
         value = conn.execute(sa.text(sql)).scalar()
     engine.dispose()
     return value
-
-
-@pytest.fixture
-def pg_target(pg_factory: Any) -> str:
-    """A second PostgreSQL database for the test, as target."""
-    return pg_factory.create(f"dst_{uuid.uuid4().hex[:8]}")
 
 
 # ---------------------------------------------------- PostgreSQL → PostgreSQL

@@ -1,0 +1,181 @@
+"""Batches written into PostgreSQL by binary COPY: straight in, or staged; exactly once.
+
+A keyset range into a table holding none of its keys is COPYed straight in,
+with its commit record, in one transaction. Everything else (a re-run, a key
+already there, a row the table refuses) takes the staged path: COPY into a
+staging table, then the fenced upsert with its rejects. A kill -9 in the
+middle of a COPY leaves nothing of the batch behind, and the restart
+completes it once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from spark_jobs.extract import extract
+from spark_jobs.import_job import apply_columns, target_table
+from spark_jobs.write import write_batch
+from tests.test_import_job import (
+    ORDERS_DDL,
+    ORDERS_INSERT,
+    execute,
+    make_config,
+    order_rows,
+    rng,
+    scalar,
+    text_rows,
+)
+
+pytestmark = [pytest.mark.spark, pytest.mark.postgres]
+
+
+def _write(spark: Any, cfg: Any, manifest: Any) -> Any:
+    source = cfg.sources["src"]
+    rows = apply_columns(extract(spark, source, manifest), source.columns)
+    return write_batch(spark, rows, target_table(cfg, manifest), manifest)
+
+
+def _config(source_url: str, target_url: str) -> Any:
+    return make_config(
+        {"kind": "sql", "url": source_url, "table": "orders", "key": "id"},
+        {"kind": "jdbc", "url": target_url},
+    )
+
+
+def test_a_range_is_copied_straight_in_and_a_rerun_leaves_the_table_unchanged(
+    spark: Any, pg_url: str, pg_target: str
+) -> None:
+    execute(pg_url, ORDERS_DDL, ORDERS_INSERT, rows=order_rows(400))
+    cfg = _config(pg_url, pg_target)
+    first = rng("c-1", None, [200], items=200)
+
+    written = _write(spark, cfg, first)
+    assert (written.rows, written.rejected, written.method) == (200, 0, "copy")
+    expected = text_rows(pg_url, "orders", ["id"], "id <= 200")
+    assert text_rows(pg_target, "orders", ["id"]) == expected
+    assert scalar(pg_target, "SELECT rows FROM _sluice_commits WHERE batch_id = 'c-1'") == 200
+
+    # A new importer of the same batch (a takeover: a newer token) finds its
+    # rows there: staged and upserted, the table as it was.
+    again = _write(spark, cfg, dataclasses.replace(first, token=2))
+    assert (again.rows, again.rejected, again.method) == (200, 0, "staged copy")
+    assert text_rows(pg_target, "orders", ["id"]) == expected
+    assert scalar(pg_target, "SELECT token FROM _sluice_commits WHERE batch_id = 'c-1'") == 2
+    assert scalar(pg_target, "SELECT count(*) FROM pg_tables "
+                             "WHERE tablename LIKE '\\_sluice\\_stage%'") == 0  # fmt: skip
+
+    # A key of the next range already in the table (another writer): staged.
+    execute(pg_target, "INSERT INTO orders (id, customer) VALUES (300, 'elsewhere')")
+    next_range = _write(spark, cfg, rng("c-2", [200], [400], items=200))
+    assert next_range.method == "staged copy" and next_range.rows == 200
+    assert text_rows(pg_target, "orders", ["id"]) == text_rows(pg_url, "orders", ["id"])
+
+
+def test_rows_the_table_refuses_in_a_copy_are_set_aside_and_the_rest_commits(
+    spark: Any, pg_url: str, pg_target: str
+) -> None:
+    execute(pg_url, ORDERS_DDL, ORDERS_INSERT, rows=order_rows(120))
+    # The table keeps notes of 12 characters at most: longer ones are refused.
+    execute(pg_target, ORDERS_DDL.replace("note text", "note varchar(12)"))
+    cfg = _config(pg_url, pg_target)
+    long_notes = scalar(pg_url, "SELECT count(*) FROM orders WHERE length(note) > 12")
+    assert 0 < long_notes < 120
+
+    written = _write(spark, cfg, rng("r-1", None, [120], items=120))
+    assert written.method == "staged copy"
+    assert (written.rows, written.rejected) == (120 - long_notes, long_notes)
+    assert scalar(pg_target, "SELECT count(*) FROM orders") == 120 - long_notes
+    assert scalar(pg_target, "SELECT count(*) FROM _sluice_rejects WHERE batch_id = 'r-1'") == (
+        long_notes
+    )
+    assert scalar(pg_target, "SELECT count(*) FROM orders WHERE length(note) > 12") == 0
+
+
+SLUICE = str(Path(sys.executable).parent / "sluice")
+ROWS = 100_000
+
+
+def _copying(engine: sa.Engine, database: str) -> int:
+    """Rows the COPY into ``database`` has processed so far (0 when none runs)."""
+    with engine.connect() as conn:
+        return int(conn.execute(
+            sa.text("SELECT coalesce(max(tuples_processed), 0) FROM pg_stat_progress_copy "
+                    "WHERE datname = :db AND command = 'COPY FROM'"), {"db": database},
+        ).scalar_one())  # fmt: skip
+
+
+@pytest.mark.timeout(300)
+def test_a_kill_during_the_copy_leaves_no_row_of_the_batch_and_a_restart_copies_it_once(
+    tmp_path: Path, pg_url: str, pg_target: str
+) -> None:
+    execute(
+        pg_url,
+        "CREATE TABLE orders (id bigint PRIMARY KEY, note text, amount numeric(12,2))",
+        "INSERT INTO orders SELECT i * 3, repeat('ü', 100) || i, i / 100.0 "
+        "FROM generate_series(1, 100000) AS i",
+    )
+    (tmp_path / "sluice.yaml").write_text(
+        f"""
+sources:
+  orders: {{kind: sql, url: "{pg_url}", table: orders, key: id, target: wh.orders}}
+targets:
+  wh: {{kind: jdbc, url: "{pg_target}"}}
+batch: {{max_items: {ROWS}}}
+"""
+    )
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    admin = sa.create_engine(pg_target)
+    database = sa.make_url(pg_target).database or ""
+    log = (tmp_path / "first.log").open("wb")
+    proc = subprocess.Popen(
+        [SLUICE, "run", "sluice.yaml"], cwd=tmp_path, env=env, stdout=log,
+        stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 180
+        while _copying(admin, database) == 0:
+            assert time.monotonic() < deadline, "no COPY was ever seen running"
+            assert proc.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
+            time.sleep(0.01)  # polling another process's COPY: nothing to wait on
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+    with admin.connect() as conn:
+        rows = conn.execute(sa.text("SELECT count(*) FROM orders")).scalar_one()
+        commits = conn.execute(sa.text("SELECT count(*) FROM _sluice_commits WHERE rows >= 0"))
+    assert rows == 0 and commits.scalar_one() == 0  # the COPY's transaction died with it
+
+    done = subprocess.run([SLUICE, "run", "sluice.yaml", "--until-drained"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=240)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _digest(pg_target) == _digest(pg_url)
+    with admin.connect() as conn:
+        assert conn.execute(sa.text("SELECT sum(rows) FROM _sluice_commits")).scalar_one() == ROWS
+    admin.dispose()
+
+
+def _digest(url: str) -> tuple[int, str]:
+    """Row count and a digest of every row of ``orders``, computed by the server."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            count, digest = conn.execute(sa.text(
+                "SELECT count(*), md5(string_agg(concat_ws(',', id, note, amount), '|' "
+                "ORDER BY id)) FROM orders"
+            )).one()  # fmt: skip
+    finally:
+        engine.dispose()
+    return int(count), str(digest)
