@@ -23,7 +23,8 @@ is the median of the rounds' times, and every round is printed with the load
 average before each run. Also measured, once per round at the smallest size:
 
 - ``peers_batch_cost_ms``: the slope of sluice's wall time against its number
-  of batches, PostgreSQL → PostgreSQL at 100k, 50k, 20k and 10k rows a batch;
+  of batches, PostgreSQL → PostgreSQL at 100k, 50k, 20k and 10k rows a batch
+  (``SLOPE=0`` skips it);
 - ``peers_pg_to_parquet``: sluice against a plain Spark JDBC read and
   ``write.parquet`` (``EXTRAS=0`` skips it and the next);
 - ``peers_sqs_to_pg``: ``SQS_MESSAGES`` JSON messages on a moto_server through
@@ -67,6 +68,7 @@ PAIRS = os.environ.get("PAIRS", "pg,mariadb").split(",")
 SLUICE_BATCH = int(os.environ.get("SLUICE_BATCH", "100000"))
 PGLOADER_HEAP = os.environ.get("PGLOADER_HEAP", "8192")
 EXTRAS = os.environ.get("EXTRAS", "1") == "1"
+SLOPE = os.environ.get("SLOPE", "1") == "1"
 SQS_MESSAGES = int(os.environ.get("SQS_MESSAGES", "500"))
 KEEP_SOURCES = os.environ.get("KEEP_SOURCES") == "1"
 PG_ADMIN = os.environ.get("SLUICE_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
@@ -492,7 +494,8 @@ def main() -> int:
         smallest = min(ROWS)
         if "pg" in PAIRS:
             source, _ = source_database(pg, smallest)
-            batch_cost(source, pg, folder, smallest)
+            if SLOPE:
+                batch_cost(source, pg, folder, smallest)
             if EXTRAS:
                 parquet(source, folder, smallest)
                 sqs(pg, folder)
