@@ -99,6 +99,10 @@ def session_conf(
         # a detour through the block manager and its network client: a fifth
         # of the JVM's CPU in a 10 M-row copy. Under the 128 MB RPC limit.
         "spark.task.maxDirectResultSize": "64m",
+        # Rows streamed to a Python task (the direct COPY) go in Arrow batches
+        # of maxRecordsPerBatch rows; a byte limit too made Spark measure the
+        # batch after every row, a tenth of the JVM's CPU in a copy.
+        "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),
     }
     if is_loopback_master(cfg.master):
         conf["spark.driver.host"] = "127.0.0.1"
@@ -170,6 +174,11 @@ def build_session(
     if is_loopback_master(cfg.master):
         # The JVM otherwise binds to the machine's outward address.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # The Python workers of this JVM run what PYSPARK_PYTHON names when
+        # the context starts (pyspark ignores spark.pyspark.python there):
+        # without it, the `python3` on PATH, which may lack sluice's packages.
+        if "spark.pyspark.python" in conf:
+            os.environ.setdefault("PYSPARK_PYTHON", conf["spark.pyspark.python"])
     _require_java()
     # A stop signal sent to sluice's whole process group (or cgroup) must
     # not kill the JVM under the batches being drained: sluice stops it.

@@ -83,6 +83,7 @@ def commit_direct(
     target: TargetTable,
     manifest: Manifest,
     load: Callable[[Any], int],
+    crash: bool = True,
 ) -> Written | None:
     """Load the batch straight into the target inside its commit transaction: fenced, once.
 
@@ -128,7 +129,8 @@ def commit_direct(
             if transaction.is_active:
                 transaction.rollback()
             raise
-    crash_point("after_target_commit")
+    if crash:
+        crash_point("after_target_commit")
     return Written(rows, 0, "copy")
 
 

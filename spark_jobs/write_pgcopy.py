@@ -1,19 +1,20 @@
 """Write one batch into a PostgreSQL table by binary COPY: direct, or staged then upserted.
 
-The batch's rows come to the driver as Arrow (one Spark job: the read) and
-go to PostgreSQL as binary COPY (:mod:`spark_jobs.pgcopy`), in one of two
-shapes, both keeping the invariant of :mod:`spark_jobs.commit_jdbc`: the
-rows and the batch's commit record reach the target in one transaction,
-fenced by the batch's token.
+The batch's rows go to PostgreSQL as binary COPY (:mod:`spark_jobs.pgcopy`),
+in one of two shapes, both keeping the invariant of
+:mod:`spark_jobs.commit_jdbc`: the rows and the batch's commit record reach
+the target in one transaction, fenced by the batch's token.
 
-- *direct*: the rows are COPYed straight into the target inside the commit
-  transaction. Only where no row of the batch can be in the table yet: a
-  keyset range (its keys are this batch's alone) of a source without a
-  cursor, and no row of the table in that key range when the transaction
-  looks. Anything else there (a re-run, another writer) makes the COPY fail
-  on a duplicate key; the transaction is rolled back and the batch staged.
-- *staged*: the rows are COPYed into a staging table of the attempt's own,
-  then :func:`~spark_jobs.commit_jdbc.commit_staged` upserts them, with the
+- *direct*: one Spark task reads the batch and streams its rows straight
+  into the target inside the commit transaction. Only where no row of the
+  batch can be in the table yet: a keyset range (its keys are this batch's
+  alone) of a source without a cursor, and no row of the table in that key
+  range when the transaction looks. Anything else there (a re-run, another
+  writer) makes the COPY fail on a duplicate key; the transaction is rolled
+  back and the batch staged.
+- *staged*: the rows come to the driver as Arrow (one Spark job: the read),
+  are COPYed into a staging table of the attempt's own, then
+  :func:`~spark_jobs.commit_jdbc.commit_staged` upserts them, with the
   rejects path (rows the table refuses or would change are set aside).
 
 A row the table refuses during a direct COPY (too long, a constraint) sends
@@ -23,8 +24,8 @@ the batch to the staged path too, never straight to the rejects.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Sequence
+import pickle
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -32,8 +33,11 @@ import numpy as np
 import psycopg
 import pyarrow as pa
 import sqlalchemy as sa
+from pyspark.errors import PythonException
 from pyspark.sql import DataFrame
+from sqlalchemy.pool import NullPool
 
+from config.faults import crash_point
 from spark_jobs.commit_jdbc import commit_direct, commit_staged
 from spark_jobs.jdbc_tables import ROW_COLUMN, TargetFit, drop_staging, staging_table
 from spark_jobs.manifest import Manifest
@@ -61,58 +65,126 @@ def write_pg_copy(
 ) -> Written | None:
     """Import the batch by binary COPY; None when its values cannot all go that way.
 
-    The staging table has the batch's own column types, which the encoder
-    always writes; None comes from a value it cannot write exactly (a decimal
-    of more than 18 digits), before anything is committed. The caller then
-    writes the batch through Spark's JDBC writer. Raises what the commit
-    raises otherwise.
+    A batch that may go straight in is COPYed by one Spark task (see
+    :func:`_direct_in_task`); when it may not, or the task finds its range
+    taken or a row refused, the batch is staged. The staging table has the
+    batch's own column types, which the encoder always writes; None comes
+    from a value it cannot write exactly (a decimal of more than 18 digits),
+    before anything is committed. The caller then writes the batch through
+    Spark's JDBC writer. Raises what the commit raises otherwise.
     """
+    if manifest.kind == "range" and target.cursor is None and not fit.narrowings:
+        written = _direct_in_task(df, engine, target, manifest)
+        if written is not None:
+            return written
+    return _staged(engine, target, manifest, columns, fit, df.toArrow())
+
+
+_OUTCOME = "outcome string, rows long, error binary, notes array<string>"
+"""What the direct COPY task returns: one row."""
+
+
+def _direct_in_task(
+    df: DataFrame, engine: sa.Engine, target: TargetTable, manifest: Manifest
+) -> Written | None:
+    """COPY the batch straight into the table from one Spark task; None: stage it instead.
+
+    The task streams the rows as Spark reads them (Arrow record batches of
+    ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows) through the
+    encoder into the COPY, inside the commit transaction of
+    :func:`~spark_jobs.commit_jdbc.commit_direct`, on a connection of its
+    own. Neither the JVM nor this process ever holds the batch; batches
+    imported side by side COPY in parallel. What the task raises comes
+    back here and is raised again, with its type, so the import job tells
+    a lost server from a stale token as it does for the staged path. A
+    worker that cannot import sluice's code (psycopg missing on a
+    cluster's executors) leaves the batch to the staged path, on the driver.
+    """
+    url = engine.url.render_as_string(hide_password=False)
     names = list(df.columns)
-    started = time.perf_counter()
-    rows = df.toArrow()  # the Spark job: the batch's rows, read from the source
-    read = time.perf_counter()
-    direct = _direct_encoder(engine, target, manifest, rows.schema, names, fit)
-    if direct is not None:
-        try:
-            payload = direct.encode(rows)
-        except CannotEncode as error:
-            log.info("batch %s: staged, not copied straight in: %s", manifest.batch_id, error)
-        else:
-            encoded = time.perf_counter()
-            written = commit_direct(
-                engine, target, manifest, lambda cursor: _copy(cursor, _table_sql(target), names,
-                                                               payload, rows.num_rows),
-            )  # fmt: skip
-            if written is not None:
-                log.debug("batch %s: read %.2f s, encoded %.2f s, copied %.2f s (%d bytes)",
-                          manifest.batch_id, read - started, encoded - read,
-                          time.perf_counter() - encoded, payload.size)  # fmt: skip
-                return written
-    return _staged(engine, target, manifest, columns, fit, rows)
+
+    def copy_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        yield pa.RecordBatch.from_pylist([_copy_in_task(url, target, manifest, names, batches)])
+
+    try:
+        [outcome] = df.coalesce(1).mapInArrow(copy_partition, _OUTCOME).collect()
+    except PythonException as error:
+        if "ModuleNotFoundError" not in str(error):
+            raise
+        log.warning("batch %s: staged on the driver: a Spark worker cannot run the COPY (%s)",
+                    manifest.batch_id, str(error).strip().splitlines()[-1])  # fmt: skip
+        return None
+    for note in outcome.notes or ():
+        log.info("batch %s: %s", manifest.batch_id, note)
+    if outcome.outcome == "error":
+        raise pickle.loads(outcome.error)
+    if outcome.outcome != "copy":
+        return None
+    crash_point("after_target_commit")
+    return Written(outcome.rows, 0, "copy")
 
 
-def _direct_encoder(
-    engine: sa.Engine,
+def _copy_in_task(
+    url: str,
     target: TargetTable,
     manifest: Manifest,
-    schema: pa.Schema,
     names: list[str],
-    fit: TargetFit,
-) -> BinaryCopyEncoder | None:
-    """The encoder for a direct COPY into the target, or None when the batch must be staged."""
-    if manifest.kind != "range" or target.cursor is not None or fit.narrowings:
-        return None  # keys of other batches may be there, or rows must be checked first
-    with engine.connect() as conn:
-        cursor = conn.connection.cursor()
-        try:
-            columns = table_columns(cursor, _table_sql(target), names)
-        finally:
-            cursor.close()
+    batches: Iterator[pa.RecordBatch],
+) -> dict[str, Any]:
+    """In the Spark task: the direct COPY and its commit; the outcome as one row."""
+    notes = _Notes()
+    logging.getLogger("spark_jobs").addHandler(notes)
+    table_sql = _table_sql(target)
+    engine = sa.create_engine(url, poolclass=NullPool)
+
+    def load(cursor: Any) -> int:
+        columns = table_columns(cursor, table_sql, names)
+        encoder: BinaryCopyEncoder | None = None
+        total = 0
+
+        def chunks() -> Iterator[pa.Buffer]:
+            nonlocal encoder, total
+            for batch in batches:
+                encoder = encoder or BinaryCopyEncoder(batch.schema, columns)
+                total += batch.num_rows
+                yield encoder.encode(batch)
+
+        _copy(cursor, table_sql, names, chunks())
+        return total
+
     try:
-        return BinaryCopyEncoder(schema, columns)
+        written = commit_direct(engine, target, manifest, load, crash=False)
     except CannotEncode as error:
-        log.info("batch %s: staged, not copied straight in: %s", manifest.batch_id, error)
-        return None
+        notes.notes.append(f"staged, not copied straight in: {error}")
+        written = None
+    except Exception as error:  # noqa: BLE001 - raised again on the driver, with its type
+        return {"outcome": "error", "rows": 0, "error": _pickled(error), "notes": notes.notes}
+    finally:
+        logging.getLogger("spark_jobs").removeHandler(notes)
+        engine.dispose()
+    if written is None:
+        return {"outcome": "staged", "rows": 0, "error": b"", "notes": notes.notes}
+    return {"outcome": "copy", "rows": written.rows, "error": b"", "notes": notes.notes}
+
+
+class _Notes(logging.Handler):
+    """Collects what the task logs at INFO and above, for the driver to log."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.notes: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.notes.append(record.getMessage())
+
+
+def _pickled(error: BaseException) -> bytes:
+    try:
+        blob = pickle.dumps(error)
+        pickle.loads(blob)  # some exceptions pickle but cannot be rebuilt
+        return blob
+    except Exception:  # noqa: BLE001 - the text is what is left to tell
+        return pickle.dumps(RuntimeError(f"{type(error).__name__}: {error}"))
 
 
 def _staged(
@@ -136,8 +208,7 @@ def _staged(
                 encoder = BinaryCopyEncoder(
                     numbered.schema, table_columns(cursor, table_sql, [*names, ROW_COLUMN])
                 )
-                payload = encoder.encode(numbered)
-                _copy(cursor, table_sql, [*names, ROW_COLUMN], payload, rows.num_rows)
+                _copy(cursor, table_sql, [*names, ROW_COLUMN], [encoder.encode(numbered)])
             except CannotEncode as error:
                 log.info("batch %s: written by Spark JDBC, not COPY: %s", manifest.batch_id, error)
                 return None
@@ -149,22 +220,22 @@ def _staged(
         drop_staging(engine, staging)
 
 
-def _copy(cursor: Any, table_sql: str, names: Sequence[str], payload: pa.Buffer, rows: int) -> int:
-    """COPY the encoded rows into ``table_sql``; return how many the server took."""
+def _copy(cursor: Any, table_sql: str, names: Sequence[str], chunks: Iterable[pa.Buffer]) -> None:
+    """COPY the encoded rows (``chunks`` of them) into ``table_sql``, in binary format."""
     quoted = ", ".join('"' + name.replace('"', '""') + '"' for name in names)
     statement = f"COPY {table_sql} ({quoted}) FROM STDIN (FORMAT binary)"
-    view = memoryview(payload)
     try:
         with cursor.copy(statement) as copy:
             copy.write(HEADER)
-            for start in range(0, len(view), _CHUNK):
-                copy.write(view[start : start + _CHUNK])
+            for chunk in chunks:
+                view = memoryview(chunk)
+                for start in range(0, len(view), _CHUNK):
+                    copy.write(view[start : start + _CHUNK])
             copy.write(TRAILER)
     except psycopg.Error as error:
         # As SQLAlchemy reports the same error from a statement: the commit
         # tells a refused row (IntegrityError, DataError) from a lost server.
         raise sa.exc.DBAPIError.instance(statement, None, error, psycopg.Error) from error
-    return rows if cursor.rowcount is None or cursor.rowcount < 0 else int(cursor.rowcount)
 
 
 def _table_sql(target: TargetTable) -> str:
