@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from sqlalchemy.dialects import postgresql
 
 HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
 """The binary COPY signature, flags (no OIDs) and header extension length."""
@@ -63,14 +64,21 @@ class PgColumn:
     scale: int | None = None
 
 
+_PREPARER = postgresql.dialect().identifier_preparer
+
+
+def quoted(*names: str, sep: str = ", ") -> str:
+    """PostgreSQL identifiers, each quoted, joined by ``sep`` (``.`` for schema.table)."""
+    return sep.join(_PREPARER.quote_identifier(name) for name in names)
+
+
 def table_columns(cursor: Any, table_sql: str, names: Sequence[str]) -> list[PgColumn]:
     """The columns ``names`` of ``table_sql`` (quoted), read from a ``LIMIT 0`` query.
 
     ``cursor`` is a psycopg (3) cursor; its description carries each
     column's type OID and, for numerics, precision and scale.
     """
-    quoted = ", ".join('"' + name.replace('"', '""') + '"' for name in names)
-    cursor.execute(f"SELECT {quoted} FROM {table_sql} LIMIT 0")
+    cursor.execute(f"SELECT {quoted(*names)} FROM {table_sql} LIMIT 0")
     return [
         PgColumn(column.name, int(column.type_code), column.precision, column.scale)
         for column in cursor.description

@@ -41,7 +41,14 @@ from spark_jobs.commit_jdbc import commit_direct, commit_staged
 from spark_jobs.jdbc import sql_engine
 from spark_jobs.jdbc_tables import ROW_COLUMN, TargetFit, drop_staging, staging_table
 from spark_jobs.manifest import Manifest
-from spark_jobs.pgcopy import HEADER, TRAILER, BinaryCopyEncoder, CannotEncode, table_columns
+from spark_jobs.pgcopy import (
+    HEADER,
+    TRAILER,
+    BinaryCopyEncoder,
+    CannotEncode,
+    quoted,
+    table_columns,
+)
 from spark_jobs.target import TargetTable, Written
 
 log = logging.getLogger(__name__)
@@ -209,7 +216,7 @@ def _staged(
             staging.create(conn)
             cursor = conn.connection.cursor()
             try:
-                table_sql = '"' + staging.name + '"'
+                table_sql = quoted(staging.name)
                 encoder = BinaryCopyEncoder(
                     numbered.schema, table_columns(cursor, table_sql, [*names, ROW_COLUMN])
                 )
@@ -227,8 +234,7 @@ def _staged(
 
 def _copy(cursor: Any, table_sql: str, names: Sequence[str], chunks: Iterable[pa.Buffer]) -> None:
     """COPY the encoded rows (``chunks`` of them) into ``table_sql``, in binary format."""
-    quoted = ", ".join('"' + name.replace('"', '""') + '"' for name in names)
-    statement = f"COPY {table_sql} ({quoted}) FROM STDIN (FORMAT binary)"
+    statement = f"COPY {table_sql} ({quoted(*names)}) FROM STDIN (FORMAT binary)"
     try:
         with cursor.copy(statement) as copy:
             copy.write(HEADER)
@@ -244,5 +250,4 @@ def _copy(cursor: Any, table_sql: str, names: Sequence[str], chunks: Iterable[pa
 
 
 def _table_sql(target: TargetTable) -> str:
-    parts = [p for p in (target.schema, target.table) if p]
-    return ".".join('"' + p.replace('"', '""') + '"' for p in parts)
+    return quoted(*[p for p in (target.schema, target.table) if p], sep=".")
