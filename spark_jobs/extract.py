@@ -136,7 +136,7 @@ class SqlReader:
         rendered = [self._render(p) + (f" AND ({where})" if where else "") for p in predicates]
         options = {"fetchsize": str(self.source.read.fetchsize), "preferTimestampNTZ": "true"}
         return self.spark.read.jdbc(
-            self.endpoint.url,
+            self.endpoint.read_url,
             self.table_sql,
             predicates=rendered,
             properties=self.endpoint.connection_properties(**options),
