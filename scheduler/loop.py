@@ -212,10 +212,13 @@ class MainLoop:
         if source is None:
             return False
         batch_id = uuid.uuid4().hex
+        size = min(want, ready[source])
+        share = self._tail_share(source, size)
         # A range of more rows than the room goes alone when nothing else is
-        # in flight: waiting would not make more room.
+        # in flight: waiting would not make more room. Nor when the batch was
+        # only made smaller to share a source's last rows.
         items = self.queues[source].next_batch(
-            min(want, ready[source]), batch_id, at_least_one=self.sink.in_flight() == 0
+            share, batch_id, at_least_one=self.sink.in_flight() == 0 or share < size
         )
         if not items:
             return False
@@ -232,6 +235,21 @@ class MainLoop:
         self._dispatch(manifest, begun=True)
         self.gate.observe(self.pending())
         return True
+
+    def _tail_share(self, source: str, size: int) -> int:
+        """The batch size for ``source``: ``size``, less at its end.
+
+        Once a source's last rows are buffered, one full batch after another
+        would leave the last one importing alone while the sink could run
+        ``parallel`` imports: the rest is split among them instead (halving
+        again as slots free up), down to a quarter of ``batch.max_items``.
+        """
+        queue = self.queues[source]
+        parallel = self.sink.parallel
+        if parallel < 2 or not queue.at_end or queue.refilling:
+            return size
+        share = -(-queue.buffered // parallel)
+        return min(size, max(share, self.cfg.batch.max_items // 4, 1))
 
     def _ready(self, queue: QueueingLimitedSource, want: int) -> bool:
         """A source has a batch ready: a full one, or a partial one that may not wait."""

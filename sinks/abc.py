@@ -35,7 +35,12 @@ class Sink(abc.ABC):
       :meth:`pending_items` stopped counting the batch.
     - Submitting the same batch id twice runs it twice; imports are
       idempotent per batch id, so that is safe, merely wasteful.
+
+    ``parallel``: how many imports run at once (more may be queued); the
+    loop splits the last rows of a source among them.
     """
+
+    parallel: int = 1
 
     @abc.abstractmethod
     def submit(self, manifest: Manifest) -> Future[ImportResult]:
@@ -69,6 +74,7 @@ class PoolSink(Sink):
     label = "sink"
 
     def __init__(self, workers: int, thread_name_prefix: str) -> None:
+        self.parallel = workers
         self._executor = ThreadPoolExecutor(
             max_workers=workers, thread_name_prefix=thread_name_prefix
         )

@@ -70,9 +70,11 @@ class SparkSink(PoolSink):
                 # runs (PySpark keeps it there): then it is not ours to stop.
                 if SparkContext._active_spark_context is not None:
                     self._owns_session = False
+                log.debug("Spark session starting (master %s)", self.cfg.spark.master)
                 self._spark = build_session(
                     self.cfg.spark, app_name="sluice", py_files=self.py_files
                 )
+                log.debug("Spark session started")
             return self._spark
 
     def _start_session(self) -> None:
@@ -103,6 +105,7 @@ class SparkSink(PoolSink):
 
     def _run(self, ticket: int, manifest: Manifest) -> ImportResult:
         sc = self.session().sparkContext
+        log.debug("batch %s: import starts", manifest.batch_id)
         # Local properties belong to this thread (PySpark pins Python threads
         # to JVM threads), and pool threads are reused: set them every time.
         sc.setLocalProperty("spark.scheduler.pool", f"sluice-{manifest.source}")

@@ -187,7 +187,10 @@ class SqlSource(LimitedSource):
             if rows < size:
                 self._exhausted = True
                 return items
-        self._exhausted = False
+        # Every range came out full: whether a row is left past the last is
+        # one index probe, and knowing it now lets the loop share the last
+        # rows among parallel imports (not only on the next, empty, refill).
+        self._exhausted = not self._read(self._position, 1)
         return items
 
     def _range_end(self, after: KeyTuple | None, size: int) -> tuple[KeyTuple, int] | None:

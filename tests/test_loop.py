@@ -179,3 +179,17 @@ def test_two_loops_walking_one_table_claim_each_key_once(tmp_path: Path) -> None
         assert not runner.is_alive()
     manifests = [m for sink in sinks for m in sink.submitted if m.source == "orders"]
     assert covered(manifests) == Counter(range(1, 3_001))  # no key twice, none missing
+
+
+@pytest.mark.timeout(30)
+def test_the_last_rows_of_a_source_are_split_among_parallel_imports(tmp_path: Path) -> None:
+    sink = MemorySink()
+    sink.parallel = 2
+    loop, _, cfg = build(tmp_path, sink, {"orders": 130, "customers": 0})
+    loop.run(until_drained=True)
+
+    sizes = [m.items for m in sink.submitted if m.source == "orders"]
+    # 130 rows at the end, batches of 50: 50, then half of what is left each
+    # time, down to a quarter of a batch; not 50, 50 and a last 30 alone.
+    assert sizes == [50, 40, 20, 12, 8]
+    assert covered([m for m in sink.submitted if m.source == "orders"]) == Counter(range(1, 131))
