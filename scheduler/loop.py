@@ -239,14 +239,18 @@ class MainLoop:
     def _tail_share(self, source: str, size: int) -> int:
         """The batch size for ``source``: ``size``, less at its end.
 
-        Once a source's last rows are buffered, one full batch after another
-        would leave the last one importing alone while the sink could run
-        ``parallel`` imports: the rest is split among them instead (halving
-        again as slots free up), down to a quarter of ``batch.max_items``.
+        Once a keyset walk's last rows are buffered, one full batch after
+        another would leave the last one importing alone while the sink
+        could run ``parallel`` imports: the rest is split among them instead
+        (halving again as slots free up), down to a quarter of
+        ``batch.max_items``. Not for sources whose end is only for now
+        (incremental, sweep, SQS): a trickle of changes would be split too.
         """
         queue = self.queues[source]
         parallel = self.sink.parallel
-        if parallel < 2 or not queue.at_end or queue.refilling:
+        src_cfg = self.cfg.sources[source]
+        walk_ends = src_cfg.kind == "sql" and src_cfg.mode == "keyset"
+        if parallel < 2 or not walk_ends or not queue.at_end or queue.refilling:
             return size
         share = -(-queue.buffered // parallel)
         return min(size, max(share, self.cfg.batch.max_items // 4, 1))
