@@ -248,12 +248,15 @@ class MainLoop:
         """
         queue = self.queues[source]
         parallel = self.sink.parallel
-        src_cfg = self.cfg.sources[source]
-        walk_ends = src_cfg.kind == "sql" and src_cfg.mode == "keyset"
-        if parallel < 2 or not walk_ends or not queue.at_end or queue.refilling:
+        if parallel < 2 or not self._walks_ranges(source) or not queue.at_end or queue.refilling:
             return size
         share = -(-queue.buffered // parallel)
         return min(size, max(share, self.cfg.batch.max_items // 4, 1))
+
+    def _walks_ranges(self, source: str) -> bool:
+        """A keyset source: its batches are key ranges, and its end is final."""
+        src_cfg = self.cfg.sources[source]
+        return src_cfg.kind == "sql" and src_cfg.mode == "keyset"
 
     def _ready(self, queue: QueueingLimitedSource, want: int) -> bool:
         """A source has a batch ready: a full one, or a partial one that may not wait."""
@@ -269,7 +272,7 @@ class MainLoop:
 
     def _claim(self, source: str, batch_id: str, items: list[Item], rows: int) -> Manifest | None:
         src_cfg = self.cfg.sources[source]
-        if src_cfg.kind == "sql" and src_cfg.mode == "keyset":
+        if self._walks_ranges(source):
             return self._claim_range(source, src_cfg.target, batch_id, items, rows)
         keys = [key_values(item) for item in items]
         versions = [item.version for item in items]
