@@ -23,6 +23,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from config.errors import SourceError
 from config.models import SqlSourceConfig, SqsSourceConfig
 from spark_jobs.jdbc import JdbcEndpoint
+from spark_jobs.jdbc_read import forget_schema, jdbc_frame
 from spark_jobs.keyorder import row_compare
 from spark_jobs.manifest import Manifest
 
@@ -38,9 +39,18 @@ class BadPayload(SourceError):
 
 
 def extract(
-    spark: SparkSession, source: SqlSourceConfig | SqsSourceConfig, manifest: Manifest
+    spark: SparkSession,
+    source: SqlSourceConfig | SqsSourceConfig,
+    manifest: Manifest,
+    one_task: bool = False,
 ) -> DataFrame:
-    """The batch's rows, with the source's columns (lazy: nothing runs yet)."""
+    """The batch's rows, with the source's columns (lazy: nothing runs yet).
+
+    ``one_task``: the rows will be consumed by one Spark task (a direct
+    COPY): a range is then read by one query, not split into
+    ``read.num_partitions`` queries that the task would run one after the
+    other, each on a connection of its own.
+    """
     if manifest.kind == "payloads":
         key = source.key if isinstance(source.key, str) else None
         return payload_frame(spark, manifest.payloads, key)
@@ -50,7 +60,8 @@ def extract(
         )
     reader = SqlReader(spark, source)
     if manifest.kind == "range":
-        return reader.read_range(manifest.lo, manifest.hi, manifest.items)
+        parts = 1 if one_task else source.read.num_partitions
+        return reader.read_range(manifest.lo, manifest.hi, manifest.items, parts)
     return reader.read_keys(manifest.keys)
 
 
@@ -69,14 +80,20 @@ class SqlReader:
         self.table_sql = self.dialect.identifier_preparer.format_table(table)
 
     def read_range(
-        self, lo: Sequence[Any] | None, hi: Sequence[Any] | None, items: int = 0
+        self,
+        lo: Sequence[Any] | None,
+        hi: Sequence[Any] | None,
+        items: int = 0,
+        parts: int | None = None,
     ) -> DataFrame:
         """Rows with ``lo < key <= hi`` (either bound may be None: open).
 
         ``items``: how many keys the scheduler saw in the range, which lets
-        the first range of a walk (``lo`` None) be split as well.
+        the first range of a walk (``lo`` None) be split as well. ``parts``:
+        read partitions, the source's ``read.num_partitions`` unless given.
         """
-        bounds = _split_int_range(lo, hi, self.source.read.num_partitions, items)
+        parts = self.source.read.num_partitions if parts is None else parts
+        bounds = _split_int_range(lo, hi, parts, items)
         if bounds is None:
             return self._read([self._range(lo, hi)])
         # Partitioned read: one JDBC query per sub-range (b[i], b[i+1]]; the
@@ -135,12 +152,17 @@ class SqlReader:
         where = self.source.where
         rendered = [self._render(p) + (f" AND ({where})" if where else "") for p in predicates]
         options = {"fetchsize": str(self.source.read.fetchsize), "preferTimestampNTZ": "true"}
-        return self.spark.read.jdbc(
+        return jdbc_frame(
+            self.spark,
             self.endpoint.read_url,
             self.table_sql,
-            predicates=rendered,
-            properties=self.endpoint.connection_properties(**options),
+            rendered,
+            self.endpoint.connection_properties(**options),
         )
+
+    def forget_schema(self) -> None:
+        """Look the table's columns up again on the next read (see :mod:`spark_jobs.jdbc_read`)."""
+        forget_schema(self.endpoint.read_url, self.table_sql)
 
     def _render(self, clause: ColumnElement[bool]) -> str:
         return str(clause.compile(dialect=self.dialect, compile_kwargs={"literal_binds": True}))
@@ -161,8 +183,6 @@ class SqlReader:
         if missing:
             raise SourceError(f"key column(s) {missing} not found in {self.source.table}")
         return frame.select(*[F.col(n).cast(by_name[n.lower()]).alias(n) for n in self.key_names])
-
-
 
 
 def _is_int(value: Any) -> bool:

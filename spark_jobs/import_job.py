@@ -43,10 +43,11 @@ from pyspark.sql import DataFrame, SparkSession
 
 from config.errors import ConfigError, SluiceError
 from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig, split_target
-from spark_jobs.extract import extract
+from spark_jobs.extract import SqlReader, extract
 from spark_jobs.manifest import Manifest
 from spark_jobs.target import TargetTable, stale_token_error
 from spark_jobs.write import committed_batch, sweep_stages, write_batch
+from spark_jobs.write_pgcopy import may_copy_straight_in
 
 log = logging.getLogger(__name__)
 
@@ -101,9 +102,12 @@ def run_import(spark: SparkSession, cfg: SluiceConfig, manifest: Manifest) -> Im
             manifest.batch_id, 0, commit.rows, manifest.target, True, commit.rejected
         )
     try:
-        rows = apply_columns(extract(spark, source, manifest), source.columns)
+        one_task = may_copy_straight_in(target, manifest)
+        rows = apply_columns(extract(spark, source, manifest, one_task), source.columns)
         written = write_batch(spark, rows, target, manifest)
     except (PySparkException, Py4JError, sa.exc.SQLAlchemyError) as error:
+        if isinstance(source, SqlSourceConfig):
+            SqlReader(spark, source).forget_schema()  # the table may have changed
         raise BatchImportFailed(
             f"batch {manifest.batch_id} ({manifest.source} -> {target.label}): {_reason(error)}",
             transient=_transient(error),

@@ -37,6 +37,7 @@ from pyspark.errors import PythonException
 from pyspark.sql import DataFrame
 
 from config.faults import crash_point
+from config.models import JdbcTargetConfig
 from spark_jobs.commit_jdbc import commit_direct, commit_staged
 from spark_jobs.jdbc import sql_engine
 from spark_jobs.jdbc_tables import ROW_COLUMN, TargetFit, drop_staging, staging_table
@@ -80,11 +81,24 @@ def write_pg_copy(
     before anything is committed. The caller then writes the batch through
     Spark's JDBC writer. Raises what the commit raises otherwise.
     """
-    if manifest.kind == "range" and target.cursor is None and not fit.narrowings:
+    if may_copy_straight_in(target, manifest) and not fit.narrowings:
         written = _direct_in_task(df, engine, target, manifest)
         if written is not None:
             return written
     return _staged(engine, target, manifest, columns, fit, df.toArrow())
+
+
+def may_copy_straight_in(target: TargetTable, manifest: Manifest) -> bool:
+    """Whether the batch may be COPYed straight into its table, as far as is known before
+    its rows are read: a keyset range, of a source without a cursor, into PostgreSQL
+    through psycopg. (Values the table would change still send it to the staged path.)"""
+    cfg = target.config
+    return (
+        manifest.kind == "range"
+        and target.cursor is None
+        and isinstance(cfg, JdbcTargetConfig)
+        and copy_capable(sql_engine(cfg.url))
+    )
 
 
 _OUTCOME = "outcome string, rows long, error binary, notes array<string>"

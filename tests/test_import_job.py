@@ -750,3 +750,76 @@ def test_pg_rows_read_in_binary_equal_rows_read_as_text(spark: Any, pg_url: str)
     as_read = [repr(row) for row in sorted(binary.collect())]  # repr: NaN equals NaN
     assert as_read == [repr(row) for row in sorted(text.collect())]
     assert len(as_read) == 3
+
+
+@pytest.mark.spark
+@pytest.mark.postgres
+def test_reads_reuse_a_table_schema_until_a_failed_batch_forgets_it(
+    spark: Any, pg_url: str, pg_target: str
+) -> None:
+    """The table's columns are looked up once, not per batch; a batch that
+    fails (here: a column dropped under it) forgets them, so its retry reads
+    the table as it is now."""
+    from spark_jobs import jdbc_read
+
+    execute(pg_url, "CREATE TABLE grow (id bigint PRIMARY KEY, a text, b text)",
+            "INSERT INTO grow SELECT i, 'a' || i, 'b' || i FROM generate_series(1, 6) AS i")
+    cfg = make_config({"kind": "sql", "url": pg_url, "table": "grow", "key": "id"},
+                      {"kind": "jdbc", "url": pg_target})  # fmt: skip
+    assert run_import(spark, cfg, rng("g-1", None, [2], items=2)).rows_written == 2
+    assert jdbc_read._direct  # this Spark lets sluice build the relation with a known schema
+    execute(pg_url, "ALTER TABLE grow ADD COLUMN c int DEFAULT 7")
+    reused = extract(spark, cfg.sources["src"], rng("g-2", [2], [4], items=2))
+    assert reused.columns == ["id", "a", "b"]  # no look-up: the schema of the first batch
+    assert sorted(tuple(r) for r in reused.collect()) == [(3, "a3", "b3"), (4, "a4", "b4")]
+
+    execute(pg_url, "ALTER TABLE grow DROP COLUMN b")
+    with pytest.raises(BatchImportFailed, match='"b"'):
+        run_import(spark, cfg, rng("g-2", [2], [4], items=2))
+    execute(pg_target, "ALTER TABLE orders DROP COLUMN b", "ALTER TABLE orders ADD COLUMN c int")
+    assert run_import(spark, cfg, rng("g-2", [2], [4], items=2, token=2)).rows_written == 2
+    assert text_rows(pg_target, "orders", ["id"]) == {
+        ("1",): ("1", "a1", None), ("2",): ("2", "a2", None),
+        ("3",): ("3", "a3", "7"), ("4",): ("4", "a4", "7"),
+    }  # fmt: skip
+
+
+@pytest.mark.spark
+@pytest.mark.postgres
+def test_a_range_copied_straight_in_is_read_by_one_query(spark: Any, pg_url: str) -> None:
+    execute(pg_url, "CREATE TABLE split (id bigint PRIMARY KEY)",
+            "INSERT INTO split SELECT generate_series(1, 100)")  # fmt: skip
+    cfg = make_config({"kind": "sql", "url": pg_url, "table": "split", "key": "id"},
+                      {"kind": "jdbc", "url": pg_url})  # fmt: skip
+    batch = rng("s-1", [10], [90], items=80)
+    spread = extract(spark, cfg.sources["src"], batch)
+    single = extract(spark, cfg.sources["src"], batch, one_task=True)
+    assert (spread.rdd.getNumPartitions(), single.rdd.getNumPartitions()) == (2, 1)
+    assert sorted(spread.collect()) == sorted(single.collect()) and single.count() == 80
+
+
+@pytest.mark.spark
+@pytest.mark.postgres
+def test_reads_fall_back_to_spark_s_own_only_when_spark_has_no_such_relation(
+    spark: Any, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from py4j.protocol import Py4JError, Py4JJavaError
+
+    from spark_jobs import jdbc_read
+
+    endpoint = JdbcEndpoint.from_url(pg_url)
+    properties = endpoint.connection_properties()
+    with pytest.raises(Py4JJavaError, match="nowhere"):  # the database's own answer
+        jdbc_read.jdbc_frame(spark, endpoint.url, "nowhere", ["1=1"], properties)
+    assert jdbc_read._direct
+
+    execute(pg_url, "CREATE TABLE here (id bigint PRIMARY KEY)", "INSERT INTO here VALUES (1)")
+
+    def other_spark(*_: Any) -> None:
+        raise Py4JError("Method apply([...]) does not exist")
+
+    monkeypatch.setattr(jdbc_read, "_built", other_spark)
+    monkeypatch.setattr(jdbc_read, "_direct", True)
+    frame = jdbc_read.jdbc_frame(spark, endpoint.url, "here", ["id > 0", "id <= 0"], properties)
+    assert (frame.rdd.getNumPartitions(), [tuple(r) for r in frame.collect()]) == (2, [(1,)])
+    assert not jdbc_read._direct
