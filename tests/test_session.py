@@ -98,3 +98,33 @@ def test_session_is_utc_fair_and_on_loopback(spark: Any) -> None:
     assert conf.get("spark.scheduler.mode") == "FAIR"
     assert conf.get("spark.driver.host") == "127.0.0.1"
     assert conf.get("spark.ui.enabled") == "false"
+
+
+def test_stopping_a_session_does_not_wait_for_the_accumulator_server() -> None:
+    import threading
+
+    from sinks.spark import _stop_session
+
+    release, shut = threading.Event(), threading.Event()
+
+    class SlowServer:  # PySpark's waits for its poll loop: ~1 s
+        def shutdown(self) -> None:
+            release.wait(30)
+            shut.set()
+
+    class Context:
+        _accumulatorServer: Any = SlowServer()
+
+    class Session:
+        sparkContext = Context()
+        stopped_with_server: Any = "not stopped"
+
+        def stop(self) -> None:  # PySpark's stop() shuts the server it still finds
+            self.stopped_with_server = self.sparkContext._accumulatorServer
+
+    session = Session()
+    _stop_session(session)  # type: ignore[arg-type]
+    assert session.stopped_with_server is None  # the JVM's side stopped, the server left out
+    assert not shut.is_set()  # returned while the server was still shutting down
+    release.set()
+    assert shut.wait(30)  # and it did shut down, on its own thread
