@@ -283,7 +283,9 @@ def plain_copy(source: str, target: str, kind: str) -> int:
     with engine.connect() as conn:
         low, high = conn.execute(sa.text("SELECT min(id), max(id) FROM orders")).one()
     engine.dispose()
-    spark = build_session(SparkConfig(master="local[2]"), app_name="plain-copy")
+    # Plain Spark: the JVM's own JIT thresholds, not the ones sluice sets for its driver.
+    plain_jit = {"spark.driver.extraJavaOptions": "-XX:CompileThresholdScaling=1"}
+    spark = build_session(SparkConfig(master="local[2]", conf=plain_jit), app_name="plain-copy")
     src = JdbcEndpoint.from_url(source)
     frame = spark.read.jdbc(
         src.url, "orders", column="id", lowerBound=low, upperBound=high + 1, numPartitions=2,

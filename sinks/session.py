@@ -104,6 +104,15 @@ def session_conf(
         # batch after every row, a tenth of the JVM's CPU in a copy.
         "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),
     }
+    if cfg.master.startswith("local"):
+        # The driver runs the tasks, on sluice's machine, where the JIT's
+        # compiler threads take cores from the import: by default they
+        # compiled every Spark path a batch touches a few thousand times, the
+        # biggest CPU user of the JVM (~40% of it in a 1 M-row copy). Fifteen
+        # times the thresholds leaves that code interpreted and still compiles
+        # the per-row loops early in a batch: a 10 M-row copy took 10% less
+        # time (median 27.7 s against 30.8 s, 3 runs each), 1 M rows the same.
+        conf["spark.driver.extraJavaOptions"] += " -XX:CompileThresholdScaling=15"
     if is_loopback_master(cfg.master):
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"

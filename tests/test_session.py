@@ -78,6 +78,14 @@ def test_session_conf_defaults_and_user_overrides() -> None:
     assert jdbc_jars(SparkConfig()) == [str(j) for j in DEBIAN_JARS if j.exists()]
     remote = session_conf(SparkConfig(master="spark://10.0.0.5:7077"))
     assert "spark.driver.host" not in remote and "spark.pyspark.python" not in remote
+    # The JIT's thresholds: only where the driver runs the tasks, and the user's flag last.
+    jit = "-XX:CompileThresholdScaling=15"
+    assert jit in conf["spark.driver.extraJavaOptions"].split()
+    assert jit not in remote["spark.driver.extraJavaOptions"].split()
+    assert jit not in conf["spark.executor.extraJavaOptions"].split()
+    theirs = "-XX:CompileThresholdScaling=1"
+    mine = session_conf(SparkConfig(conf={"spark.driver.extraJavaOptions": theirs}))
+    assert mine["spark.driver.extraJavaOptions"].split()[-2:] == [jit, theirs]
     args = spark_submit_args(SparkConfig(master="local[1]", conf={"spark.x": "1"}), "job")
     assert args[:4] == ["--master", "local[1]", "--name", "job"]
     assert "spark.jars=" + ",".join(jdbc_jars(SparkConfig())) in args
