@@ -242,15 +242,20 @@ class MainLoop:
         Once a keyset walk's last rows are buffered, one full batch after
         another would leave the last one importing alone while the sink
         could run ``parallel`` imports: the rest is split among them instead
-        (halving again as slots free up), down to a quarter of
-        ``batch.max_items``. Not for sources whose end is only for now
-        (incremental, sweep, SQS): a trickle of changes would be split too.
+        (shrinking as slots free up), down to a quarter of
+        ``batch.max_items``. The source's batches still importing count
+        with half their rows (half done, on average): a slot that frees up
+        beside one that just took a full batch takes a matching share, not
+        half of what is left while the other slot's batch runs on alone.
+        Not for sources whose end is only for now (incremental, sweep, SQS):
+        a trickle of changes would be split too.
         """
         queue = self.queues[source]
         parallel = self.sink.parallel
         if parallel < 2 or not self._walks_ranges(source) or not queue.at_end or queue.refilling:
             return size
-        share = -(-queue.buffered // parallel)
+        importing = sum(m.items for m in self._inflight.values() if m.source == source)
+        share = -(-(queue.buffered + importing // 2) // parallel)
         return min(size, max(share, self.cfg.batch.max_items // 4, 1))
 
     def _walks_ranges(self, source: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -193,3 +194,28 @@ def test_the_last_rows_of_a_source_are_split_among_parallel_imports(tmp_path: Pa
     # time, down to a quarter of a batch; not 50, 50 and a last 30 alone.
     assert sizes == [50, 40, 20, 12, 8]
     assert covered([m for m in sink.submitted if m.source == "orders"]) == Counter(range(1, 131))
+
+
+@pytest.mark.timeout(30)
+def test_a_slot_that_frees_beside_a_full_batch_takes_a_matching_share(tmp_path: Path) -> None:
+    """100 rows, batches of 50, two slots, nothing finishing: the second
+    batch takes 38 (the 50 buffered plus half the 50 importing, shared by
+    two), not 25, which would leave the first batch running on alone."""
+    sink = MemorySink(auto_complete=False)
+    sink.parallel = 2
+    loop, _, _ = build(tmp_path, sink, {"orders": 100, "customers": 0})
+    runner = threading.Thread(target=loop.run, kwargs={"until_drained": True})
+    runner.start()
+    try:
+        deadline = time.monotonic() + 20
+        while len(sink.held()) < 3:  # as many as may import at once: none finishes
+            assert time.monotonic() < deadline, [m.items for m in sink.submitted]
+            time.sleep(0.01)
+        sizes = [m.items for m in sink.submitted if m.source == "orders"]
+        assert sizes == [50, 38, 12]
+    finally:
+        while runner.is_alive():
+            for batch_id in sink.held():
+                sink.complete(batch_id)
+            runner.join(timeout=0.05)
+    assert covered([m for m in sink.submitted if m.source == "orders"]) == Counter(range(1, 101))
