@@ -44,6 +44,8 @@ class RunStats:
 
     started: float = field(default_factory=time.monotonic)
     first_batch_at: float | None = None  # monotonic time the first batch was fed
+    # When the sink could first run an import (its Sink.ready_at; None: still starting).
+    sink_ready: Callable[[], float | None] = field(default=lambda: 0.0, repr=False)
     items: dict[str, int] = field(default_factory=dict)
     rows_by_source: dict[str, int] = field(default_factory=dict)
     rows_by_target: dict[str, int] = field(default_factory=dict)
@@ -62,12 +64,17 @@ class RunStats:
         return time.monotonic() - self.started
 
     def moving(self) -> float:
-        """Seconds since the first batch was fed (0 before): what rates are measured over.
+        """Seconds since the first batch could import (0 before): what rates are measured over.
 
-        Start-up (the JVM, the sources' checks) is not migration time: a
-        rate over it would understate the speed of every run.
+        That is since it was fed, or since the sink got ready when it was fed
+        before (the first batches wait for the JVM's start). Start-up (the
+        JVM, the sources' checks) is not migration time: a rate over it would
+        understate the speed of every run.
         """
-        return 0.0 if self.first_batch_at is None else time.monotonic() - self.first_batch_at
+        ready = self.sink_ready()
+        if self.first_batch_at is None or ready is None:
+            return 0.0
+        return time.monotonic() - max(self.first_batch_at, ready)
 
 
 class MainLoop:
@@ -93,7 +100,7 @@ class MainLoop:
         self.gate = BackpressureGate.from_config(cfg.backpressure)
         self.checkpoints = dict(checkpoints)
         self.clock = clock
-        self.stats = RunStats()
+        self.stats = RunStats(sink_ready=lambda: self.sink.ready_at)
         self.wake = threading.Event()
         self._stopping = threading.Event()
         self._lock = threading.Lock()

@@ -37,10 +37,13 @@ class Sink(abc.ABC):
       idempotent per batch id, so that is safe, merely wasteful.
 
     ``parallel``: how many imports run at once (more may be queued); the
-    loop splits the last rows of a source among them.
+    loop splits the last rows of a source among them. ``ready_at``: the
+    monotonic time the sink could first run an import, None while it is
+    still starting (a JVM); rates are measured from then on.
     """
 
     parallel: int = 1
+    ready_at: float | None = 0.0
 
     @abc.abstractmethod
     def submit(self, manifest: Manifest) -> Future[ImportResult]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ class SparkSink(PoolSink):
             zip_path = build_pyfiles_zip(Path(cfg.work_dir) / "pyfiles" / "sluice.zip")
             self.py_files.append(str(zip_path))
         self._session_lock = threading.Lock()
+        self.ready_at: float | None = 0.0 if spark is not None else None
         super().__init__(cfg.spark.max_concurrent_imports, "sluice-import")
         # Job groups are per SparkContext: a prefix per sink keeps another
         # sink's close(wait=False) from cancelling this one's jobs.
@@ -75,6 +77,7 @@ class SparkSink(PoolSink):
                     self.cfg.spark, app_name="sluice", py_files=self.py_files
                 )
                 log.debug("Spark session started")
+                self.ready_at = time.monotonic()
             return self._spark
 
     def _start_session(self) -> None:

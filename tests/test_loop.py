@@ -12,7 +12,7 @@ import pytest
 from config.loader import load_config_text
 from config.models import SluiceConfig
 from scheduler.ledger import Ledger, fingerprint
-from scheduler.loop import MainLoop
+from scheduler.loop import MainLoop, RunStats
 from scheduler.strategy import build_strategy
 from sinks.abc import MemorySink
 from sources.abc import MemorySource
@@ -204,10 +204,13 @@ def test_a_slot_that_frees_beside_a_full_batch_takes_a_matching_share(tmp_path: 
     sink = MemorySink(auto_complete=False)
     sink.parallel = 2
     loop, _, _ = build(tmp_path, sink, {"orders": 100, "customers": 0})
+    queue, deadline = loop.queues["orders"], time.monotonic() + 20
+    while not queue.at_end or queue.refilling:  # the walk's end known before the first batch
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
     runner = threading.Thread(target=loop.run, kwargs={"until_drained": True})
     runner.start()
     try:
-        deadline = time.monotonic() + 20
         while len(sink.held()) < 3:  # as many as may import at once: none finishes
             assert time.monotonic() < deadline, [m.items for m in sink.submitted]
             time.sleep(0.01)
@@ -219,3 +222,16 @@ def test_a_slot_that_frees_beside_a_full_batch_takes_a_matching_share(tmp_path: 
                 sink.complete(batch_id)
             runner.join(timeout=0.05)
     assert covered([m for m in sink.submitted if m.source == "orders"]) == Counter(range(1, 101))
+
+
+def test_rates_run_from_when_the_first_batch_could_import() -> None:
+    """Batches fed while the sink (the JVM) was still starting waited: the
+    rates count from the sink's start, not from their feeding."""
+    ready: list[float | None] = [None]
+    stats = RunStats(sink_ready=lambda: ready[0])
+    stats.first_batch_at = time.monotonic() - 100  # fed 100 s ago
+    assert stats.moving() == 0.0  # the sink is still starting: nothing moves yet
+    ready[0] = time.monotonic() - 10  # ready 10 s ago
+    assert 10 <= stats.moving() < 100
+    ready[0] = 0.0  # a sink ready from the start: from the feeding on
+    assert stats.moving() >= 100
