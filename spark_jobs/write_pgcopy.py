@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 import psycopg
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyspark.sql.functions as F
 import sqlalchemy as sa
 from pyspark.errors import PythonException
 from pyspark.sql import DataFrame
@@ -128,7 +130,8 @@ def _direct_in_task(
         yield pa.RecordBatch.from_pylist([_copy_in_task(url, target, manifest, names, batches)])
 
     try:
-        [outcome] = df.coalesce(1).mapInArrow(copy_partition, _OUTCOME).collect()
+        marked = _with_end_mark(df).coalesce(1)
+        [outcome] = marked.mapInArrow(copy_partition, _OUTCOME).collect()
     except PythonException as error:
         if "ModuleNotFoundError" not in str(error):
             raise
@@ -143,6 +146,53 @@ def _direct_in_task(
         return None
     crash_point("after_target_commit")
     return Written(outcome.rows, 0, "copy")
+
+
+_END = "__sluice_end_of_input"
+"""The column that marks the row after the batch's last one (see :func:`_with_end_mark`)."""
+
+
+class InputCutShort(RuntimeError):
+    """The COPY task's input ended before Spark's mark of its end: nothing is committed."""
+
+
+def _with_end_mark(df: DataFrame) -> DataFrame:
+    """``df`` and, after its last row, one row that says the input is complete.
+
+    A Python task's input can end early and still look complete: when the
+    JVM feeding it dies (a ``kill -9`` of sluice's process group leaves
+    PySpark's worker daemon running, in a group of its own), or when Spark's
+    writer thread fails (a source lost mid-read: Spark shuts its end of the
+    socket), pyarrow ends the stream at a message boundary without an error.
+    The COPY commits only once it has seen this row, which Spark sends only
+    after every row of the read: ``coalesce(1)`` reads the union's
+    partitions in order, the mark's last.
+    """
+    end = df.sparkSession.range(1).select(
+        *[F.lit(None).cast(f.dataType).alias(f.name) for f in df.schema.fields],
+        F.lit(True).alias(_END),
+    )
+    return df.withColumn(_END, F.lit(False)).unionByName(end)
+
+
+def _unmarked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The batch's rows without the end mark; raises :class:`InputCutShort` if it never came."""
+    complete = False
+    for batch in batches:
+        marks = batch.column(_END)
+        ends = pc.sum(pc.cast(marks, pa.int64())).as_py() or 0
+        if complete or ends > 1 or (ends == 1 and not marks[batch.num_rows - 1].as_py()):
+            raise InputCutShort("rows after the end of the batch's input: not copied")
+        if ends == 1:
+            complete = True
+            batch = batch.slice(0, batch.num_rows - 1)
+        if batch.num_rows:
+            yield batch.drop_columns([_END])
+    if not complete:
+        raise InputCutShort(
+            "the batch's input ended before its end mark (the Spark JVM or its read failed): "
+            "nothing committed"
+        )
 
 
 def _copy_in_task(
@@ -170,7 +220,7 @@ def _copy_in_task(
 
         def chunks() -> Iterator[pa.Buffer]:
             nonlocal encoder, total
-            for batch in batches:
+            for batch in _unmarked(batches):
                 encoder = encoder or BinaryCopyEncoder(batch.schema, columns)
                 total += batch.num_rows
                 yield encoder.encode(batch)

@@ -179,3 +179,44 @@ def _digest(url: str) -> tuple[int, str]:
     finally:
         engine.dispose()
     return int(count), str(digest)
+
+
+def test_a_copy_whose_input_ends_before_its_end_mark_commits_nothing() -> None:
+    """What a worker sees when the JVM feeding it dies, or Spark's read fails,
+    between two Arrow batches: a stream that just stops. The COPY must fail
+    (and roll back) instead of committing the rows it got."""
+    import pyarrow as pa
+
+    from spark_jobs.write_pgcopy import _END, InputCutShort, _unmarked
+
+    def batch(ids: list[int | None], ends: list[bool]) -> pa.RecordBatch:
+        return pa.record_batch({"id": pa.array(ids, pa.int64()), _END: ends})
+
+    whole = [batch([1, 2], [False, False]), batch([3, None], [False, True])]
+    assert [b.to_pydict() for b in _unmarked(iter(whole))] == [{"id": [1, 2]}, {"id": [3]}]
+    assert list(_unmarked(iter([batch([None], [True])]))) == []  # an empty range
+
+    with pytest.raises(InputCutShort, match="ended before its end mark"):
+        list(_unmarked(iter(whole[:1])))
+    with pytest.raises(InputCutShort, match="rows after"):
+        list(_unmarked(iter([batch([None, 1], [True, False])])))
+
+
+@pytest.mark.spark
+def test_spark_sends_the_end_mark_after_every_row_of_the_batch(spark: Any) -> None:
+    import pyarrow as pa
+
+    from spark_jobs.write_pgcopy import _END, _with_end_mark
+
+    frame = spark.range(0, 30_000, numPartitions=3).withColumnRenamed("id", "key")
+    marked = _with_end_mark(frame).coalesce(1)
+
+    def order(batches: Any) -> Any:
+        seen = [(b.column("key").to_pylist(), b.column(_END).to_pylist()) for b in batches]
+        keys = [k for ks, _ in seen for k in ks]
+        ends = [e for _, es in seen for e in es]
+        yield pa.RecordBatch.from_pylist([{"rows": len(keys), "last": ends[-1],
+                                           "marks": sum(ends), "last_key": keys[-1]}])  # fmt: skip
+
+    [row] = marked.mapInArrow(order, "rows long, last boolean, marks long, last_key long").collect()
+    assert (row.rows, row.last, row.marks, row.last_key) == (30_001, True, 1, None)
