@@ -261,7 +261,8 @@ class MainLoop:
         parallel = self.sink.parallel
         if parallel < 2 or not self._walks_ranges(source) or not queue.at_end or queue.refilling:
             return size
-        importing = sum(m.items for m in self._inflight.values() if m.source == source)
+        with self._lock:  # sink threads remove the batches that end
+            importing = sum(m.items for m in self._inflight.values() if m.source == source)
         share = -(-(queue.buffered + importing // 2) // parallel)
         return min(size, max(share, self.cfg.batch.max_items // 4, 1))
 

@@ -31,8 +31,6 @@ log = logging.getLogger(__name__)
 SCHEMA_TTL = 60.0
 """Seconds a table's schema is reused before it is looked up again."""
 
-_PACKAGE = "org.apache.spark.sql.execution.datasources.jdbc"
-
 _schemas: TTLCache[tuple[str, str, tuple[tuple[str, str], ...]], str] = TTLCache(
     maxsize=256, ttl=SCHEMA_TTL
 )
@@ -106,11 +104,3 @@ def _built(
         metrics = getattr(relation_class, "apply$default$4")()
         relation = relation_class.apply(schema, parts, options, metrics, session)
     return DataFrame(session.baseRelationToDataFrame(relation), spark)
-
-
-def _reset_for_tests(direct: bool = True) -> None:
-    """Empty the schema cache and choose the path (tests only)."""
-    global _direct
-    with _lock:
-        _schemas.clear()
-    _direct = direct
