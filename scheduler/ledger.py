@@ -252,7 +252,11 @@ class Ledger:
                 )
             return row
 
-        row = self._write(write)
+        try:
+            row = self._write(write)
+        except sa.exc.IntegrityError:
+            # Another daemon starting on the same config inserted it first: read its row.
+            row = self._write(write)
         if row is None:
             return Checkpoint(None, 0)
         if row.fingerprint != digest:
