@@ -24,16 +24,19 @@ the batch to the staged path too, never straight to the rejects.
 from __future__ import annotations
 
 import logging
+import os
 import pickle
+import socket
+import struct
+import sys
+import types
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import psycopg
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyspark.sql.functions as F
 import sqlalchemy as sa
 from pyspark.errors import PythonException
 from pyspark.sql import DataFrame
@@ -117,7 +120,8 @@ def _direct_in_task(
     encoder into the COPY, inside the commit transaction of
     :func:`~spark_jobs.commit_jdbc.commit_direct`, on a connection of its
     own. Neither the JVM nor this process ever holds the batch; batches
-    imported side by side COPY in parallel. What the task raises comes
+    imported side by side COPY in parallel. The COPY commits only once Spark
+    has ended the task's input (:func:`_input_complete`). What the task raises comes
     back here and is raised again, with its type, so the import job tells
     a lost server from a stale token as it does for the staged path. A
     worker that cannot import sluice's code (psycopg missing on a
@@ -130,8 +134,7 @@ def _direct_in_task(
         yield pa.RecordBatch.from_pylist([_copy_in_task(url, target, manifest, names, batches)])
 
     try:
-        marked = _with_end_mark(df).coalesce(1)
-        [outcome] = marked.mapInArrow(copy_partition, _OUTCOME).collect()
+        [outcome] = df.coalesce(1).mapInArrow(copy_partition, _OUTCOME).collect()
     except PythonException as error:
         if "ModuleNotFoundError" not in str(error):
             raise
@@ -148,50 +151,58 @@ def _direct_in_task(
     return Written(outcome.rows, 0, "copy")
 
 
-_END = "__sluice_end_of_input"
-"""The column that marks the row after the batch's last one (see :func:`_with_end_mark`)."""
-
-
 class InputCutShort(RuntimeError):
-    """The COPY task's input ended before Spark's mark of its end: nothing is committed."""
+    """The COPY task's input ended before Spark's end of stream: nothing is committed."""
 
 
-def _with_end_mark(df: DataFrame) -> DataFrame:
-    """``df`` and, after its last row, one row that says the input is complete.
+_END_OF_STREAM = struct.pack("!i", -4)
+"""What Spark writes to a Python worker after a task's last input (PySpark's
+``SpecialLengths.END_OF_STREAM``); the worker itself reads it once its task is done."""
+
+
+def _task_input() -> BinaryIO | None:
+    """The stream this Python worker reads its task's input from; None outside one.
+
+    It is the ``infile`` of ``pyspark.worker.main``, a caller of this task's
+    function: PySpark hands a task only an iterator over its input.
+    """
+    frame: types.FrameType | None = sys._getframe(1)
+    while frame is not None:
+        infile = frame.f_locals.get("infile")
+        if frame.f_globals.get("__name__") == "pyspark.worker" and hasattr(infile, "peek"):
+            return infile
+        frame = frame.f_back
+    return None
+
+
+def _input_complete(infile: BinaryIO) -> bool:
+    """Whether Spark ended the task's input as it does when it has sent every row.
 
     A Python task's input can end early and still look complete: when the
     JVM feeding it dies (a ``kill -9`` of sluice's process group leaves
     PySpark's worker daemon running, in a group of its own), or when Spark's
     writer thread fails (a source lost mid-read: Spark shuts its end of the
     socket), pyarrow ends the stream at a message boundary without an error.
-    The COPY commits only once it has seen this row, which Spark sends only
-    after every row of the read: ``coalesce(1)`` reads the union's
-    partitions in order, the mark's last.
+    Only after the last row does Spark write its end of stream, at once;
+    it is looked at without being read, so the worker still finds it there.
     """
-    end = df.sparkSession.range(1).select(
-        *[F.lit(None).cast(f.dataType).alias(f.name) for f in df.schema.fields],
-        F.lit(True).alias(_END),
-    )
-    return df.withColumn(_END, F.lit(False)).unionByName(end)
+    seen = infile.peek(len(_END_OF_STREAM))[: len(_END_OF_STREAM)]  # type: ignore[attr-defined]
+    if 0 < len(seen) < len(_END_OF_STREAM):
+        # The worker's buffer ends inside the four bytes: the rest is still
+        # in the socket, where MSG_PEEK sees it without taking it either.
+        with socket.socket(fileno=os.dup(infile.fileno())) as sock:
+            rest = sock.recv(len(_END_OF_STREAM) - len(seen), socket.MSG_PEEK | socket.MSG_WAITALL)
+        seen += rest
+    return seen == _END_OF_STREAM
 
 
-def _unmarked(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The batch's rows without the end mark; raises :class:`InputCutShort` if it never came."""
-    complete = False
-    for batch in batches:
-        marks = batch.column(_END)
-        ends = pc.sum(pc.cast(marks, pa.int64())).as_py() or 0
-        if complete or ends > 1 or (ends == 1 and not marks[batch.num_rows - 1].as_py()):
-            raise InputCutShort("rows after the end of the batch's input: not copied")
-        if ends == 1:
-            complete = True
-            batch = batch.slice(0, batch.num_rows - 1)
-        if batch.num_rows:
-            yield batch.drop_columns([_END])
-    if not complete:
+def _whole(batches: Iterator[pa.RecordBatch], infile: BinaryIO) -> Iterator[pa.RecordBatch]:
+    """The task's input; raises :class:`InputCutShort` when it ends before Spark ended it."""
+    yield from batches
+    if not _input_complete(infile):
         raise InputCutShort(
-            "the batch's input ended before its end mark (the Spark JVM or its read failed): "
-            "nothing committed"
+            "the batch's input ended before Spark's end of stream (the Spark JVM or its read "
+            "failed): nothing committed"
         )
 
 
@@ -203,6 +214,12 @@ def _copy_in_task(
     batches: Iterator[pa.RecordBatch],
 ) -> dict[str, Any]:
     """In the Spark task: the direct COPY and its commit; the outcome as one row."""
+    infile = _task_input()
+    if infile is None:  # a PySpark whose worker this module does not know
+        for _ in batches:
+            pass
+        note = "staged, not copied straight in: this PySpark's worker does not show its input"
+        return {"outcome": "staged", "rows": 0, "error": b"", "notes": [note]}
     notes = _Notes()
     logger = logging.getLogger("spark_jobs")
     level = logger.level
@@ -220,7 +237,7 @@ def _copy_in_task(
 
         def chunks() -> Iterator[pa.Buffer]:
             nonlocal encoder, total
-            for batch in _unmarked(batches):
+            for batch in _whole(batches, infile):
                 encoder = encoder or BinaryCopyEncoder(batch.schema, columns)
                 total += batch.num_rows
                 yield encoder.encode(batch)

@@ -181,42 +181,78 @@ def _digest(url: str) -> tuple[int, str]:
     return int(count), str(digest)
 
 
-def test_a_copy_whose_input_ends_before_its_end_mark_commits_nothing() -> None:
-    """What a worker sees when the JVM feeding it dies, or Spark's read fails,
-    between two Arrow batches: a stream that just stops. The COPY must fail
-    (and roll back) instead of committing the rows it got."""
+def _arrow_stream(ids: list[int], end: bool) -> bytes:
+    """An Arrow IPC stream of two record batches, with or without its end-of-stream marker."""
     import pyarrow as pa
 
-    from spark_jobs.write_pgcopy import _END, InputCutShort, _unmarked
+    sink = pa.BufferOutputStream()
+    batch = pa.record_batch({"id": pa.array(ids, pa.int64())})
+    writer = pa.ipc.new_stream(sink, batch.schema)
+    writer.write_batch(batch)
+    writer.write_batch(batch)
+    if end:
+        writer.close()
+    return sink.getvalue().to_pybytes()
 
-    def batch(ids: list[int | None], ends: list[bool]) -> pa.RecordBatch:
-        return pa.record_batch({"id": pa.array(ids, pa.int64()), _END: ends})
 
-    whole = [batch([1, 2], [False, False]), batch([3, None], [False, True])]
-    assert [b.to_pydict() for b in _unmarked(iter(whole))] == [{"id": [1, 2]}, {"id": [3]}]
-    assert list(_unmarked(iter([batch([None], [True])]))) == []  # an empty range
+def test_a_copy_whose_input_ends_before_sparks_end_of_stream_commits_nothing() -> None:
+    """What a worker sees when the JVM feeding it dies, or Spark's read fails,
+    between two Arrow batches: a stream that just stops. The COPY must fail
+    (and roll back) instead of committing the rows it got; after a whole
+    input, Spark's end of stream is still there for PySpark's worker to read."""
+    import socket
+    import struct
+    import threading
 
-    with pytest.raises(InputCutShort, match="ended before its end mark"):
-        list(_unmarked(iter(whole[:1])))
-    with pytest.raises(InputCutShort, match="rows after"):
-        list(_unmarked(iter([batch([None, 1], [True, False])])))
+    import pyarrow as pa
+
+    from spark_jobs.write_pgcopy import InputCutShort, _whole
+
+    end_of_stream = struct.pack("!i", -4)
+
+    def rows_read(sent: bytes, then: bytes = b"") -> tuple[list[int], bytes]:
+        ours, spark = socket.socketpair()
+        with ours, spark:
+            spark.sendall(sent)
+            if not then:
+                spark.shutdown(socket.SHUT_WR)
+            infile = ours.makefile("rb", buffering=len(sent) - 2 if then else 65536)
+            if then:  # the rest of the end of stream arrives while the task looks for it
+                threading.Timer(0.2, lambda: (spark.sendall(then), spark.shutdown(1))).start()
+            reader = pa.ipc.open_stream(infile)
+            ids = [
+                i for batch in _whole(iter(reader), infile) for i in batch.column("id").to_pylist()
+            ]
+            return ids, infile.read()
+
+    whole = _arrow_stream([1, 2, None], end=True)
+    assert rows_read(whole + end_of_stream) == ([1, 2, None] * 2, end_of_stream)
+    # The worker's buffer ends two bytes into the end of stream; the rest is late.
+    assert rows_read(whole + end_of_stream[:2], then=end_of_stream[2:]) == (
+        [1, 2, None] * 2,
+        end_of_stream,
+    )
+    for cut in (whole, _arrow_stream([1, 2, None], end=False)):
+        with pytest.raises(InputCutShort, match="before Spark's end of stream"):
+            rows_read(cut)
 
 
 @pytest.mark.spark
-def test_spark_sends_the_end_mark_after_every_row_of_the_batch(spark: Any) -> None:
+def test_a_spark_task_finds_its_input_ended_by_spark_after_every_row(spark: Any) -> None:
     import pyarrow as pa
 
-    from spark_jobs.write_pgcopy import _END, _with_end_mark
+    from spark_jobs.write_pgcopy import _input_complete, _task_input
 
-    frame = spark.range(0, 30_000, numPartitions=3).withColumnRenamed("id", "key")
-    marked = _with_end_mark(frame).coalesce(1)
+    frame = spark.range(0, 30_000, numPartitions=3).withColumnRenamed("id", "key").coalesce(1)
 
-    def order(batches: Any) -> Any:
-        seen = [(b.column("key").to_pylist(), b.column(_END).to_pylist()) for b in batches]
-        keys = [k for ks, _ in seen for k in ks]
-        ends = [e for _, es in seen for e in es]
-        yield pa.RecordBatch.from_pylist([{"rows": len(keys), "last": ends[-1],
-                                           "marks": sum(ends), "last_key": keys[-1]}])  # fmt: skip
+    def task(batches: Any) -> Any:
+        infile = _task_input()
+        assert infile is not None
+        rows = sum(b.num_rows for b in batches)
+        yield pa.RecordBatch.from_pylist([{"rows": rows, "complete": _input_complete(infile)}])
 
-    [row] = marked.mapInArrow(order, "rows long, last boolean, marks long, last_key long").collect()
-    assert (row.rows, row.last, row.marks, row.last_key) == (30_001, True, 1, None)
+    assert [tuple(r) for r in frame.mapInArrow(task, "rows long, complete boolean").collect()] == [
+        (30_000, True)
+    ]
+    # Outside a Spark task there is no input of Spark's to look at.
+    assert _task_input() is None
