@@ -17,8 +17,11 @@ a whole (start-up, copy, exit):
   binary) | psql COPY … FROM STDIN (FORMAT binary)`` into a keyed table, the
   limit of what can be done.
 
-Pairs (``PAIRS``): ``pg`` (PostgreSQL → PostgreSQL) and ``mariadb``
-(MariaDB → PostgreSQL, pgloader's home ground). Sizes (``ROWS``, a comma
+Pairs (``PAIRS``): ``pg`` (PostgreSQL → PostgreSQL), ``mariadb``
+(MariaDB → PostgreSQL, pgloader's home ground) and ``pg_mariadb``
+(PostgreSQL → MariaDB: sluice's ``LOAD DATA`` against the plain Spark copy's
+batched INSERTs with ``rewriteBatchedStatements``; pgloader and the COPY
+pipe load only PostgreSQL). Sizes (``ROWS``, a comma
 list; default 1,000,000). Every copy is checked row by row against its
 source. Rounds (``ROUNDS``, default 3) interleave the contenders; each figure
 is the median of the rounds' times, and every round is printed with the load
@@ -66,7 +69,8 @@ from benchmarks.common import report  # noqa: E402
 
 ROWS = [int(n) for n in os.environ.get("ROWS", "1000000").split(",")]
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
-PAIRS = os.environ.get("PAIRS", "pg,mariadb").split(",")
+PAIRS = os.environ.get("PAIRS", "pg,mariadb,pg_mariadb").split(",")
+FIGURE = {"pg": "pg_to_pg", "mariadb": "mariadb_to_pg", "pg_mariadb": "pg_to_mariadb"}
 SLUICE_BATCH = int(os.environ.get("SLUICE_BATCH", "500000"))
 PGLOADER_HEAP = os.environ.get("PGLOADER_HEAP", "8192")
 EXTRAS = os.environ.get("EXTRAS", "1") == "1"
@@ -295,7 +299,8 @@ def plain_copy(source: str, target: str, kind: str) -> int:
         frame.write.mode("overwrite").parquet(target)
     else:
         dst = JdbcEndpoint.from_url(target)
-        options = {"batchsize": "10000", "numPartitions": "2", "reWriteBatchedInserts": "true"}
+        options = {"batchsize": "10000", "numPartitions": "2", "reWriteBatchedInserts": "true",
+                   "rewriteBatchedStatements": "true"}  # fmt: skip
         frame.write.jdbc(dst.url, "orders", mode="append",
                          properties=dst.connection_properties(**options))  # fmt: skip
     spark.stop()
@@ -308,8 +313,9 @@ def plain_copy(source: str, target: str, kind: str) -> int:
 
 def _keyed_table(url: str) -> None:
     engine = sa.create_engine(url)
+    ddl = peers_data.PG_TABLE if engine.dialect.name == "postgresql" else peers_data.MARIADB_TABLE
     with engine.begin() as conn:
-        conn.execute(sa.text(peers_data.PG_TABLE))
+        conn.execute(sa.text(ddl))
     engine.dispose()
 
 
@@ -322,11 +328,11 @@ def _log(label: str, run: Run) -> None:
 Contender = Callable[[], tuple[Run, str, str | None]]
 
 
-def contenders(pair: str, source: str, pg: Server, folder: Path) -> dict[str, Contender]:
+def contenders(pair: str, source: str, into: Server, folder: Path) -> dict[str, Contender]:
     """Each contender: a callable that copies into a fresh database; (run, target url, schema)."""
 
     def fresh(name: str) -> str:
-        return pg.create(f"sluice_peers_dst_{name}")
+        return into.create(f"sluice_peers_dst_{name}")
 
     def sluice() -> tuple[Run, str, str | None]:
         url = fresh("sluice")
@@ -350,6 +356,8 @@ def contenders(pair: str, source: str, pg: Server, folder: Path) -> dict[str, Co
         _keyed_table(url)
         return run_copy_pipe(source, url), url, None
 
+    if pair == "pg_mariadb":
+        return {"sluice": sluice, "spark": spark}
     runs = {"sluice": sluice, "spark": spark, "pgloader": pgloader}
     if pair == "pg":
         runs["copy_pipe"] = copy_pipe
@@ -357,15 +365,17 @@ def contenders(pair: str, source: str, pg: Server, folder: Path) -> dict[str, Co
 
 
 def bench_pair(pair: str, rows: int, pg: Server, folder: Path) -> dict[str, Figures]:
-    server = pg if pair == "pg" else Server(MARIADB_ADMIN)
+    mariadb = Server(MARIADB_ADMIN)
+    server = mariadb if pair == "mariadb" else pg
+    into = mariadb if pair == "pg_mariadb" else pg
     source, expected = source_database(server, rows)
     source_engine = sa.create_engine(source)
     figures: dict[str, Figures] = {}
-    runs = contenders(pair, source, pg, folder)
+    runs = contenders(pair, source, into, folder)
     try:
         for round_ in range(ROUNDS):
             for name, run in runs.items():
-                pg.checkpoint()
+                into.checkpoint()
                 server.checkpoint()
                 result, url, schema = run()
                 _log(f"{pair} {rows:,} round {round_ + 1} {name}", result)
@@ -374,7 +384,7 @@ def bench_pair(pair: str, rows: int, pg: Server, folder: Path) -> dict[str, Figu
                     peers_data.check_copy(source_engine, expected, target, schema, f"{pair} {name}")
                 finally:
                     target.dispose()
-                    pg.drop(sa.make_url(url).database or "")
+                    into.drop(sa.make_url(url).database or "")
                 figures.setdefault(name, Figures()).runs.append(result)
             ratios = {n: f.runs[-1].seconds / figures["sluice"].runs[-1].seconds
                       for n, f in figures.items() if n != "sluice"}  # fmt: skip
@@ -388,8 +398,9 @@ def bench_pair(pair: str, rows: int, pg: Server, folder: Path) -> dict[str, Figu
     for name, fig in figures.items():
         if name == "sluice":
             continue
-        report(f"peers_{pair}_to_pg_{rows}_vs_{name}", rows / figures["sluice"].median(), "rows/s",
-               rows / fig.median(), settings=settings)  # fmt: skip
+        speed = rows / figures["sluice"].median()
+        report(f"peers_{FIGURE[pair]}_{rows}_vs_{name}", speed, "rows/s", rows / fig.median(),
+               settings=settings)  # fmt: skip
     return figures
 
 

@@ -70,7 +70,9 @@ def commit_staged(
     except _RowsRefused as refused:
         log.warning(
             "batch %s: %s refused rows (%s); splitting the batch to set them aside",
-            manifest.batch_id, target.label, refused,
+            manifest.batch_id,
+            target.label,
+            refused,
         )
         index_staging_rows(engine, staging)
         written = _transaction(engine, target, staging, names, manifest, fit, isolate=True)
@@ -173,9 +175,11 @@ def _transaction(
                 conn, rejects, staging, names, target, manifest, narrowing, narrowed
             )
         if isolate:
-            numbers = conn.execute(
-                sa.select(staging.c[ROW_COLUMN]).order_by(staging.c[ROW_COLUMN])
-            ).scalars().all()
+            numbers = (
+                conn.execute(sa.select(staging.c[ROW_COLUMN]).order_by(staging.c[ROW_COLUMN]))
+                .scalars()
+                .all()
+            )
             total = len(numbers)
             upsert_where = functools.partial(upsert, dialect, target, staging, values)
             refused = split(conn, target, staging, list(numbers), upsert_where, narrowed)
@@ -202,9 +206,6 @@ def _values(
     column's type in ``INSERT … SELECT``, a text one would be refused.
     """
     return {n: sa.null().label(n) if n in fit.null_columns else staging.c[n] for n in names}
-
-
-
 
 
 def _upsert_all(
@@ -338,9 +339,7 @@ def upsert(
         stmt = mysql.insert(table).from_select(names, rows)
         if cursor is None:
             # ON DUPLICATE KEY needs an assignment: with no other column, a no-op on the key.
-            return stmt.on_duplicate_key_update(
-                {n: stmt.inserted[n] for n in updates or names[:1]}
-            )
+            return stmt.on_duplicate_key_update({n: stmt.inserted[n] for n in updates or names[:1]})
         # No WHERE here: each column keeps its value unless the row is newer.
         # MySQL assigns left to right, each assignment seeing the ones before
         # it: the cursor goes last, so every test sees the row's old cursor.
@@ -368,18 +367,3 @@ def _not_older(current: sa.ColumnElement[Any], incoming: sa.ColumnElement[Any]) 
     version back. A row without a cursor value is replaced, as before.
     """
     return sa.or_(current.is_(None), current <= incoming)
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-

@@ -47,7 +47,7 @@ from spark_jobs.extract import SqlReader, extract
 from spark_jobs.manifest import Manifest
 from spark_jobs.target import TargetTable, stale_token_error
 from spark_jobs.write import committed_batch, sweep_stages, write_batch
-from spark_jobs.write_pgcopy import may_copy_straight_in
+from spark_jobs.write_bulk import may_copy_straight_in
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,11 @@ def run_import(spark: SparkSession, cfg: SluiceConfig, manifest: Manifest) -> Im
     rows_read = len(manifest.payloads) if manifest.kind == "payloads" else staged
     log.info(
         "batch %s: %d rows into %s (%s), %d rejected",
-        manifest.batch_id, written.rows, target.label, written.method, written.rejected,
+        manifest.batch_id,
+        written.rows,
+        target.label,
+        written.method,
+        written.rejected,
     )
     return ImportResult(
         manifest.batch_id, rows_read, written.rows, manifest.target, False, written.rejected
@@ -189,8 +193,11 @@ def _sweep(target: TargetTable, manifest: Manifest, spark: SparkSession) -> None
     try:
         sweep_stages(target, manifest, spark)
     except (PySparkException, Py4JError, sa.exc.SQLAlchemyError, OSError) as error:
-        log.warning("batch %s: could not remove what older attempts staged: %s",
-                    manifest.batch_id, _reason(error))
+        log.warning(
+            "batch %s: could not remove what older attempts staged: %s",
+            manifest.batch_id,
+            _reason(error),
+        )
 
 
 def _source(cfg: SluiceConfig, manifest: Manifest) -> SqlSourceConfig | SqsSourceConfig:
@@ -251,8 +258,12 @@ def _from_ledger(cfg: SluiceConfig, batch_id: str, result: Path | None) -> int:
         cfg, batch_id, lambda: build_session(cfg.spark, app_name=f"sluice-import-{batch_id}")
     )
     if outcome.error is not None:
-        return _failed(result, f"batch {batch_id} {outcome.state}: {outcome.error}",
-                       outcome.state == "failed", 1)
+        return _failed(
+            result,
+            f"batch {batch_id} {outcome.state}: {outcome.error}",
+            outcome.state == "failed",
+            1,
+        )
     done: dict[str, object] = {"batch_id": batch_id}
     if outcome.result is not None:
         done.update(asdict(outcome.result))

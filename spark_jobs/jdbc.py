@@ -167,12 +167,29 @@ def sql_engine(url: str) -> sa.Engine:
             _ENGINES.move_to_end(url)
             return engine
         engine = _ENGINES[url] = sa.create_engine(
-            url, pool_size=2, max_overflow=8, pool_pre_ping=True, pool_recycle=600
+            url,
+            pool_size=2,
+            max_overflow=8,
+            pool_pre_ping=True,
+            pool_recycle=600,
+            connect_args=_connect_args(url),
         )
         evicted = _ENGINES.popitem(last=False)[1] if len(_ENGINES) > _MAX_ENGINES else None
     if evicted is not None:
         evicted.dispose()  # closes its idle connections; busy ones close when returned
     return engine
+
+
+def _connect_args(url: str) -> dict[str, Any]:
+    """PyMySQL connections may ``LOAD DATA LOCAL`` once sluice serves its streams
+    (:mod:`spark_jobs.mysqlload`), which it does instead of any local file."""
+    parsed = sa.make_url(url)
+    if dialect_name(parsed) == "mysql" and parsed.get_driver_name() == "pymysql":
+        from spark_jobs import mysqlload  # pyarrow: only where a MySQL target is written
+
+        if mysqlload.install():
+            return {"local_infile": True}
+    return {}
 
 
 def _sqlite_engine(url: str) -> sa.Engine:

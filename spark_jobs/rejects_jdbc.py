@@ -200,7 +200,9 @@ def record_rejects(
     conn.execute(rejects.insert(), records)
     log.warning(
         "batch %s: %d rows refused by %s, recorded in _sluice_rejects",
-        manifest.batch_id, len(records), target.label,
+        manifest.batch_id,
+        len(records),
+        target.label,
     )
 
 

@@ -1,8 +1,9 @@
 """Write one batch into a JDBC table, idempotently.
 
-PostgreSQL through psycopg takes the batch by binary COPY, straight into the
-table or through a staging table (:mod:`spark_jobs.write_pgcopy`). Otherwise,
-and for values the COPY encoder cannot write exactly, Spark's JDBC writer
+PostgreSQL through psycopg takes the batch by binary COPY, MySQL and MariaDB
+through PyMySQL by ``LOAD DATA LOCAL INFILE``, straight into the table or
+through a staging table (:mod:`spark_jobs.write_bulk`). Otherwise (SQLite),
+and for values the encoders cannot write exactly, Spark's JDBC writer
 fills a staging table of this attempt's own (with a row number); then one
 transaction on the driver, :func:`~spark_jobs.commit_jdbc.commit_staged`,
 upserts the rows into the target and records the batch and its fencing token
@@ -37,7 +38,7 @@ from spark_jobs.jdbc_tables import (
 )
 from spark_jobs.manifest import Manifest
 from spark_jobs.target import Commit, TargetTable, Written
-from spark_jobs.write_pgcopy import copy_capable, write_pg_copy
+from spark_jobs.write_bulk import write_bulk
 
 
 def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Written:
@@ -67,14 +68,13 @@ def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Writte
     ensure_own_tables(engine)
     if manifest.token > 1:  # a first attempt has no older one: no catalog look-up
         drop_stale_stages(engine, manifest)
-    if copy_capable(engine):
-        try:
-            written = write_pg_copy(df, engine, target, manifest, columns, fit)
-        except sa.exc.DBAPIError:
-            forget_target(engine, target)  # a changed table, perhaps: check it again next time
-            raise
-        if written is not None:
-            return written
+    try:
+        written = write_bulk(df, engine, target, manifest, columns, fit)
+    except sa.exc.DBAPIError:
+        forget_target(engine, target)  # a changed table, perhaps: check it again next time
+        raise
+    if written is not None:
+        return written
     staging = staging_table(manifest, columns, dialect)
     try:
         with engine.begin() as conn:

@@ -206,7 +206,7 @@ def test_a_copy_whose_input_ends_before_sparks_end_of_stream_commits_nothing() -
 
     import pyarrow as pa
 
-    from spark_jobs.write_pgcopy import InputCutShort, _whole
+    from spark_jobs.write_bulk import InputCutShort, _whole
 
     end_of_stream = struct.pack("!i", -4)
 
@@ -241,7 +241,7 @@ def test_a_copy_whose_input_ends_before_sparks_end_of_stream_commits_nothing() -
 def test_a_spark_task_finds_its_input_ended_by_spark_after_every_row(spark: Any) -> None:
     import pyarrow as pa
 
-    from spark_jobs.write_pgcopy import _input_complete, _task_input
+    from spark_jobs.write_bulk import _input_complete, _task_input
 
     frame = spark.range(0, 30_000, numPartitions=3).withColumnRenamed("id", "key").coalesce(1)
 

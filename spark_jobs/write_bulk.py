@@ -1,6 +1,8 @@
-"""Write one batch into a PostgreSQL table by binary COPY: direct, or staged then upserted.
+"""Write one batch into PostgreSQL, MySQL or MariaDB in bulk: direct, or staged then upserted.
 
-The batch's rows go to PostgreSQL as binary COPY (:mod:`spark_jobs.pgcopy`),
+The batch's rows go in through the database's bulk path (:class:`BulkLoad`):
+PostgreSQL's binary COPY through psycopg (:mod:`spark_jobs.pgcopy`), or
+``LOAD DATA LOCAL INFILE`` through PyMySQL (:mod:`spark_jobs.mysqlload`),
 in one of two shapes, both keeping the invariant of
 :mod:`spark_jobs.commit_jdbc`: the rows and the batch's commit record reach
 the target in one transaction, fenced by the batch's token.
@@ -10,14 +12,14 @@ the target in one transaction, fenced by the batch's token.
   batch can be in the table yet: a keyset range (its keys are this batch's
   alone) of a source without a cursor, and no row of the table in that key
   range when the transaction looks. Anything else there (a re-run, another
-  writer) makes the COPY fail on a duplicate key; the transaction is rolled
+  writer) makes the load fail on a duplicate key; the transaction is rolled
   back and the batch staged.
 - *staged*: the rows come to the driver as Arrow (one Spark job: the read),
-  are COPYed into a staging table of the attempt's own, then
+  are loaded into a staging table of the attempt's own, then
   :func:`~spark_jobs.commit_jdbc.commit_staged` upserts them, with the
   rejects path (rows the table refuses or would change are set aside).
 
-A row the table refuses during a direct COPY (too long, a constraint) sends
+A row the table refuses during a direct load (too long, a constraint) sends
 the batch to the staged path too, never straight to the rejects.
 """
 
@@ -30,8 +32,8 @@ import socket
 import struct
 import sys
 import types
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -47,6 +49,8 @@ from spark_jobs.commit_jdbc import commit_direct, commit_staged
 from spark_jobs.jdbc import sql_engine
 from spark_jobs.jdbc_tables import ROW_COLUMN, TargetFit, drop_staging, staging_table
 from spark_jobs.manifest import Manifest
+from spark_jobs.mysqlload import LoadRefusedRows, LoadUnavailable, load_capable, load_data
+from spark_jobs.mysqlload import quoted as mysql_quoted
 from spark_jobs.pgcopy import (
     HEADER,
     TRAILER,
@@ -62,13 +66,65 @@ log = logging.getLogger(__name__)
 _CHUNK = 1 << 20
 """Bytes handed to the connection per write: large enough to amortise each call."""
 
-
-def copy_capable(engine: sa.Engine) -> bool:
-    """Whether ``engine`` talks to PostgreSQL through psycopg 3 (whose cursors COPY)."""
-    return engine.dialect.name == "postgresql" and engine.dialect.driver == "psycopg"
+Load = Callable[[Any, str, Sequence[str], Iterable[pa.RecordBatch]], int]
 
 
-def write_pg_copy(
+@dataclass(frozen=True)
+class BulkLoad:
+    """How one kind of database takes a batch's rows in bulk.
+
+    ``load(cursor, table_sql, names, batches)`` writes the rows of
+    ``batches`` (Arrow, columns ``names``) into the quoted ``table_sql`` on
+    the DBAPI ``cursor``, in the caller's transaction, and returns how many.
+    It raises :class:`~spark_jobs.pgcopy.CannotEncode` for values it cannot
+    write exactly (before committing anything) and
+    :class:`sqlalchemy.exc.DBAPIError` as the database refuses.
+    """
+
+    method: str
+    quote: Callable[..., str]
+    load: Load
+
+
+def _pg_load(
+    cursor: Any, table_sql: str, names: Sequence[str], batches: Iterable[pa.RecordBatch]
+) -> int:
+    columns = table_columns(cursor, table_sql, names)
+    encoder: BinaryCopyEncoder | None = None
+    total = 0
+
+    def chunks() -> Iterator[pa.Buffer]:
+        nonlocal encoder, total
+        for batch in batches:
+            encoder = encoder or BinaryCopyEncoder(batch.schema, columns)
+            total += batch.num_rows
+            yield encoder.encode(batch)
+
+    _copy(cursor, table_sql, names, chunks())
+    return total
+
+
+PG_COPY = BulkLoad("copy", quoted, _pg_load)
+MYSQL_LOAD_DATA = BulkLoad("load data", mysql_quoted, load_data)
+
+_unavailable: set[str] = set()
+"""Target URLs whose server refused ``LOAD DATA LOCAL`` in this process."""
+
+
+def bulk_load(engine: sa.Engine) -> BulkLoad | None:
+    """The bulk path into ``engine``'s database, or None (Spark's JDBC writer then).
+
+    PostgreSQL through psycopg 3 (whose cursors COPY); MySQL and MariaDB
+    through PyMySQL, unless the server refused ``LOAD DATA LOCAL`` before.
+    """
+    if engine.dialect.name == "postgresql" and engine.dialect.driver == "psycopg":
+        return PG_COPY
+    if load_capable(engine) and str(engine.url) not in _unavailable:
+        return MYSQL_LOAD_DATA
+    return None
+
+
+def write_bulk(
     df: DataFrame,
     engine: sa.Engine,
     target: TargetTable,
@@ -76,33 +132,38 @@ def write_pg_copy(
     columns: Sequence[sa.Column],
     fit: TargetFit,
 ) -> Written | None:
-    """Import the batch by binary COPY; None when its values cannot all go that way.
+    """Import the batch by the database's bulk path; None when its values cannot all go that way.
 
-    A batch that may go straight in is COPYed by one Spark task (see
+    A batch that may go straight in is loaded by one Spark task (see
     :func:`_direct_in_task`); when it may not, or the task finds its range
     taken or a row refused, the batch is staged. The staging table has the
-    batch's own column types, which the encoder always writes; None comes
-    from a value it cannot write exactly (a decimal of more than 18 digits),
-    before anything is committed. The caller then writes the batch through
-    Spark's JDBC writer. Raises what the commit raises otherwise.
+    batch's own column types, which the encoders always write; None comes
+    from a value one cannot write exactly (a decimal of more than 18 digits
+    for COPY, a NaN for MySQL), before anything is committed, or from a
+    MySQL server that refuses ``LOAD DATA LOCAL``. The caller then writes
+    the batch through Spark's JDBC writer. Raises what the commit raises
+    otherwise.
     """
+    bulk = bulk_load(engine)
+    if bulk is None:
+        return None
     if may_copy_straight_in(target, manifest) and not fit.narrowings:
-        written = _direct_in_task(df, engine, target, manifest)
+        written = _direct_in_task(df, engine, target, manifest, bulk)
         if written is not None:
             return written
-    return _staged(engine, target, manifest, columns, fit, df.toArrow())
+    return _staged(engine, target, manifest, columns, fit, df.toArrow(), bulk)
 
 
 def may_copy_straight_in(target: TargetTable, manifest: Manifest) -> bool:
-    """Whether the batch may be COPYed straight into its table, as far as is known before
-    its rows are read: a keyset range, of a source without a cursor, into PostgreSQL
-    through psycopg. (Values the table would change still send it to the staged path.)"""
+    """Whether the batch may be loaded straight into its table, as far as is known before
+    its rows are read: a keyset range, of a source without a cursor, into a database
+    with a bulk path. (Values the table would change still send it to the staged path.)"""
     cfg = target.config
     return (
         manifest.kind == "range"
         and target.cursor is None
         and isinstance(cfg, JdbcTargetConfig)
-        and copy_capable(sql_engine(cfg.url))
+        and bulk_load(sql_engine(cfg.url)) is not None
     )
 
 
@@ -111,13 +172,13 @@ _OUTCOME = "outcome string, rows long, error binary, notes array<string>"
 
 
 def _direct_in_task(
-    df: DataFrame, engine: sa.Engine, target: TargetTable, manifest: Manifest
+    df: DataFrame, engine: sa.Engine, target: TargetTable, manifest: Manifest, bulk: BulkLoad
 ) -> Written | None:
-    """COPY the batch straight into the table from one Spark task; None: stage it instead.
+    """Load the batch straight into the table from one Spark task; None: stage it instead.
 
     The task streams the rows as Spark reads them (Arrow record batches of
     ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows) through the
-    encoder into the COPY, inside the commit transaction of
+    encoder into the COPY (or LOAD DATA), inside the commit transaction of
     :func:`~spark_jobs.commit_jdbc.commit_direct`, on a connection of its
     own. Neither the JVM nor this process ever holds the batch; batches
     imported side by side COPY in parallel. The COPY commits only once Spark
@@ -131,7 +192,9 @@ def _direct_in_task(
     names = list(df.columns)
 
     def copy_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        yield pa.RecordBatch.from_pylist([_copy_in_task(url, target, manifest, names, batches)])
+        yield pa.RecordBatch.from_pylist(
+            [_copy_in_task(url, target, manifest, names, batches, bulk)]
+        )
 
     try:
         [outcome] = df.coalesce(1).mapInArrow(copy_partition, _OUTCOME).collect()
@@ -148,7 +211,7 @@ def _direct_in_task(
     if outcome.outcome != "copy":
         return None
     crash_point("after_target_commit")
-    return Written(outcome.rows, 0, "copy")
+    return Written(outcome.rows, 0, bulk.method)
 
 
 class InputCutShort(RuntimeError):
@@ -212,8 +275,9 @@ def _copy_in_task(
     manifest: Manifest,
     names: list[str],
     batches: Iterator[pa.RecordBatch],
+    bulk: BulkLoad,
 ) -> dict[str, Any]:
-    """In the Spark task: the direct COPY and its commit; the outcome as one row."""
+    """In the Spark task: the direct load and its commit; the outcome as one row."""
     infile = _task_input()
     if infile is None:  # a PySpark whose worker this module does not know
         for _ in batches:
@@ -225,25 +289,13 @@ def _copy_in_task(
     level = logger.level
     logger.setLevel(logging.INFO)  # a worker's loggers are not configured: WARNING and up
     logger.addHandler(notes)
-    table_sql = _table_sql(target)
+    table_sql = bulk.quote(*[p for p in (target.schema, target.table) if p], sep=".")
     # The worker process is reused from task to task: so is its pooled
     # connection (a new one per batch cost ~60 ms).
     engine = sql_engine(url)
 
     def load(cursor: Any) -> int:
-        columns = table_columns(cursor, table_sql, names)
-        encoder: BinaryCopyEncoder | None = None
-        total = 0
-
-        def chunks() -> Iterator[pa.Buffer]:
-            nonlocal encoder, total
-            for batch in _whole(batches, infile):
-                encoder = encoder or BinaryCopyEncoder(batch.schema, columns)
-                total += batch.num_rows
-                yield encoder.encode(batch)
-
-        _copy(cursor, table_sql, names, chunks())
-        return total
+        return bulk.load(cursor, table_sql, names, _whole(batches, infile))
 
     try:
         written = commit_direct(engine, target, manifest, load, crash=False)
@@ -287,8 +339,9 @@ def _staged(
     columns: Sequence[sa.Column],
     fit: TargetFit,
     rows: pa.Table,
+    bulk: BulkLoad,
 ) -> Written | None:
-    """COPY the rows into a staging table of this attempt, then upsert them."""
+    """Load the rows into a staging table of this attempt, then upsert them."""
     staging = staging_table(manifest, columns, engine.dialect.name)
     names = [c.name for c in columns]
     numbered = rows.append_column(ROW_COLUMN, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
@@ -297,18 +350,24 @@ def _staged(
             staging.create(conn)
             cursor = conn.connection.cursor()
             try:
-                table_sql = quoted(staging.name)
-                encoder = BinaryCopyEncoder(
-                    numbered.schema, table_columns(cursor, table_sql, [*names, ROW_COLUMN])
-                )
-                _copy(cursor, table_sql, [*names, ROW_COLUMN], [encoder.encode(numbered)])
-            except CannotEncode as error:
-                log.info("batch %s: written by Spark JDBC, not COPY: %s", manifest.batch_id, error)
+                into = bulk.quote(staging.name)
+                bulk.load(cursor, into, [*names, ROW_COLUMN], numbered.to_batches())
+            except (CannotEncode, LoadRefusedRows) as error:
+                # A staging table has the batch's own types: what it refuses
+                # (a MySQL TEXT value over 64 KB), Spark's writer reports by name.
+                if isinstance(error, LoadUnavailable):
+                    _unavailable.add(str(engine.url))
+                    log.warning("%s: written by Spark's JDBC writer from now on: %s",
+                                target.label, error)  # fmt: skip
+                else:
+                    log.info("batch %s: written by Spark JDBC, not %s: %s",
+                             manifest.batch_id, bulk.method, error)  # fmt: skip
+                conn.rollback()
                 return None
             finally:
                 cursor.close()
         written = commit_staged(engine, target, staging, names, manifest, fit)
-        return replace(written, method="staged copy")
+        return replace(written, method=f"staged {bulk.method}")
     finally:
         drop_staging(engine, staging)
 
@@ -328,7 +387,3 @@ def _copy(cursor: Any, table_sql: str, names: Sequence[str], chunks: Iterable[pa
         # As SQLAlchemy reports the same error from a statement: the commit
         # tells a refused row (IntegrityError, DataError) from a lost server.
         raise sa.exc.DBAPIError.instance(statement, None, error, psycopg.Error) from error
-
-
-def _table_sql(target: TargetTable) -> str:
-    return quoted(*[p for p in (target.schema, target.table) if p], sep=".")
