@@ -193,6 +193,10 @@ class SparkConfig(Model):
     conf: dict[str, str] = {}
     max_concurrent_imports: int = Field(default=2, gt=0)
     jars: Literal["auto"] | list[str] = "auto"
+    ship_dependencies: bool = True
+    """Cluster masters: ship the Python packages sluice's code needs on executors
+    (psycopg, PyMySQL, SQLAlchemy, pydantic) on ``spark.archives``. False where
+    the executors have them installed, or run another OS, architecture or Python."""
 
     @field_validator("conf", mode="before")
     @classmethod

@@ -1,22 +1,48 @@
-"""The zip of sluice's code that Spark ships to drivers and executors.
+"""What Spark ships to a cluster's drivers and executors: sluice's code and its dependencies.
 
 A cluster's machines need not have sluice installed: the import job's
 packages travel as one zip on ``--py-files`` / ``spark.submit.pyFiles``,
-built once when a sink starts.
+built once when a sink starts. The direct COPY / LOAD DATA runs sluice's
+code in the executors' Python workers, which also import psycopg, PyMySQL,
+SQLAlchemy and pydantic: those (and what they require) travel as a second
+zip on ``spark.archives``, unpacked by Spark next to each executor and put
+on its workers' ``PYTHONPATH`` (:func:`build_deps_archive`). What PySpark's
+Arrow functions need on executors anyway (pyarrow, numpy, pandas) is not
+shipped.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata as md
 import os
+import platform
+import sys
 import uuid
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from config.models import SparkConfig
 
 PACKAGES = ("scheduler", "sources", "sinks", "config", "spark_jobs")
 """The top-level packages of sluice (what ``pyproject.toml`` installs)."""
 
 _ROOT = Path(__file__).resolve().parent.parent
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed times: the same code gives the same bytes
+
+
+EXECUTOR_DEPENDENCIES = ("psycopg", "psycopg-binary", "pymysql", "sqlalchemy", "pydantic")
+"""Distributions sluice's code imports in executors' Python workers, beyond PySpark's own."""
+
+PROVIDED = frozenset({"pyspark", "py4j", "pyarrow", "numpy", "pandas"})
+"""Distributions an executor running PySpark's Arrow functions has already."""
+
+DEPS_ALIAS = "sluice-deps"
+"""The folder, in each executor's working directory, the archive unpacks into."""
 
 
 def build_pyfiles_zip(dest: Path, root: Path = _ROOT) -> Path:
@@ -46,3 +72,68 @@ def build_pyfiles_zip(dest: Path, root: Path = _ROOT) -> Path:
     finally:
         temporary.unlink(missing_ok=True)
     return dest
+
+
+def build_deps_archive(folder: Path, roots: Iterable[str] = EXECUTOR_DEPENDENCIES) -> Path:
+    """Zip the installed distributions ``roots`` and what they require into ``folder``.
+
+    The zip holds each distribution's files as installed (its RECORD),
+    compiled extensions included: executors must run the driver's Python
+    minor version (as PySpark requires) on the same OS and architecture.
+    Named after the distributions' versions and the platform, and reused
+    when it exists: a sink starts in milliseconds once it has been built.
+    """
+    dists = _closure(roots)
+    tag = "|".join([sys.version, platform.machine(), *(f"{d.name}=={d.version}" for d in dists)])
+    dest = Path(folder) / f"{DEPS_ALIAS}-{hashlib.sha256(tag.encode()).hexdigest()[:16]}.zip"
+    if dest.is_file():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    temporary = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}")
+    try:
+        with zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as archive:
+            for dist in dists:
+                for file in dist.files or ():
+                    # Scripts installed outside site-packages ("../../bin/…") stay home.
+                    if file.parts[0] == ".." or "__pycache__" in file.parts:
+                        continue
+                    path = Path(str(dist.locate_file(file)))
+                    if path.is_file():
+                        archive.write(path, file.as_posix())
+        os.replace(temporary, dest)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return dest
+
+
+def _closure(roots: Iterable[str]) -> list[md.Distribution]:
+    """The installed distributions ``roots`` and their requirements (markers and extras
+    as this interpreter meets them), without :data:`PROVIDED`; sorted by name."""
+    found: dict[str, md.Distribution] = {}
+    seen: set[tuple[str, str]] = set()
+    todo = [(name, "") for name in roots]
+    while todo:
+        name, extra = todo.pop()
+        key = canonicalize_name(name)
+        if key in PROVIDED or (key, extra) in seen:
+            continue
+        seen.add((key, extra))
+        try:
+            dist = found.get(key) or md.distribution(name)
+        except md.PackageNotFoundError:
+            continue  # an optional requirement this machine does without
+        found[key] = dist
+        for line in dist.requires or ():
+            req = Requirement(line)
+            if req.marker is None or req.marker.evaluate({"extra": extra}):
+                todo.extend((req.name, e) for e in ("", *req.extras))
+    return sorted(found.values(), key=lambda d: canonicalize_name(d.name))
+
+
+def executor_archives(cfg: SparkConfig, work_dir: Path) -> list[str]:
+    """``spark.archives`` entries for ``cfg``'s executors: the dependencies archive,
+    unpacked as :data:`DEPS_ALIAS`; none for a local master (its executor is the
+    driver's process) or with ``ship_dependencies: false``."""
+    if cfg.master.startswith("local") or not cfg.ship_dependencies:
+        return []
+    return [f"{build_deps_archive(Path(work_dir) / 'pyfiles')}#{DEPS_ALIAS}"]

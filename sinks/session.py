@@ -30,13 +30,14 @@ DEBIAN_JARS = (
 """The JDBC drivers Debian's packages install; ``jars: auto`` uses those present."""
 
 JNI_DIR = "/usr/lib/x86_64-linux-gnu/jni"
+"""Where Debian's sqlite-jdbc keeps its native library (libsqlitejdbc.so)."""
 
 LOG4J = Path(__file__).with_name("log4j2.properties")
 """Errors only from the JVM: Spark's INFO/WARN lines bury sluice's progress."""
-"""Where Debian's sqlite-jdbc keeps its native library (libsqlitejdbc.so)."""
 
 _JAVA_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
-_FILE_LISTS = ("spark.submit.pyFiles", "spark.files")
+_FILE_LISTS = ("spark.submit.pyFiles", "spark.files", "spark.archives")
+_EXECUTOR_PYTHONPATH = "spark.executorEnv.PYTHONPATH"
 _LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
 
@@ -67,13 +68,19 @@ def is_loopback_master(master: str) -> bool:
 
 
 def session_conf(
-    cfg: SparkConfig, app_name: str = "sluice", py_files: Sequence[str] = ()
+    cfg: SparkConfig,
+    app_name: str = "sluice",
+    py_files: Sequence[str] = (),
+    archives: Sequence[str] = (),
 ) -> dict[str, str]:
     """Every setting :func:`build_session` applies, defaults first, the user's last.
 
     ``py_files``: zips of sluice's code for the executors (and for a driver
     that is not this process); they go on ``spark.submit.pyFiles`` (the
     driver's Python path) and ``spark.files`` (shipped to every executor).
+    ``archives``: ``path#folder`` of Python packages for the executors'
+    workers (:func:`sinks.pyfiles.executor_archives`), on ``spark.archives``
+    and their ``PYTHONPATH``.
     """
     java_opts = (
         f"-Djava.library.path={JNI_DIR} -Duser.timezone=UTC -Dlog4j2.configurationFile={LOG4J}"
@@ -124,6 +131,11 @@ def session_conf(
     if py_files:
         conf["spark.submit.pyFiles"] = ",".join(py_files)
         conf["spark.files"] = ",".join(py_files)
+    if archives:
+        conf["spark.archives"] = ",".join(archives)
+        # Spark unpacks each into the executor's working directory, where its
+        # Python workers start: a relative path finds it on every executor.
+        conf[_EXECUTOR_PYTHONPATH] = ":".join(a.rpartition("#")[2] for a in archives)
     for key, value in cfg.conf.items():
         if key in _JAVA_OPTIONS:
             # Keep ours and append the user's: for a repeated -D the JVM takes
@@ -131,13 +143,18 @@ def session_conf(
             conf[key] = f"{conf[key]} {value}"
         elif key in _FILE_LISTS and key in conf:
             conf[key] = f"{conf[key]},{value}"  # sluice's code and the user's files
+        elif key == _EXECUTOR_PYTHONPATH and key in conf:
+            conf[key] = f"{value}:{conf[key]}"  # the user's packages first
         else:
             conf[key] = value
     return conf
 
 
 def spark_submit_args(
-    cfg: SparkConfig, app_name: str = "sluice", py_files: Sequence[str] = ()
+    cfg: SparkConfig,
+    app_name: str = "sluice",
+    py_files: Sequence[str] = (),
+    archives: Sequence[str] = (),
 ) -> list[str]:
     """``spark-submit`` options applying :func:`session_conf` (put them before the script).
 
@@ -148,7 +165,7 @@ def spark_submit_args(
     ``spark.submit.pyFiles`` (spark-submit would let the option hide that
     setting). The caller also sets ``SPARK_LOCAL_IP=127.0.0.1`` for a loopback master.
     """
-    conf = session_conf(cfg, app_name)
+    conf = session_conf(cfg, app_name, archives=archives)
     args = ["--master", conf.pop("spark.master"), "--name", conf.pop("spark.app.name")]
     files = [*py_files, *filter(None, conf.pop("spark.submit.pyFiles", "").split(","))]
     if files:
@@ -169,7 +186,10 @@ def _require_java() -> None:
 
 
 def build_session(
-    cfg: SparkConfig, app_name: str = "sluice", py_files: Sequence[str] = ()
+    cfg: SparkConfig,
+    app_name: str = "sluice",
+    py_files: Sequence[str] = (),
+    archives: Sequence[str] = (),
 ) -> SparkSession:
     """Start (or join) the SparkSession the import jobs run on.
 
@@ -179,7 +199,7 @@ def build_session(
     ``spark-submit`` the JVM is already running: give it
     :func:`spark_submit_args` on its command line.
     """
-    conf = session_conf(cfg, app_name, py_files)
+    conf = session_conf(cfg, app_name, py_files, archives)
     if is_loopback_master(cfg.master):
         # The JVM otherwise binds to the machine's outward address.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

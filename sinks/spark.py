@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 
 from config.models import SluiceConfig
 from sinks.abc import PoolSink
-from sinks.pyfiles import build_pyfiles_zip
+from sinks.pyfiles import build_pyfiles_zip, executor_archives
 from sinks.session import build_session
 from spark_jobs.import_job import ImportResult, run_import
 from spark_jobs.manifest import Manifest
@@ -36,7 +36,8 @@ class SparkSink(PoolSink):
     gets its first batch ready. A session built here is stopped by
     :meth:`close`; a given one, or one the process already had, is not.
     For a cluster master, sluice's code is zipped into ``work_dir`` here and
-    shipped to the executors on ``spark.submit.pyFiles``.
+    shipped to the executors on ``spark.submit.pyFiles``, and the Python
+    packages it imports there on ``spark.archives``.
     """
 
     label = "Spark sink"
@@ -48,9 +49,11 @@ class SparkSink(PoolSink):
         self._spark = spark
         self._owns_session = spark is None
         self.py_files: list[str] = []
+        self.archives: list[str] = []
         if spark is None and not cfg.spark.master.startswith("local"):
             zip_path = build_pyfiles_zip(Path(cfg.work_dir) / "pyfiles" / "sluice.zip")
             self.py_files.append(str(zip_path))
+            self.archives = executor_archives(cfg.spark, Path(cfg.work_dir))
         self._session_lock = threading.Lock()
         self.ready_at: float | None = 0.0 if spark is not None else None
         super().__init__(cfg.spark.max_concurrent_imports, "sluice-import")
@@ -74,7 +77,7 @@ class SparkSink(PoolSink):
                     self._owns_session = False
                 log.debug("Spark session starting (master %s)", self.cfg.spark.master)
                 self._spark = build_session(
-                    self.cfg.spark, app_name="sluice", py_files=self.py_files
+                    self.cfg.spark, "sluice", py_files=self.py_files, archives=self.archives
                 )
                 log.debug("Spark session started")
                 self.ready_at = time.monotonic()

@@ -33,7 +33,7 @@ from config.errors import ConfigError
 from config.models import SluiceConfig
 from sinks.abc import PoolSink, SinkClosed
 from sinks.children import ignore_stop_signals
-from sinks.pyfiles import build_pyfiles_zip
+from sinks.pyfiles import build_pyfiles_zip, executor_archives
 from sinks.session import is_loopback_master, spark_submit_args
 from spark_jobs import import_job
 from spark_jobs.import_job import BatchImportFailed, ImportResult
@@ -72,6 +72,7 @@ class SubmitSink(PoolSink):
         for folder in ("manifests", "logs", "results"):
             (self.work_dir / folder).mkdir(parents=True, exist_ok=True)
         self.py_files = [str(build_pyfiles_zip(self.work_dir / "pyfiles" / "sluice.zip"))]
+        self.archives = executor_archives(cfg.spark, self.work_dir)
         super().__init__(cfg.spark.max_concurrent_imports, "sluice-submit")
         self._running: dict[int, subprocess.Popen[bytes]] = {}
         self._forced = False
@@ -91,7 +92,9 @@ class SubmitSink(PoolSink):
         name = f"sluice-import-{manifest.batch_id}"
         return [
             str(self.spark_home / "bin" / "spark-submit"),
-            *spark_submit_args(self.cfg.spark, app_name=name, py_files=self.py_files),
+            *spark_submit_args(
+                self.cfg.spark, app_name=name, py_files=self.py_files, archives=self.archives
+            ),
             str(Path(import_job.__file__).resolve()),
             "--config", str(self.config_path),
             "--manifest", str(manifest_path),

@@ -199,7 +199,8 @@ def _direct_in_task(
     try:
         [outcome] = df.coalesce(1).mapInArrow(copy_partition, _OUTCOME).collect()
     except PythonException as error:
-        if "ModuleNotFoundError" not in str(error):
+        # ModuleNotFoundError, or an ImportError of a package built for another platform.
+        if "ImportError" not in str(error) and "ModuleNotFoundError" not in str(error):
             raise
         log.warning("batch %s: staged on the driver: a Spark worker cannot run the COPY (%s)",
                     manifest.batch_id, str(error).strip().splitlines()[-1])  # fmt: skip

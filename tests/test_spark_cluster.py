@@ -6,6 +6,11 @@ in its own process with ``spark.master: spark://127.0.0.1:PORT`` (Python in
 client deploy mode: the driver is the sluice process, the executor runs on
 the worker). The master's ``/json/`` page shows the application really ran
 there, and the worker's shows its executor.
+
+The executor's Python workers run this virtualenv's interpreter with
+sluice's Python dependencies hidden (as on a cluster that has only PySpark,
+pyarrow, numpy and pandas): the PostgreSQL ranges are still COPYed straight
+in by the executor, with what sluice ships on ``spark.archives``.
 """
 
 from __future__ import annotations
@@ -31,6 +36,44 @@ from tests.conftest import need, spark_missing_reason
 from tests.helpers import fetch_rows, seed_orders
 
 ROWS = 3_000
+HIDDEN = ("psycopg", "psycopg_binary", "pymysql", "sqlalchemy", "pydantic", "pydantic_core")
+"""What the executors' Python must not find installed: sluice ships it."""
+
+_HIDE = """
+import importlib.machinery, os, sys, sysconfig
+
+HIDDEN = set(os.environ["SLUICE_TEST_HIDDEN"].split(","))
+SITE = {os.path.realpath(sysconfig.get_paths()[k]) for k in ("purelib", "platlib")}
+
+
+class HideInstalled:
+    def find_spec(self, name, path=None, target=None):
+        if path is not None or name not in HIDDEN:
+            return None
+        elsewhere = [p for p in sys.path if os.path.realpath(p or ".") not in SITE]
+        spec = importlib.machinery.PathFinder.find_spec(name, elsewhere)
+        if spec is None:
+            raise ModuleNotFoundError(f"No module named {name!r} (not installed here)", name=name)
+        return spec
+
+
+sys.meta_path.insert(0, HideInstalled())
+"""
+
+
+def _bare_executor_python(folder: Path) -> Path:
+    """An interpreter for executors: this one, without sluice's dependencies installed."""
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(_HIDE)
+    wrapper = folder / "python"
+    wrapper.write_text(
+        f'#!/bin/sh\nPYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{folder}" '
+        f'SLUICE_TEST_HIDDEN={",".join(HIDDEN)} exec {sys.executable} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return wrapper
+
+
 START_DEADLINE = 90.0  # seconds for master and worker to come up; usually ~6
 RUN_TIMEOUT = 300.0  # seconds for the migration; usually ~25
 
@@ -125,11 +168,13 @@ def standalone_cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 
 @pytest.mark.spark
+@pytest.mark.postgres
 def test_migration_runs_on_a_standalone_cluster(
-    tmp_path: Path, standalone_cluster: Cluster, spark: Any
+    tmp_path: Path, standalone_cluster: Cluster, spark: Any, pg_url: str, pg_target: str
 ) -> None:
     shop = f"sqlite:///{tmp_path / 'shop.db'}"
     seed_orders(shop, ROWS)
+    seed_orders(pg_url, ROWS)
     config = tmp_path / "sluice.yaml"
     config.write_text(
         f"""
@@ -151,19 +196,32 @@ sources:
     buffer: {{capacity: 2000, replenish_below: 500}}
     read: {{num_partitions: 1}}
     target: lake.orders
+  shop:
+    kind: sql
+    url: {pg_url}
+    table: orders
+    key: id
+    read: {{num_partitions: 1}}
+    target: wh.orders
 targets:
   lake: {{kind: parquet, path: ./lake}}
+  wh: {{kind: jdbc, url: "{pg_target}"}}
 batch: {{max_items: 1000, max_wait: 200ms}}
 """
     )
     sluice = Path(sys.executable).with_name("sluice")
+    bare = _bare_executor_python(tmp_path / "bare")
+    env = {**standalone_cluster.env, "PYSPARK_PYTHON": str(bare)}
     run = subprocess.run(
         [str(sluice), "run", str(config), "--until-drained"],
-        env=standalone_cluster.env, cwd=tmp_path, capture_output=True, text=True,
-        timeout=RUN_TIMEOUT, check=False,
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False,
     )  # fmt: skip
-    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
-    assert f"{ROWS:,} rows" in run.stdout
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output[-3000:]
+    assert f"{2 * ROWS:,} rows" in run.stdout
+    # The executor COPYed the PostgreSQL ranges itself: none fell back to the driver.
+    assert "staged on the driver" not in output, output[-3000:]
+    assert fetch_rows(pg_target, "orders") == fetch_rows(pg_url, "orders")
 
     # Every row once, with its content.
     frame = spark.read.parquet(str(tmp_path / "lake" / "orders"))

@@ -12,7 +12,7 @@ import pytest
 from config.errors import ConfigError
 from config.models import SparkConfig
 from sinks import make_sink
-from sinks.pyfiles import PACKAGES, build_pyfiles_zip
+from sinks.pyfiles import DEPS_ALIAS, PACKAGES, build_pyfiles_zip, executor_archives
 from sinks.session import session_conf, spark_submit_args
 from sinks.spark import SparkSink
 from sinks.submit import SubmitSink
@@ -102,3 +102,36 @@ def test_pyfiles_zip_holds_the_packages_and_conf_ships_it(tmp_path: Path) -> Non
     args = spark_submit_args(cluster, "job", py_files=[str(zip_path)])
     assert args[args.index("--py-files") + 1] == f"{zip_path},/opt/extra.zip"
     assert not any(a.startswith("spark.submit.pyFiles=") for a in args)
+
+
+def test_dependencies_archive_holds_what_executors_import_and_conf_ships_it(
+    tmp_path: Path,
+) -> None:
+    cluster = SparkConfig(
+        master="spark://127.0.0.1:7077",
+        conf={"spark.archives": "/opt/env.zip#env", "spark.executorEnv.PYTHONPATH": "env"},
+    )
+    [entry] = executor_archives(cluster, tmp_path)
+    path, _, alias = entry.partition("#")
+    with zipfile.ZipFile(path) as archive:
+        tops = {n.split("/")[0] for n in archive.namelist()}
+    assert alias == DEPS_ALIAS
+    # Each distribution's packages and what they require; not what PySpark's
+    # executors have, nor anything outside site-packages.
+    assert {"psycopg", "psycopg_binary", "pymysql", "sqlalchemy", "pydantic",
+            "pydantic_core", "typing_extensions.py"} <= tops  # fmt: skip
+    assert not tops & {"pyarrow", "numpy", "pandas", "pyspark", "py4j", "..", "bin"}
+    assert executor_archives(cluster, tmp_path) == [entry]  # built once, then reused
+    assert Path(path).stat().st_mtime_ns == Path(executor_archives(cluster, tmp_path)[0]
+                                                 .partition("#")[0]).stat().st_mtime_ns  # fmt: skip
+
+    conf = session_conf(cluster, archives=[entry])
+    assert conf["spark.archives"] == f"{entry},/opt/env.zip#env"  # ours, then the user's
+    assert conf["spark.executorEnv.PYTHONPATH"] == f"env:{DEPS_ALIAS}"  # the user's first
+    args = spark_submit_args(cluster, "job", archives=[entry])
+    assert f"spark.archives={entry},/opt/env.zip#env" in args
+    # Nothing to ship for a local master (the driver's own Python runs the
+    # tasks), nor when the user says the executors have it.
+    assert executor_archives(SparkConfig(master="local[2]"), tmp_path) == []
+    off = SparkConfig(master="spark://127.0.0.1:7077", ship_dependencies=False)
+    assert executor_archives(off, tmp_path) == []
