@@ -31,6 +31,11 @@ class TargetError(SluiceError, RuntimeError):
     """A target refused a write; terminal unless the cause is fixed."""
 
 
+class SinkUnavailable(SluiceError, RuntimeError):
+    """The sink cannot run any import (Spark's JVM did not start): the daemon stops,
+    rather than fail every batch it has into backoff and then into the dead."""
+
+
 class LedgerError(SluiceError, RuntimeError):
     """The ledger could not record a state change."""
 

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from queue import Empty, SimpleQueue
 from typing import Any
 
-from config.errors import ClaimConflict
+from config.errors import ClaimConflict, SinkUnavailable
 from config.faults import crash_point
 from config.models import SluiceConfig
 from scheduler.collector import TickCollector
@@ -373,6 +373,9 @@ class MainLoop:
                                          token=manifest.token)
                 log.warning("batch %s of %s %s: %s", manifest.batch_id, manifest.source,
                             state, error)
+                if isinstance(error, SinkUnavailable):
+                    log.critical("no batch can import: %s", error)
+                    self.die(error)
                 with self._lock:
                     if state == "dead":
                         self.stats.batches_dead += 1

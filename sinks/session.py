@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
 
-from config.errors import ConfigError, SluiceError
+from config.errors import ConfigError, SinkUnavailable
 from config.models import SparkConfig
 from sinks.children import deafen_spark_jvm
 
@@ -41,7 +41,7 @@ _EXECUTOR_PYTHONPATH = "spark.executorEnv.PYTHONPATH"
 _LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
 
-class SparkUnavailable(SluiceError, RuntimeError):
+class SparkUnavailable(SinkUnavailable):
     """Spark cannot start here (no Java, or the JVM died at start)."""
 
 

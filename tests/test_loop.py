@@ -15,6 +15,7 @@ from scheduler.ledger import Ledger, fingerprint
 from scheduler.loop import MainLoop, RunStats
 from scheduler.strategy import build_strategy
 from sinks.abc import MemorySink
+from sinks.session import SparkUnavailable
 from sources.abc import MemorySource
 from sources.queueing import QueueingLimitedSource
 from spark_jobs.manifest import Manifest
@@ -149,6 +150,22 @@ def test_failed_batches_are_retried_then_dead(tmp_path: Path) -> None:
     [orders] = [p for p in ledger.progress() if p.source == "orders"]
     assert stats.batches_dead == 2 and orders.states == {"dead": 2}
     assert orders.last_error == "column amount: value too long"
+
+
+@pytest.mark.timeout(30)
+def test_a_sink_that_cannot_start_stops_the_run_at_once(tmp_path: Path) -> None:
+    class NoJvm(MemorySink):
+        def submit(self, manifest: Manifest):  # type: ignore[no-untyped-def]
+            self.fail(manifest.batch_id, SparkUnavailable("Spark could not start its JVM"))
+            return super().submit(manifest)
+
+    loop, ledger, _ = build(tmp_path, NoJvm(), {"orders": 200, "customers": 100}, attempts=2)
+    with pytest.raises(SparkUnavailable, match="could not start"):
+        loop.run(until_drained=True)
+    # Not every batch into backoff and then dead: they wait, failed once, for a
+    # run whose Spark starts.
+    states = Counter(s for p in ledger.progress() for s, n in p.states.items() for _ in range(n))
+    assert "dead" not in states and states["failed"] >= 1
 
 
 def test_unfinished_batches_are_resumed(tmp_path: Path) -> None:
