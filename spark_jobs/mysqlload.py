@@ -39,8 +39,8 @@ from spark_jobs.pgcopy import CannotEncode
 _STREAM_PREFIX = "sluice-stream/"
 """How the "file" names of sluice's own streams begin."""
 
-_PACKET = 1 << 20
-"""Bytes per protocol packet of the stream: well under any ``max_allowed_packet``."""
+_PACKET = 1 << 16
+"""Bytes per protocol packet of the stream: under any ``max_allowed_packet`` in use."""
 
 _LOCAL_REFUSED = {1148, 2068, 3948, 4166}
 """Server (and client) errors that say LOAD DATA LOCAL is switched off on either side."""
@@ -120,8 +120,11 @@ def load_data(
     """``LOAD DATA LOCAL`` the rows of ``batches`` into ``table_sql`` (quoted); the rows loaded.
 
     ``cursor`` is a PyMySQL cursor of a connection with ``local_infile`` on,
-    inside the caller's transaction. Raises :class:`CannotEncode` for a
-    column it cannot write, before any row is sent; :class:`LoadUnavailable`
+    inside the caller's transaction: the server keeps the rows it took
+    before a stream that fails part-way, until the rollback (a table that
+    cannot roll back, MyISAM, keeps them until the batch's retry upserts
+    over them, as it would keep a failed upsert's). Raises
+    :class:`CannotEncode` for a column it cannot write; :class:`LoadUnavailable`
     when the server refuses ``LOCAL``; :class:`LoadRefusedRows` when it did
     not take every row as sent; :class:`sqlalchemy.exc.DBAPIError` for the
     rest, as SQLAlchemy raises it for a statement.
@@ -141,7 +144,8 @@ def load_data(
     name = f"{_STREAM_PREFIX}{uuid.uuid4().hex}"
     statement = (
         f"LOAD DATA LOCAL INFILE '{name}' INTO TABLE {table_sql} CHARACTER SET utf8mb4 "
-        "FIELDS TERMINATED BY '\\t' ESCAPED BY '\\\\' LINES TERMINATED BY '\\n' "
+        # Tab, backslash, newline; in hex, which reads the same under NO_BACKSLASH_ESCAPES.
+        "FIELDS TERMINATED BY X'09' ESCAPED BY X'5C' LINES TERMINATED BY X'0A' "
         f"({quoted(*names)})"
     )
     with _streams_lock:
@@ -176,6 +180,8 @@ def encode(batch: pa.RecordBatch | pa.Table) -> pa.Buffer:
     """The ``LOAD DATA`` lines of ``batch``: fields tab-separated, ``\\``-escaped, NULL as ``\\N``.
 
     Raises :class:`CannotEncode` naming the column whose type has no text form here.
+    A stream of several batches may raise it after earlier batches went out:
+    the caller's transaction must be rolled back (see :func:`load_data`).
     """
     n = batch.num_rows
     if n == 0:
@@ -200,8 +206,10 @@ def _field_for(arrow: pa.DataType) -> Field:
     """How a column of ``arrow`` type becomes text the server parses back to the same value."""
     if pa.types.is_null(arrow):
         return lambda a: pa.nulls(len(a), pa.large_string())
-    if pa.types.is_integer(arrow) or pa.types.is_decimal(arrow) or pa.types.is_date(arrow):
+    if pa.types.is_integer(arrow) or pa.types.is_date(arrow):
         return _as_text
+    if pa.types.is_decimal(arrow):
+        return _decimal
     if pa.types.is_floating(arrow):
         return _floating
     if pa.types.is_boolean(arrow):
@@ -218,6 +226,16 @@ def _field_for(arrow: pa.DataType) -> Field:
 
 def _as_text(array: pa.Array) -> pa.Array:
     return array.cast(pa.large_string())
+
+
+def _decimal(array: pa.Array) -> pa.Array:
+    """Plain digits: Arrow writes 0.0000001 as "1E-7", which a text column would keep so."""
+    text = _as_text(array)
+    exponent = pc.fill_null(pc.match_substring(text, "E"), False)
+    if not pc.any(exponent).as_py():
+        return text
+    plain = [format(value, "f") for value in pc.filter(array, exponent).to_pylist()]
+    return pc.replace_with_mask(text, exponent, pa.array(plain, pa.large_string()))
 
 
 def _floating(array: pa.Array) -> pa.Array:

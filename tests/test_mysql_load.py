@@ -109,6 +109,24 @@ def test_every_value_reads_back_as_sent(mariadb_url: str) -> None:
     assert got == sent
 
 
+def test_decimals_go_in_plain_digits_and_separators_survive_no_backslash_escapes(
+    mariadb_url: str,
+) -> None:
+    execute(mariadb_url, "CREATE TABLE t (id INT PRIMARY KEY, d DECIMAL(20,10), s VARCHAR(30))")
+    tiny = [Decimal("1E-7"), Decimal(0).scaleb(-8), Decimal("-0.0000000123"), None]
+    table = pa.table({"id": [1, 2, 3, 4], "d": pa.array(tiny, pa.decimal128(20, 10)),
+                      "s": pa.array(tiny, pa.decimal128(20, 10))})  # fmt: skip
+    engine = sql_engine(mariadb_url)
+    mode = "SET SESSION sql_mode = {}(@@sql_mode, ',NO_BACKSLASH_ESCAPES'{})"
+    with engine.begin() as conn:
+        conn.exec_driver_sql(mode.format("CONCAT", ""))
+        load_data(conn.connection.cursor(), quoted("t"), ["id", "d", "s"], table.to_batches())
+        conn.exec_driver_sql(mode.format("REPLACE", ", ''"))  # the pooled connection's own
+    got = scalar(mariadb_url, "SELECT group_concat(concat_ws('|', d, s) ORDER BY id) FROM t")
+    assert got == ("0.0000001000|0.0000001000,0.0000000000|0.0000000000,"
+                   "-0.0000000123|-0.0000000123,")  # fmt: skip
+
+
 def test_a_duplicate_key_or_a_cut_value_is_refused_not_skipped(mariadb_url: str) -> None:
     execute(mariadb_url, "CREATE TABLE t (id INT PRIMARY KEY, s VARCHAR(3))")
     execute(mariadb_url, "INSERT INTO t VALUES (2, 'old')")
