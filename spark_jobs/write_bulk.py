@@ -42,6 +42,7 @@ import pyarrow as pa
 import sqlalchemy as sa
 from pyspark.errors import PythonException
 from pyspark.sql import DataFrame
+from pyspark.sql import types as T
 
 from config.faults import crash_point
 from config.models import JdbcTargetConfig
@@ -167,8 +168,16 @@ def may_copy_straight_in(target: TargetTable, manifest: Manifest) -> bool:
     )
 
 
-_OUTCOME = "outcome string, rows long, error binary, notes array<string>"
-"""What the direct COPY task returns: one row."""
+_OUTCOME = T.StructType(
+    [
+        T.StructField("outcome", T.StringType()),
+        T.StructField("rows", T.LongType()),
+        T.StructField("error", T.BinaryType()),
+        T.StructField("notes", T.ArrayType(T.StringType())),
+    ]
+)
+"""What the direct load task returns: one row. Built, not parsed from DDL: the first
+parse of a batch loaded Spark's SQL parser, ~1.3 s on the first batch's path."""
 
 
 def _direct_in_task(
