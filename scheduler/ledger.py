@@ -480,16 +480,27 @@ class Ledger:
         )
 
     def fail(
-        self, batch_id: str, error: str, retry: RetryConfig, *, token: int | None = None
+        self,
+        batch_id: str,
+        error: str,
+        retry: RetryConfig,
+        *,
+        token: int | None = None,
+        counted: bool = True,
     ) -> str:
         """Record a failed attempt; returns the new state, ``failed`` or ``dead``.
 
-        Owner and ``token`` are checked as in :meth:`finish`.
+        Owner and ``token`` are checked as in :meth:`finish`. ``counted=False``:
+        the batch never ran (nothing could import it), so the attempt
+        :meth:`begin` counted is given back, and it may run again at once.
         """
         state = "failed"
 
         def values(row: Any) -> dict[str, Any]:
             nonlocal state
+            if not counted:
+                return {"error": error, "attempts": max(0, row.attempts - 1),
+                        "not_before": None, "lease_until": None}  # fmt: skip
             if row.attempts >= retry.max_attempts:
                 state = "dead"
                 return {"state": "dead", "error": error, "not_before": None, "lease_until": None}

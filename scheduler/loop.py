@@ -369,11 +369,12 @@ class MainLoop:
                     )
                 log.debug("batch %s done: %d rows", manifest.batch_id, result.rows_written)
             else:
+                unavailable = isinstance(error, SinkUnavailable)
                 state = self.ledger.fail(manifest.batch_id, str(error), self.cfg.retry,
-                                         token=manifest.token)
+                                         token=manifest.token, counted=not unavailable)
                 log.warning("batch %s of %s %s: %s", manifest.batch_id, manifest.source,
                             state, error)
-                if isinstance(error, SinkUnavailable):
+                if unavailable:
                     log.critical("no batch can import: %s", error)
                     self.die(error)
                 with self._lock:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata as md
+import logging
 import os
 import platform
 import sys
@@ -27,6 +28,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from config.models import SparkConfig
+
+log = logging.getLogger(__name__)
 
 PACKAGES = ("scheduler", "sources", "sinks", "config", "spark_jobs")
 """The top-level packages of sluice (what ``pyproject.toml`` installs)."""
@@ -80,11 +83,23 @@ def build_deps_archive(folder: Path, roots: Iterable[str] = EXECUTOR_DEPENDENCIE
     The zip holds each distribution's files as installed (its RECORD),
     compiled extensions included: executors must run the driver's Python
     minor version (as PySpark requires) on the same OS and architecture.
-    Named after the distributions' versions and the platform, and reused
-    when it exists: a sink starts in milliseconds once it has been built.
+    Named after the files it holds (their names and sizes) and the
+    platform, and reused when it exists: a sink starts in milliseconds once
+    it has been built. A distribution installed without a list of its files
+    (no RECORD) cannot be shipped: a warning names it.
     """
-    dists = _closure(roots)
-    tag = "|".join([sys.version, platform.machine(), *(f"{d.name}=={d.version}" for d in dists)])
+    entries: list[tuple[str, Path]] = []
+    for dist in _closure(roots):
+        files = [(f.as_posix(), Path(str(dist.locate_file(f)))) for f in dist.files or ()
+                 # Scripts installed outside site-packages ("../../bin/…") stay home.
+                 if f.parts[0] != ".." and "__pycache__" not in f.parts]  # fmt: skip
+        files = [(name, path) for name, path in files if path.is_file()]
+        if not files:
+            log.warning("%s %s lists no installed files: not shipped to executors, which "
+                        "must have it installed", dist.name, dist.version)  # fmt: skip
+        entries += files
+    tag = "|".join([sys.version, platform.machine(),
+                    *(f"{name}:{path.stat().st_size}" for name, path in entries)])  # fmt: skip
     dest = Path(folder) / f"{DEPS_ALIAS}-{hashlib.sha256(tag.encode()).hexdigest()[:16]}.zip"
     if dest.is_file():
         return dest
@@ -92,14 +107,8 @@ def build_deps_archive(folder: Path, roots: Iterable[str] = EXECUTOR_DEPENDENCIE
     temporary = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}")
     try:
         with zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as archive:
-            for dist in dists:
-                for file in dist.files or ():
-                    # Scripts installed outside site-packages ("../../bin/…") stay home.
-                    if file.parts[0] == ".." or "__pycache__" in file.parts:
-                        continue
-                    path = Path(str(dist.locate_file(file)))
-                    if path.is_file():
-                        archive.write(path, file.as_posix())
+            for name, path in entries:
+                archive.write(path, name)
         os.replace(temporary, dest)
     finally:
         temporary.unlink(missing_ok=True)

@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 from config.models import SluiceConfig
 from sinks.abc import PoolSink
 from sinks.pyfiles import build_pyfiles_zip, executor_archives
-from sinks.session import build_session
+from sinks.session import SparkUnavailable, build_session
 from spark_jobs.import_job import ImportResult, run_import
 from spark_jobs.manifest import Manifest
 
@@ -55,6 +55,7 @@ class SparkSink(PoolSink):
             self.py_files.append(str(zip_path))
             self.archives = executor_archives(cfg.spark, Path(cfg.work_dir))
         self._session_lock = threading.Lock()
+        self._start_failed: SparkUnavailable | None = None
         self.ready_at: float | None = 0.0 if spark is not None else None
         super().__init__(cfg.spark.max_concurrent_imports, "sluice-import")
         # Job groups are per SparkContext: a prefix per sink keeps another
@@ -75,10 +76,18 @@ class SparkSink(PoolSink):
                 # runs (PySpark keeps it there): then it is not ours to stop.
                 if SparkContext._active_spark_context is not None:
                     self._owns_session = False
+                if self._start_failed is not None:
+                    # One JVM that would not start is enough: the batches
+                    # queued behind the first do not each try again for seconds.
+                    raise self._start_failed
                 log.debug("Spark session starting (master %s)", self.cfg.spark.master)
-                self._spark = build_session(
-                    self.cfg.spark, "sluice", py_files=self.py_files, archives=self.archives
-                )
+                try:
+                    self._spark = build_session(
+                        self.cfg.spark, "sluice", py_files=self.py_files, archives=self.archives
+                    )
+                except SparkUnavailable as error:
+                    self._start_failed = error
+                    raise
                 log.debug("Spark session started")
                 self.ready_at = time.monotonic()
             return self._spark

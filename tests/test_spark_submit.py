@@ -13,7 +13,7 @@ from config.errors import ConfigError
 from config.models import SparkConfig
 from sinks import make_sink
 from sinks.pyfiles import DEPS_ALIAS, PACKAGES, build_pyfiles_zip, executor_archives
-from sinks.session import session_conf, spark_submit_args
+from sinks.session import SparkUnavailable, session_conf, spark_submit_args
 from sinks.spark import SparkSink
 from sinks.submit import SubmitSink
 from spark_jobs.import_job import BatchImportFailed, ImportResult
@@ -135,3 +135,24 @@ def test_dependencies_archive_holds_what_executors_import_and_conf_ships_it(
     assert executor_archives(SparkConfig(master="local[2]"), tmp_path) == []
     off = SparkConfig(master="spark://127.0.0.1:7077", ship_dependencies=False)
     assert executor_archives(off, tmp_path) == []
+
+
+def test_a_jvm_that_did_not_start_is_not_started_again_for_every_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sinks.spark
+
+    starts: list[str] = []
+
+    def no_jvm(*args: Any, **kwargs: Any) -> Any:
+        starts.append("start")
+        raise SparkUnavailable("Spark could not start its JVM (JAVA_GATEWAY_EXITED)")
+
+    monkeypatch.setattr(sinks.spark, "build_session", no_jvm)
+    _, cfg = write_config(tmp_path, CONFIG.format(deploy="session"))
+    sink = SparkSink(cfg)
+    for _ in range(3):
+        with pytest.raises(SparkUnavailable, match="JAVA_GATEWAY_EXITED"):
+            sink.session()
+    assert starts == ["start"]
+    sink.close()
