@@ -39,13 +39,15 @@ from tests.test_import_job import (
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
 
-def _write(spark: Any, cfg: Any, manifest: Any) -> Any:
+def write_one(spark: Any, cfg: Any, manifest: Any) -> Any:
+    """Extract one batch of source ``src`` and write it, as an import does."""
     source = cfg.sources["src"]
     rows = apply_columns(extract(spark, source, manifest), source.columns)
     return write_batch(spark, rows, target_table(cfg, manifest), manifest)
 
 
-def _config(source_url: str, target_url: str) -> Any:
+def orders_config(source_url: str, target_url: str) -> Any:
+    """Source ``src``: the ``orders`` table keyed by ``id``, into the JDBC ``target_url``."""
     return make_config(
         {"kind": "sql", "url": source_url, "table": "orders", "key": "id"},
         {"kind": "jdbc", "url": target_url},
@@ -56,10 +58,10 @@ def test_a_range_is_copied_straight_in_and_a_rerun_leaves_the_table_unchanged(
     spark: Any, pg_url: str, pg_target: str
 ) -> None:
     execute(pg_url, ORDERS_DDL, ORDERS_INSERT, rows=order_rows(400))
-    cfg = _config(pg_url, pg_target)
+    cfg = orders_config(pg_url, pg_target)
     first = rng("c-1", None, [200], items=200)
 
-    written = _write(spark, cfg, first)
+    written = write_one(spark, cfg, first)
     assert (written.rows, written.rejected, written.method) == (200, 0, "copy")
     expected = text_rows(pg_url, "orders", ["id"], "id <= 200")
     assert text_rows(pg_target, "orders", ["id"]) == expected
@@ -67,7 +69,7 @@ def test_a_range_is_copied_straight_in_and_a_rerun_leaves_the_table_unchanged(
 
     # A new importer of the same batch (a takeover: a newer token) finds its
     # rows there: staged and upserted, the table as it was.
-    again = _write(spark, cfg, dataclasses.replace(first, token=2))
+    again = write_one(spark, cfg, dataclasses.replace(first, token=2))
     assert (again.rows, again.rejected, again.method) == (200, 0, "staged copy")
     assert text_rows(pg_target, "orders", ["id"]) == expected
     assert scalar(pg_target, "SELECT token FROM _sluice_commits WHERE batch_id = 'c-1'") == 2
@@ -76,7 +78,7 @@ def test_a_range_is_copied_straight_in_and_a_rerun_leaves_the_table_unchanged(
 
     # A key of the next range already in the table (another writer): staged.
     execute(pg_target, "INSERT INTO orders (id, customer) VALUES (300, 'elsewhere')")
-    next_range = _write(spark, cfg, rng("c-2", [200], [400], items=200))
+    next_range = write_one(spark, cfg, rng("c-2", [200], [400], items=200))
     assert next_range.method == "staged copy" and next_range.rows == 200
     assert text_rows(pg_target, "orders", ["id"]) == text_rows(pg_url, "orders", ["id"])
 
@@ -87,11 +89,11 @@ def test_rows_the_table_refuses_in_a_copy_are_set_aside_and_the_rest_commits(
     execute(pg_url, ORDERS_DDL, ORDERS_INSERT, rows=order_rows(120))
     # The table keeps notes of 12 characters at most: longer ones are refused.
     execute(pg_target, ORDERS_DDL.replace("note text", "note varchar(12)"))
-    cfg = _config(pg_url, pg_target)
+    cfg = orders_config(pg_url, pg_target)
     long_notes = scalar(pg_url, "SELECT count(*) FROM orders WHERE length(note) > 12")
     assert 0 < long_notes < 120
 
-    written = _write(spark, cfg, rng("r-1", None, [120], items=120))
+    written = write_one(spark, cfg, rng("r-1", None, [120], items=120))
     assert written.method == "staged copy"
     assert (written.rows, written.rejected) == (120 - long_notes, long_notes)
     assert scalar(pg_target, "SELECT count(*) FROM orders") == 120 - long_notes

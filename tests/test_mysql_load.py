@@ -19,13 +19,13 @@ import pyarrow as pa
 import pytest
 import sqlalchemy as sa
 
-from spark_jobs.extract import extract
-from spark_jobs.import_job import apply_columns, target_table
+from spark_jobs.import_job import target_table
 from spark_jobs.jdbc import sql_engine
 from spark_jobs.manifest import Manifest
 from spark_jobs.mysqlload import LoadRefusedRows, encode, load_data, quoted
 from spark_jobs.pgcopy import CannotEncode
 from spark_jobs.write import write_batch
+from tests.test_copy_write import orders_config, write_one
 from tests.test_import_job import (
     ORDERS_DDL,
     ORDERS_INSERT,
@@ -187,12 +187,6 @@ def test_a_column_without_a_text_form_is_refused_before_anything_is_sent() -> No
 # ------------------------------------------------------------------ through Spark
 
 
-def _write(spark: Any, cfg: Any, manifest: Any) -> Any:
-    source = cfg.sources["src"]
-    rows = apply_columns(extract(spark, source, manifest), source.columns)
-    return write_batch(spark, rows, target_table(cfg, manifest), manifest)
-
-
 def _rows(url: str) -> list[tuple[Any, ...]]:
     engine = sa.create_engine(url)
     with engine.connect() as conn:
@@ -209,18 +203,15 @@ def test_a_range_is_loaded_straight_in_and_a_rerun_leaves_the_table_unchanged(
     spark: Any, pg_url: str, mariadb_url: str
 ) -> None:
     execute(pg_url, ORDERS_DDL, ORDERS_INSERT, rows=order_rows(300))
-    cfg = make_config(
-        {"kind": "sql", "url": pg_url, "table": "orders", "key": "id"},
-        {"kind": "jdbc", "url": mariadb_url},
-    )
+    cfg = orders_config(pg_url, mariadb_url)
     first = rng("m-1", None, [200], items=200)
 
-    written = _write(spark, cfg, first)
+    written = write_one(spark, cfg, first)
     assert (written.rows, written.rejected, written.method) == (200, 0, "load data")
     assert _rows(mariadb_url) == _rows(pg_url)[:200]
     assert scalar(mariadb_url, "SELECT `rows` FROM _sluice_commits WHERE batch_id = 'm-1'") == 200
 
-    again = _write(spark, cfg, dataclasses.replace(first, token=2))
+    again = write_one(spark, cfg, dataclasses.replace(first, token=2))
     assert (again.rows, again.method) == (200, "staged load data")
     assert scalar(mariadb_url, "SELECT token FROM _sluice_commits WHERE batch_id = 'm-1'") == 2
     assert _rows(mariadb_url) == _rows(pg_url)[:200]
@@ -228,7 +219,7 @@ def test_a_range_is_loaded_straight_in_and_a_rerun_leaves_the_table_unchanged(
     # A key of the next range already there (another writer): the direct
     # load is refused, rolled back, and the batch staged and upserted.
     execute(mariadb_url, "INSERT INTO orders (id, customer) VALUES (250, 'elsewhere')")
-    rest = _write(spark, cfg, rng("m-2", [200], [300], items=100))
+    rest = write_one(spark, cfg, rng("m-2", [200], [300], items=100))
     assert (rest.rows, rest.method) == (100, "staged load data")
     assert _rows(mariadb_url) == _rows(pg_url)
     assert scalar(mariadb_url, "SELECT count(*) FROM information_schema.tables "
@@ -243,14 +234,11 @@ def test_rows_the_table_refuses_in_a_load_are_set_aside_and_the_rest_commits(
     execute(pg_url, ORDERS_DDL, ORDERS_INSERT, rows=order_rows(120))
     execute(mariadb_url, ORDERS_DDL.replace("note text", "note varchar(12)")
             .replace("double precision", "double"))  # fmt: skip
-    cfg = make_config(
-        {"kind": "sql", "url": pg_url, "table": "orders", "key": "id"},
-        {"kind": "jdbc", "url": mariadb_url},
-    )
+    cfg = orders_config(pg_url, mariadb_url)
     long_notes = scalar(pg_url, "SELECT count(*) FROM orders WHERE length(note) > 12")
     assert 0 < long_notes < 120
 
-    written = _write(spark, cfg, rng("r-1", None, [120], items=120))
+    written = write_one(spark, cfg, rng("r-1", None, [120], items=120))
     assert written.method == "staged load data"
     assert (written.rows, written.rejected) == (120 - long_notes, long_notes)
     assert scalar(mariadb_url, "SELECT count(*) FROM orders") == 120 - long_notes
