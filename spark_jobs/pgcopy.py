@@ -14,19 +14,22 @@ table's columns (:func:`table_columns`). What it cannot write exactly it
 refuses with :class:`CannotEncode` before any byte is sent: a type pair it
 does not know, an integer out of the column's range, a decimal that needs
 more than 18 digits or would be rounded. The caller then takes the path that
-handles those (Spark's JDBC writer, the rejects).
+handles those (Spark's JDBC writer, the rejects). :func:`copy_in` streams
+Arrow batches through the encoder into a COPY on a psycopg cursor.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
+import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
@@ -34,6 +37,9 @@ HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
 
 TRAILER = b"\xff\xff"
 """The end of a binary COPY stream: a field count of -1."""
+
+_CHUNK = 1 << 20
+"""Bytes handed to the connection per write: large enough to amortise each call."""
 
 _EPOCH_US = 946_684_800_000_000  # 2000-01-01 (PostgreSQL's epoch) in Unix microseconds
 _EPOCH_DAYS = 10_957  # the same in days
@@ -121,6 +127,47 @@ class BinaryCopyEncoder:
         offsets = np.frombuffer(rows.buffers()[1], np.int64)
         start, end = offsets[rows.offset], offsets[rows.offset + n]
         return rows.buffers()[2][start:end]
+
+
+def copy_in(
+    cursor: Any, table_sql: str, names: Sequence[str], batches: Iterable[pa.RecordBatch]
+) -> int:
+    """COPY the rows of ``batches`` (Arrow, columns ``names``) into ``table_sql`` (quoted)
+    on the psycopg ``cursor``, encoded for the table's own column types; the rows sent.
+
+    Raises :class:`CannotEncode` (from the first batch) and
+    :class:`sqlalchemy.exc.DBAPIError`, as SQLAlchemy raises it for a statement.
+    """
+    columns = table_columns(cursor, table_sql, names)
+    encoder: BinaryCopyEncoder | None = None
+    total = 0
+
+    def chunks() -> Iterator[pa.Buffer]:
+        nonlocal encoder, total
+        for batch in batches:
+            encoder = encoder or BinaryCopyEncoder(batch.schema, columns)
+            total += batch.num_rows
+            yield encoder.encode(batch)
+
+    _copy(cursor, table_sql, names, chunks())
+    return total
+
+
+def _copy(cursor: Any, table_sql: str, names: Sequence[str], chunks: Iterable[pa.Buffer]) -> None:
+    """COPY the encoded rows (``chunks`` of them) into ``table_sql``, in binary format."""
+    statement = f"COPY {table_sql} ({quoted(*names)}) FROM STDIN (FORMAT binary)"
+    try:
+        with cursor.copy(statement) as copy:
+            copy.write(HEADER)
+            for chunk in chunks:
+                view = memoryview(chunk)
+                for start in range(0, len(view), _CHUNK):
+                    copy.write(view[start : start + _CHUNK])
+            copy.write(TRAILER)
+    except psycopg.Error as error:
+        # As SQLAlchemy reports the same error from a statement: the commit
+        # tells a refused row (IntegrityError, DataError) from a lost server.
+        raise sa.exc.DBAPIError.instance(statement, None, error, psycopg.Error) from error
 
 
 # ------------------------------------------------------------------ per type

@@ -37,7 +37,6 @@ from dataclasses import dataclass, replace
 from typing import Any, BinaryIO
 
 import numpy as np
-import psycopg
 import pyarrow as pa
 import sqlalchemy as sa
 from pyspark.errors import PythonException
@@ -52,20 +51,10 @@ from spark_jobs.jdbc_tables import ROW_COLUMN, TargetFit, drop_staging, staging_
 from spark_jobs.manifest import Manifest
 from spark_jobs.mysqlload import LoadRefusedRows, LoadUnavailable, load_capable, load_data
 from spark_jobs.mysqlload import quoted as mysql_quoted
-from spark_jobs.pgcopy import (
-    HEADER,
-    TRAILER,
-    BinaryCopyEncoder,
-    CannotEncode,
-    quoted,
-    table_columns,
-)
+from spark_jobs.pgcopy import CannotEncode, copy_in, quoted
 from spark_jobs.target import TargetTable, Written
 
 log = logging.getLogger(__name__)
-
-_CHUNK = 1 << 20
-"""Bytes handed to the connection per write: large enough to amortise each call."""
 
 Load = Callable[[Any, str, Sequence[str], Iterable[pa.RecordBatch]], int]
 
@@ -87,25 +76,7 @@ class BulkLoad:
     load: Load
 
 
-def _pg_load(
-    cursor: Any, table_sql: str, names: Sequence[str], batches: Iterable[pa.RecordBatch]
-) -> int:
-    columns = table_columns(cursor, table_sql, names)
-    encoder: BinaryCopyEncoder | None = None
-    total = 0
-
-    def chunks() -> Iterator[pa.Buffer]:
-        nonlocal encoder, total
-        for batch in batches:
-            encoder = encoder or BinaryCopyEncoder(batch.schema, columns)
-            total += batch.num_rows
-            yield encoder.encode(batch)
-
-    _copy(cursor, table_sql, names, chunks())
-    return total
-
-
-PG_COPY = BulkLoad("copy", quoted, _pg_load)
+PG_COPY = BulkLoad("copy", quoted, copy_in)
 MYSQL_LOAD_DATA = BulkLoad("load data", mysql_quoted, load_data)
 
 _unavailable: set[str] = set()
@@ -380,20 +351,3 @@ def _staged(
         return replace(written, method=f"staged {bulk.method}")
     finally:
         drop_staging(engine, staging)
-
-
-def _copy(cursor: Any, table_sql: str, names: Sequence[str], chunks: Iterable[pa.Buffer]) -> None:
-    """COPY the encoded rows (``chunks`` of them) into ``table_sql``, in binary format."""
-    statement = f"COPY {table_sql} ({quoted(*names)}) FROM STDIN (FORMAT binary)"
-    try:
-        with cursor.copy(statement) as copy:
-            copy.write(HEADER)
-            for chunk in chunks:
-                view = memoryview(chunk)
-                for start in range(0, len(view), _CHUNK):
-                    copy.write(view[start : start + _CHUNK])
-            copy.write(TRAILER)
-    except psycopg.Error as error:
-        # As SQLAlchemy reports the same error from a statement: the commit
-        # tells a refused row (IntegrityError, DataError) from a lost server.
-        raise sa.exc.DBAPIError.instance(statement, None, error, psycopg.Error) from error
