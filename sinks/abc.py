@@ -11,7 +11,10 @@ from __future__ import annotations
 import abc
 import itertools
 import threading
+from collections import deque
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 from spark_jobs.import_job import ImportResult
 from spark_jobs.manifest import Manifest
@@ -72,9 +75,19 @@ class PoolSink(Sink):
 
     Keeps the bookkeeping the gate reads (batches and items in flight) and
     hands each batch a ticket (0, 1, …) that subclasses use to name it.
+
+    Batches wait in a queue of the sink's own until a pool thread is free.
+    A subclass whose imports can share one job (one Spark job reading and
+    loading several batches, a task each: the job's fixed cost paid once)
+    gives such batches the same :meth:`_group_key` and writes
+    :meth:`_run_group`: a thread that frees up then takes the first batch
+    waiting and every later one of its group, up to :attr:`max_group`. The
+    other batches keep their order. Each batch still has a future of its own.
     """
 
     label = "sink"
+    max_group = 1
+    """Most batches one import job takes at once (1: each batch alone)."""
 
     def __init__(self, workers: int, thread_name_prefix: str) -> None:
         self.parallel = workers
@@ -83,6 +96,7 @@ class PoolSink(Sink):
         )
         self._lock = threading.Lock()
         self._pending: dict[int, Manifest] = {}
+        self._queue: deque[_Queued] = deque()
         self._seq = itertools.count()
         self._closed = False
 
@@ -90,16 +104,31 @@ class PoolSink(Sink):
     def _run(self, ticket: int, manifest: Manifest) -> ImportResult:
         """Import one batch on a pool thread; may block for as long as it takes."""
 
+    def _group_key(self, manifest: Manifest) -> Hashable | None:
+        """Batches with the same key (not None) may be imported by one :meth:`_run_group`."""
+        return None
+
+    def _run_group(
+        self, tickets: list[int], manifests: list[Manifest]
+    ) -> list[ImportResult | BaseException]:
+        """Import several batches of one group together; an outcome per batch, in order."""
+        raise NotImplementedError(f"{type(self).__name__} does not group batches")
+
     def submit(self, manifest: Manifest) -> Future[ImportResult]:
+        future: Future[ImportResult] = Future()
+        group = self._group_key(manifest)  # may look at the target's URL: not under the lock
         with self._lock:
             if self._closed:
                 raise SinkClosed(f"the {self.label} is closed")
             ticket = next(self._seq)
             self._pending[ticket] = manifest
-            future = self._executor.submit(self._run, ticket, manifest)
-        # Added first, so it runs before any caller's on_done callback: by
-        # then the gate no longer counts this batch.
-        future.add_done_callback(lambda _f: self._forget(ticket))
+            # Added first, so it runs before any caller's on_done callback:
+            # by then the gate no longer counts this batch.
+            future.add_done_callback(lambda _f: self._forget(ticket))
+            self._queue.append(_Queued(ticket, manifest, future, group))
+            # One turn per batch: each turn takes what waits, so no batch is
+            # left behind, and a turn that finds the queue empty ends at once.
+            self._executor.submit(self._turn)
         return future
 
     def in_flight(self) -> int:
@@ -110,9 +139,68 @@ class PoolSink(Sink):
         with self._lock:
             return sum(m.items for m in self._pending.values())
 
+    def _turn(self) -> None:
+        """On a pool thread: import the first batch waiting, with those of its group."""
+        with self._lock:
+            if not self._queue:
+                return
+            first = self._queue.popleft()
+            taken = [first]
+            if first.group is not None and self.max_group > 1:
+                for queued in list(self._queue):
+                    if len(taken) == self.max_group:
+                        break
+                    if queued.group == first.group:
+                        self._queue.remove(queued)
+                        taken.append(queued)
+        taken = [q for q in taken if q.future.set_running_or_notify_cancel()]
+        if not taken:
+            return
+        try:
+            if len(taken) == 1:
+                outcomes: list[ImportResult | BaseException] = [
+                    _outcome(self._run, taken[0].ticket, taken[0].manifest)
+                ]
+            else:
+                outcomes = self._run_group([q.ticket for q in taken], [q.manifest for q in taken])
+        except BaseException as error:  # noqa: BLE001 - every batch's future learns of it
+            outcomes = [error] * len(taken)
+        for queued, outcome in zip(taken, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                queued.future.set_exception(outcome)
+            else:
+                queued.future.set_result(outcome)
+
+    def _shutdown(self, wait: bool) -> None:
+        """Stop the pool: ``wait`` for every batch, or cancel those still queued."""
+        if not wait:
+            with self._lock:
+                queued, self._queue = list(self._queue), deque()
+            for entry in queued:
+                entry.future.cancel()
+        self._executor.shutdown(wait=wait, cancel_futures=not wait)
+
     def _forget(self, ticket: int) -> None:
         with self._lock:
             self._pending.pop(ticket, None)
+
+
+@dataclass(frozen=True)
+class _Queued:
+    """A batch submitted to a :class:`PoolSink` and not yet taken by a thread."""
+
+    ticket: int
+    manifest: Manifest
+    future: Future[ImportResult]
+    group: Hashable | None
+
+
+def _outcome(run: Callable[[int, Manifest], ImportResult], ticket: int, manifest: Manifest
+             ) -> ImportResult | BaseException:
+    try:
+        return run(ticket, manifest)
+    except BaseException as error:  # noqa: BLE001 - the batch's future carries it
+        return error
 
 
 class MemorySink(Sink):

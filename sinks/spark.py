@@ -11,17 +11,18 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-from config.models import SluiceConfig
+from config.models import JOB_GROUP, SluiceConfig
 from sinks.abc import PoolSink
 from sinks.pyfiles import build_pyfiles_zip, executor_archives
 from sinks.session import SparkUnavailable, build_session
-from spark_jobs.import_job import ImportResult, run_import
+from spark_jobs.import_job import ImportResult, group_key, run_import, run_imports
 from spark_jobs.manifest import Manifest
 
 log = logging.getLogger(__name__)
@@ -38,9 +39,15 @@ class SparkSink(PoolSink):
     For a cluster master, sluice's code is zipped into ``work_dir`` here and
     shipped to the executors on ``spark.submit.pyFiles``, and the Python
     packages it imports there on ``spark.archives``.
+
+    Keyset ranges of one source waiting for a thread together are imported
+    by one Spark job, a task per batch (:func:`~spark_jobs.import_job.run_imports`),
+    up to :attr:`max_group` of them: a Spark job's fixed cost is most of a
+    small batch's.
     """
 
     label = "Spark sink"
+    max_group = JOB_GROUP
 
     def __init__(
         self, cfg: SluiceConfig, spark: SparkSession | None = None, *, warm_up: bool = False
@@ -104,7 +111,7 @@ class SparkSink(PoolSink):
                 return
             self._closed = True
             running = list(self._pending)
-        self._executor.shutdown(wait=wait, cancel_futures=not wait)
+        self._shutdown(wait)
         if wait and self._warm_up is not None:
             self._warm_up.join()  # a JVM still starting would outlive the sink
         if not wait and self._spark is not None:
@@ -118,21 +125,41 @@ class SparkSink(PoolSink):
         """The Spark job group of the ``ticket``-th batch submitted (0, 1, …)."""
         return f"{self._group_prefix}-{ticket}"
 
+    def _group_key(self, manifest: Manifest) -> Hashable | None:
+        return group_key(self.cfg, manifest)
+
     def _run(self, ticket: int, manifest: Manifest) -> ImportResult:
+        [outcome] = self._in_job_group(ticket, [manifest], run_import)
+        return outcome
+
+    def _run_group(
+        self, tickets: list[int], manifests: list[Manifest]
+    ) -> list[ImportResult | BaseException]:
+        return self._in_job_group(tickets[0], manifests, run_imports)
+
+    def _in_job_group(
+        self, ticket: int, manifests: list[Manifest], run: Callable[..., Any]
+    ) -> list[Any]:
+        """``run(session, cfg, manifest(s))`` in the first batch's pool and job group."""
         sc = self.session().sparkContext
-        log.debug("batch %s: import starts", manifest.batch_id)
+        first = manifests[0]
+        names = ", ".join(m.batch_id for m in manifests)
+        log.debug("batch %s: import starts", names)
         # Local properties belong to this thread (PySpark pins Python threads
         # to JVM threads), and pool threads are reused: set them every time.
-        sc.setLocalProperty("spark.scheduler.pool", f"sluice-{manifest.source}")
+        sc.setLocalProperty("spark.scheduler.pool", f"sluice-{first.source}")
         # The description is shown in the Spark UI and logs: names only, no URL.
+        items = sum(m.items for m in manifests)
         sc.setJobGroup(
             self.job_group(ticket),
-            f"sluice import {manifest.batch_id}: {manifest.source} -> {manifest.target} "
-            f"({manifest.kind}, {manifest.items} items, token {manifest.token})",
+            f"sluice import {names}: {first.source} -> {first.target} "
+            f"({first.kind}, {items} items, token {first.token})",
             interruptOnCancel=True,
         )
         try:
-            return run_import(self.session(), self.cfg, manifest)
+            if len(manifests) == 1:
+                return [run(self.session(), self.cfg, first)]
+            return list(run(self.session(), self.cfg, manifests))
         finally:
             _clear_local_properties(sc)
 

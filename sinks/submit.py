@@ -122,7 +122,7 @@ class SubmitSink(PoolSink):
             for proc in running:  # the driver and its children (spark-submit's JVM)
                 # SIGKILL: they ignore the stop signals (see sinks.children).
                 _signal_group(proc, signal.SIGKILL)
-        self._executor.shutdown(wait=wait, cancel_futures=not wait)
+        self._shutdown(wait)
 
     def _run(self, ticket: int, manifest: Manifest) -> ImportResult:
         manifest_path, log_path, result_path = self.paths(manifest.batch_id)

@@ -65,6 +65,20 @@ def extract(
     return reader.read_keys(manifest.keys)
 
 
+def extract_ranges(
+    spark: SparkSession, source: SqlSourceConfig, manifests: Sequence[Manifest]
+) -> DataFrame:
+    """The rows of several range batches of ``source``: partition i holds ``manifests[i]``'s.
+
+    One JDBC query per batch, as a range batch read by one task; the batches
+    of one Spark job (:func:`spark_jobs.import_job.run_imports`) each keep
+    a task of their own.
+    """
+    if any(m.kind != "range" for m in manifests):
+        raise ValueError("extract_ranges reads range batches only")
+    return SqlReader(spark, source).read_ranges([(m.lo, m.hi) for m in manifests])
+
+
 class SqlReader:
     """Reads a SQL source through Spark JDBC with rendered, pushed-down predicates."""
 
@@ -104,6 +118,12 @@ class SqlReader:
                 for a, b in zip(bounds, bounds[1:], strict=False)
             ]
         )
+
+    def read_ranges(
+        self, ranges: Sequence[tuple[Sequence[Any] | None, Sequence[Any] | None]]
+    ) -> DataFrame:
+        """Rows with ``lo < key <= hi`` for each ``(lo, hi)``: one partition per range, in order."""
+        return self._read([self._range(lo, hi) for lo, hi in ranges])
 
     def read_keys(self, keys: Sequence[Sequence[Any]]) -> DataFrame:
         """Exactly the rows whose key is listed (plus the source's ``where:``).

@@ -43,11 +43,12 @@ from pyspark.sql import DataFrame, SparkSession
 
 from config.errors import ConfigError, SluiceError
 from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig, split_target
-from spark_jobs.extract import SqlReader, extract
+from spark_jobs.extract import SqlReader, extract, extract_ranges
 from spark_jobs.manifest import Manifest
-from spark_jobs.target import TargetTable, stale_token_error
+from spark_jobs.target import TargetTable, Written, stale_token_error
 from spark_jobs.write import committed_batch, sweep_stages, write_batch
 from spark_jobs.write_bulk import may_copy_straight_in
+from spark_jobs.write_jdbc import write_jdbc_straight_in
 
 log = logging.getLogger(__name__)
 
@@ -93,25 +94,134 @@ def run_import(spark: SparkSession, cfg: SluiceConfig, manifest: Manifest) -> Im
     """
     source = _source(cfg, manifest)
     target = target_table(cfg, manifest)
-    commit = committed_batch(target, manifest.batch_id, spark)
-    if commit is not None:
-        if commit.token > manifest.token:
-            raise stale_token_error(target, manifest, commit.token)
-        _sweep(target, manifest, spark)
-        return ImportResult(
-            manifest.batch_id, 0, commit.rows, manifest.target, True, commit.rejected
-        )
+    done = _committed_before(spark, target, manifest)
+    if done is not None:
+        return done
     try:
         one_task = may_copy_straight_in(target, manifest)
         rows = apply_columns(extract(spark, source, manifest, one_task), source.columns)
         written = write_batch(spark, rows, target, manifest)
     except (PySparkException, Py4JError, sa.exc.SQLAlchemyError) as error:
-        if isinstance(source, SqlSourceConfig):
-            SqlReader(spark, source).forget_schema()  # the table may have changed
-        raise BatchImportFailed(
-            f"batch {manifest.batch_id} ({manifest.source} -> {target.label}): {_reason(error)}",
-            transient=_transient(error),
-        ) from error
+        raise _failure(spark, source, target, manifest, error) from error
+    return _imported(manifest, target, written)
+
+
+def group_key(cfg: SluiceConfig, manifest: Manifest) -> tuple[str, str] | None:
+    """Batches with the same key may be imported together by :func:`run_imports`; None: alone.
+
+    Keyset ranges of one source that may be loaded straight into one table.
+    """
+    if manifest.kind != "range" or manifest.source not in cfg.sources:
+        return None
+    try:
+        target = target_table(cfg, manifest)
+    except ConfigError:
+        return None  # run_import says what is wrong
+    if not may_copy_straight_in(target, manifest):
+        return None
+    return manifest.source, manifest.target
+
+
+def run_imports(
+    spark: SparkSession, cfg: SluiceConfig, manifests: Sequence[Manifest]
+) -> list[ImportResult | BaseException]:
+    """Import batches of one :func:`group_key` by one Spark job; an outcome per batch, in order.
+
+    Each batch is read by a task of its own, which loads it straight into
+    the table and commits it in its own transaction, fenced by its token,
+    as :func:`run_import` does for one batch: what one Spark job costs is
+    paid once for them all. A batch already committed is skipped; one the
+    job could not load straight in (its range taken, a row refused, values
+    the table would change, the job failed as a whole) is imported on its
+    own by :func:`run_import`. An outcome is the batch's result or the
+    error it failed with; nothing is raised.
+    """
+    outcomes: dict[str, ImportResult | BaseException] = {}
+    todo: list[Manifest] = []
+    for manifest in manifests:
+        try:
+            done = _committed_before(spark, target_table(cfg, manifest), manifest)
+        except Exception as error:  # noqa: BLE001 - this batch's outcome
+            outcomes[manifest.batch_id] = error
+            continue
+        if done is not None:
+            outcomes[manifest.batch_id] = done
+        else:
+            todo.append(manifest)
+    if len(todo) > 1:
+        outcomes.update(_straight_in(spark, cfg, todo))
+    results: list[ImportResult | BaseException] = []
+    for manifest in manifests:
+        outcome = outcomes.get(manifest.batch_id)
+        if outcome is None:
+            try:
+                outcome = run_import(spark, cfg, manifest)
+            except Exception as error:  # noqa: BLE001 - this batch's outcome
+                outcome = error
+        results.append(outcome)
+    return results
+
+
+def _straight_in(
+    spark: SparkSession, cfg: SluiceConfig, manifests: list[Manifest]
+) -> dict[str, ImportResult | BaseException]:
+    """The outcomes of the batches one Spark job loaded straight in (or failed); no others."""
+    source = _source(cfg, manifests[0])
+    assert isinstance(source, SqlSourceConfig)
+    target = target_table(cfg, manifests[0])
+    try:
+        rows = apply_columns(extract_ranges(spark, source, manifests), source.columns)
+        written = write_jdbc_straight_in(rows, target, manifests)
+    except Exception as error:  # noqa: BLE001 - each batch then tries on its own
+        log.info("batches %s: imported one by one: %s",
+                 ", ".join(m.batch_id for m in manifests), _reason(error))  # fmt: skip
+        return {}
+    outcomes: dict[str, ImportResult | BaseException] = {}
+    for manifest, outcome in zip(manifests, written, strict=True):
+        if isinstance(outcome, Written):
+            outcomes[manifest.batch_id] = _imported(manifest, target, outcome)
+        elif isinstance(outcome, PySparkException | Py4JError | sa.exc.SQLAlchemyError):
+            outcomes[manifest.batch_id] = _failure(spark, source, target, manifest, outcome)
+        elif outcome is not None:
+            outcomes[manifest.batch_id] = outcome
+    return outcomes
+
+
+def _committed_before(
+    spark: SparkSession, target: TargetTable, manifest: Manifest
+) -> ImportResult | None:
+    """The result of a batch the target already holds (``skipped``), or None.
+
+    After a crash between the target commit and the ledger, re-running the
+    batch only reconciles. A commit with a newer token is another importer's:
+    raises ``StaleToken``.
+    """
+    commit = committed_batch(target, manifest.batch_id, spark)
+    if commit is None:
+        return None
+    if commit.token > manifest.token:
+        raise stale_token_error(target, manifest, commit.token)
+    _sweep(target, manifest, spark)
+    return ImportResult(manifest.batch_id, 0, commit.rows, manifest.target, True, commit.rejected)
+
+
+def _failure(
+    spark: SparkSession,
+    source: SqlSourceConfig | SqsSourceConfig,
+    target: TargetTable,
+    manifest: Manifest,
+    error: Exception,
+) -> BatchImportFailed:
+    """Spark's or a database's error as the batch's :class:`BatchImportFailed`."""
+    if isinstance(source, SqlSourceConfig):
+        SqlReader(spark, source).forget_schema()  # the table may have changed
+    return BatchImportFailed(
+        f"batch {manifest.batch_id} ({manifest.source} -> {target.label}): {_reason(error)}",
+        transient=_transient(error),
+    )
+
+
+def _imported(manifest: Manifest, target: TargetTable, written: Written) -> ImportResult:
     # Nothing between extract and write drops rows, except the duplicate
     # bodies of one key in a payloads batch.
     staged = written.rows + written.rejected

@@ -12,7 +12,8 @@ in ``_sluice_commits`` (rows the target refuses go to ``_sluice_rejects``).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyspark.sql.functions as F
@@ -26,6 +27,7 @@ from spark_jobs.commit_jdbc import commit_staged
 from spark_jobs.jdbc import JdbcEndpoint, sql_column_type, sql_engine
 from spark_jobs.jdbc_tables import (
     ROW_COLUMN,
+    TargetFit,
     commits_table,
     drop_staging,
     drop_stale_stages,
@@ -38,15 +40,24 @@ from spark_jobs.jdbc_tables import (
 )
 from spark_jobs.manifest import Manifest
 from spark_jobs.target import Commit, TargetTable, Written
-from spark_jobs.write_bulk import write_bulk
+from spark_jobs.write_bulk import write_bulk, write_straight_in
 
 
-def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Written:
-    """Stage the batch's rows with Spark, then commit them in one transaction."""
+@dataclass(frozen=True)
+class _Prepared:
+    """The target made ready for a batch's columns: what every write path needs."""
+
+    engine: sa.Engine
+    columns: list[sa.Column[Any]]
+    void: list[str]
+    fit: TargetFit
+
+
+def _prepare(df: DataFrame, target: TargetTable) -> _Prepared:
+    """Check the batch's columns against the target, create or fit its table and sluice's own."""
     cfg = target.config
     assert isinstance(cfg, JdbcTargetConfig)
-    endpoint = JdbcEndpoint.from_url(cfg.url)
-    dialect = endpoint.dialect
+    dialect = JdbcEndpoint.from_url(cfg.url).dialect
     names = df.columns
     missing_key = [k for k in target.key if k not in names]
     if missing_key:
@@ -66,6 +77,18 @@ def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Writte
     engine = sql_engine(cfg.url)
     fit = prepare_target(engine, target, columns, void)
     ensure_own_tables(engine)
+    return _Prepared(engine, columns, void, fit)
+
+
+def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Written:
+    """Stage the batch's rows with Spark, then commit them in one transaction."""
+    cfg = target.config
+    assert isinstance(cfg, JdbcTargetConfig)
+    endpoint = JdbcEndpoint.from_url(cfg.url)
+    dialect = endpoint.dialect
+    names = df.columns
+    prepared = _prepare(df, target)
+    engine, columns, void, fit = prepared.engine, prepared.columns, prepared.void, prepared.fit
     if manifest.token > 1:  # a first attempt has no older one: no catalog look-up
         drop_stale_stages(engine, manifest)
     try:
@@ -106,6 +129,31 @@ def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Writte
             raise
     finally:
         drop_staging(engine, staging)
+
+
+def write_jdbc_straight_in(
+    df: DataFrame, target: TargetTable, manifests: Sequence[Manifest]
+) -> list[Written | BaseException | None]:
+    """Load several batches straight into their table by one Spark job, a task per batch.
+
+    ``df`` has one partition per manifest, in order (see
+    :func:`spark_jobs.extract.extract_ranges`), and every manifest may be
+    loaded straight in (:func:`~spark_jobs.write_bulk.may_copy_straight_in`).
+    Each task commits its batch in a transaction of its own, as the direct
+    load of one batch does. An outcome per batch: what it wrote, the error
+    its task raised, or None where the batch must go its own way (its range
+    taken, a row refused, values the table would change).
+    """
+    prepared = _prepare(df, target)
+    if prepared.fit.narrowings:
+        return [None] * len(manifests)
+    for manifest in manifests:
+        if manifest.token > 1:
+            drop_stale_stages(prepared.engine, manifest)
+    outcomes = write_straight_in(df, prepared.engine, target, manifests)
+    if any(isinstance(o, sa.exc.DBAPIError) for o in outcomes):
+        forget_target(prepared.engine, target)  # a changed table, perhaps
+    return outcomes
 
 
 def jdbc_commit(target: TargetTable, batch_id: str) -> Commit | None:

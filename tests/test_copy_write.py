@@ -23,7 +23,14 @@ import pytest
 import sqlalchemy as sa
 
 from spark_jobs.extract import extract
-from spark_jobs.import_job import apply_columns, target_table
+from spark_jobs.import_job import (
+    ImportResult,
+    apply_columns,
+    group_key,
+    run_imports,
+    target_table,
+)
+from spark_jobs.target import StaleToken
 from spark_jobs.write import write_batch
 from tests.test_import_job import (
     ORDERS_DDL,
@@ -101,6 +108,46 @@ def test_rows_the_table_refuses_in_a_copy_are_set_aside_and_the_rest_commits(
         long_notes
     )
     assert scalar(pg_target, "SELECT count(*) FROM orders WHERE length(note) > 12") == 0
+
+
+def test_ranges_waiting_together_load_in_one_spark_job_each_batch_on_its_own(
+    spark: Any, pg_url: str, pg_target: str
+) -> None:
+    execute(pg_url, ORDERS_DDL, ORDERS_INSERT, rows=order_rows(500))
+    cfg = orders_config(pg_url, pg_target)
+    committed = rng("g-1", None, [100], items=100)
+    write_one(spark, cfg, committed)
+    # Another writer holds a key of g-3's range: that batch cannot go straight in.
+    execute(pg_target, "INSERT INTO orders (id, customer) VALUES (250, 'elsewhere')")
+    stale = rng("g-5", [400], [500], items=100)
+    write_one(spark, cfg, dataclasses.replace(stale, token=2))  # a newer importer was first
+    batches = [
+        committed,
+        rng("g-2", [100], [200], items=100),
+        rng("g-3", [200], [300], items=100),
+        rng("g-4", [300], [400], items=100),
+        stale,
+    ]
+    assert len({group_key(cfg, m) for m in batches} - {None}) == 1
+
+    sc = spark.sparkContext
+    sc.setJobGroup("one-job-for-ranges", "test")
+    try:
+        outcomes = run_imports(spark, cfg, batches)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+
+    done = {o.batch_id: o for o in outcomes if isinstance(o, ImportResult)}
+    assert done["g-1"].skipped and done["g-1"].rows_written == 100
+    assert [(done[b].skipped, done[b].rows_written) for b in ("g-2", "g-3", "g-4")] == [
+        (False, 100)
+    ] * 3
+    assert isinstance(outcomes[4], StaleToken)
+    assert text_rows(pg_target, "orders", ["id"]) == text_rows(pg_url, "orders", ["id"])
+    assert scalar(pg_target, "SELECT count(*) FROM _sluice_commits") == 5
+    # One job read g-2, g-3 and g-4 (g-1 and g-5 were already committed) and
+    # COPYed g-2 and g-4; g-3 then went its own way: a direct try, a staged read.
+    assert len(sc.statusTracker().getJobIdsForGroup("one-job-for-ranges")) == 3
 
 
 SLUICE = str(Path(sys.executable).parent / "sluice")
