@@ -358,9 +358,12 @@ class SluiceConfig(Model):
         """
         if not isinstance(data, dict):
             return data
+        spark = _as_dict(data.get("spark"))
+        submits = isinstance(spark, dict) and spark.get("deploy") == "submit"
         sizes = derived_sizes(
             _given(data, "batch", "max_items", BatchConfig().max_items),
             _given(data, "spark", "max_concurrent_imports", SparkConfig().max_concurrent_imports),
+            group=1 if submits else JOB_GROUP,
         )
         data = dict(data)
         backpressure = _as_dict(data.get("backpressure"))
@@ -370,6 +373,7 @@ class SluiceConfig(Model):
             max_pending = _as_int(backpressure["max_pending"], sizes.max_pending)
             if not given or "resume_below" not in backpressure:
                 backpressure.setdefault("resume_below", sizes.resume_for(max_pending))
+            backpressure.setdefault("max_importing_batches", sizes.max_importing_batches)
             data["backpressure"] = backpressure
         sources = data.get("sources")
         if isinstance(sources, dict):
@@ -478,33 +482,54 @@ class DerivedSizes:
     max_pending: int
     range_buffer: int
     key_buffer: int
+    max_importing_batches: int
 
     def resume_for(self, max_pending: int) -> int:
         """``resume_below`` for a ``max_pending``: one batch under it, at least half of it."""
         return max(max_pending - self.max_items, max_pending // 2)
 
 
-def derived_sizes(max_items: int, imports: int) -> DerivedSizes:
+
+JOB_GROUP = 8
+"""Most batches one Spark job of the in-process sink imports together (keyset ranges of
+one source waiting for a thread together: see :class:`sinks.spark.SparkSink`)."""
+
+JOB_ROWS = 100_000
+"""Rows a Spark job should carry when batches are small: a job costs the driver
+~0.1-0.25 s whatever its size, which is then a small part of it."""
+
+
+def derived_sizes(max_items: int, imports: int, group: int = JOB_GROUP) -> DerivedSizes:
     """The buffer and backpressure sizes a config gets when it does not set them.
 
-    - ``backpressure.max_pending``: every import slot busy and one batch
-      waiting for the next free one (at least 50,000); ``resume_below``: one
-      batch's room under it (at least half of it), so that a batch is fed
-      as soon as one is done.
+    ``group``: how many batches one import job may take together (1 when
+    each batch is a ``spark-submit`` of its own). An import slot is busy
+    with a job's worth of rows: one batch, or as many small ones as make
+    :data:`JOB_ROWS` (at most ``group``).
+
+    - ``backpressure.max_pending``: every import slot busy and one job's
+      worth waiting for the next free one (at least 50,000); ``resume_below``:
+      one batch's room under it (at least half of it), so that a batch is
+      fed as soon as one is done; ``max_importing_batches``: as many batches
+      as that many rows in flight make (at least 4).
     - a keyset source's ``buffer`` (counted in rows; its items are ranges,
-      a few bytes each): the batches in flight and two more;
-      ``replenish_below`` one batch under it.
+      a few bytes each): what may be in flight and a batch more, and at
+      least the batches in flight and two more; ``replenish_below`` one
+      batch under it.
     - a sweep or incremental source's ``buffer`` (one item per key): two
       batches (at least 20,000 keys), refilled at one batch.
 
     SQS buffers keep their fixed default (2,000 messages, refilled at 500):
     messages held in a buffer stay invisible to every other consumer.
     """
+    slot = max(max_items, min(JOB_ROWS, group * max_items))
+    in_flight = (imports + 1) * slot
     return DerivedSizes(
         max_items=max_items,
-        max_pending=max(50_000, (imports + 1) * max_items),
-        range_buffer=max(20_000, (imports + 2) * max_items),
+        max_pending=max(50_000, in_flight),
+        range_buffer=max(20_000, (imports + 2) * max_items, in_flight + max_items),
         key_buffer=max(20_000, 2 * max_items),
+        max_importing_batches=max(4, -(-in_flight // max_items)),
     )
 
 
