@@ -368,3 +368,37 @@ def test_redact_text_and_config_secrets() -> None:
     scrubbed = redact_text(line, secrets)
     assert all(secret not in scrubbed for secret in secrets)
     assert scrubbed == "connect postgresql://app:***@db/shop with ***, key ***"
+
+
+@pytest.mark.parametrize(
+    ("max_items", "deploy", "expected"),
+    [
+        # Small keyset batches: a job's worth (100,000 rows, 8 batches at most)
+        # per import slot and one more in flight, so that they share Spark jobs.
+        (10_000, "session", (240_000, 230_000, 24, 250_000)),
+        # spark-submit: a batch is a job; every slot busy and one batch waiting.
+        (10_000, "submit", (50_000, 40_000, 4, 40_000)),
+        (100_000, "session", (300_000, 200_000, 4, 400_000)),
+        (1_000, "session", (50_000, 49_000, 24, 25_000)),
+    ],
+)
+def test_sizes_left_out_follow_the_batch_and_the_sink(
+    tmp_path: Path, max_items: int, deploy: str, expected: tuple[int, int, int, int]
+) -> None:
+    text = MINIMAL.replace("max_items: 100,", f"max_items: {max_items},") + (
+        f"spark: {{deploy: {deploy}}}\n"
+    )
+    cfg = load_config(write(tmp_path, text), env={})
+    pressure, buffer = cfg.backpressure, cfg.sources["orders"].buffer
+    assert (
+        pressure.max_pending,
+        pressure.resume_below,
+        pressure.max_importing_batches,
+        buffer.capacity,
+    ) == expected
+    assert buffer.replenish_below == buffer.capacity - max_items
+    # Values given are kept.
+    given = text + "backpressure: {max_pending: 7000, max_importing_batches: 2}\n"
+    kept = load_config(write(tmp_path, given, "given.yaml"), env={}).backpressure
+    resume = max(7000 - max_items, 3500)  # one batch under it, at least half of it
+    assert (kept.max_pending, kept.resume_below, kept.max_importing_batches) == (7000, resume, 2)
