@@ -226,6 +226,9 @@ def _direct_in_tasks(
                     str(error).strip().splitlines()[-1])  # fmt: skip
         return [None] * len(manifests)
     by_batch = {row.batch: row for row in rows}
+    method = bulk.method
+    if len(manifests) > 1:
+        method += f", one Spark job for {len(manifests)} batches"
     outcomes: list[Written | BaseException | None] = []
     for manifest in manifests:
         row = by_batch.get(manifest.batch_id)
@@ -237,7 +240,7 @@ def _direct_in_tasks(
             outcomes.append(pickle.loads(row.error))
         else:
             crash_point("after_target_commit")
-            outcomes.append(Written(row.rows, 0, bulk.method))
+            outcomes.append(Written(row.rows, 0, method))
     return outcomes
 
 

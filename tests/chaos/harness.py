@@ -232,6 +232,8 @@ BATCH_ITEMS = 2500
 
 _SHORT_JVM = ', spark.driver.extraJavaOptions: "-XX:TieredStopAtLevel=1"'
 
+# Six batches may be in flight with two import threads: orders ranges wait
+# for a thread together and share Spark jobs, the path crashes must hit.
 CONFIG = """\
 ledger: {ledger}
 work_dir: ./work
@@ -247,7 +249,7 @@ sources:
     key: id
     mode: keyset
     page_size: 4000
-    buffer: {{capacity: 8000, replenish_below: 3000}}
+    buffer: {{capacity: 20000, replenish_below: 15000}}
     target: warehouse.orders
   customers:
     kind: sql
@@ -279,7 +281,7 @@ targets:
 strategy:
   fair: {{orders: 2, customers: 1, events: 1}}
 batch: {{max_items: {batch}, max_wait: 500ms}}
-backpressure: {{max_pending: 10000, resume_below: 5000, max_importing_batches: 2}}
+backpressure: {{max_pending: 20000, resume_below: 10000, max_importing_batches: 6}}
 retry: {retry}
 lease: {{ttl: {ttl}}}
 """
