@@ -489,7 +489,6 @@ class DerivedSizes:
         return max(max_pending - self.max_items, max_pending // 2)
 
 
-
 JOB_GROUP = 8
 """Most batches one Spark job of the in-process sink imports together (keyset ranges of
 one source waiting for a thread together: see :class:`sinks.spark.SparkSink`)."""

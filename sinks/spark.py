@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
@@ -26,6 +26,8 @@ from spark_jobs.import_job import ImportResult, group_key, run_import, run_impor
 from spark_jobs.manifest import Manifest
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class SparkSink(PoolSink):
@@ -129,18 +131,19 @@ class SparkSink(PoolSink):
         return group_key(self.cfg, manifest)
 
     def _run(self, ticket: int, manifest: Manifest) -> ImportResult:
-        [outcome] = self._in_job_group(ticket, [manifest], run_import)
-        return outcome
+        return self._in_job_group(
+            ticket, [manifest], lambda: run_import(self.session(), self.cfg, manifest)
+        )
 
     def _run_group(
         self, tickets: list[int], manifests: list[Manifest]
     ) -> list[ImportResult | BaseException]:
-        return self._in_job_group(tickets[0], manifests, run_imports)
+        return self._in_job_group(
+            tickets[0], manifests, lambda: run_imports(self.session(), self.cfg, manifests)
+        )
 
-    def _in_job_group(
-        self, ticket: int, manifests: list[Manifest], run: Callable[..., Any]
-    ) -> list[Any]:
-        """``run(session, cfg, manifest(s))`` in the first batch's pool and job group."""
+    def _in_job_group(self, ticket: int, manifests: list[Manifest], run: Callable[[], T]) -> T:
+        """``run()`` in the Spark pool of the batches' source and the first batch's job group."""
         sc = self.session().sparkContext
         first = manifests[0]
         names = ", ".join(m.batch_id for m in manifests)
@@ -157,9 +160,7 @@ class SparkSink(PoolSink):
             interruptOnCancel=True,
         )
         try:
-            if len(manifests) == 1:
-                return [run(self.session(), self.cfg, first)]
-            return list(run(self.session(), self.cfg, manifests))
+            return run()
         finally:
             _clear_local_properties(sc)
 

@@ -97,6 +97,16 @@ def run_import(spark: SparkSession, cfg: SluiceConfig, manifest: Manifest) -> Im
     done = _committed_before(spark, target, manifest)
     if done is not None:
         return done
+    return _import_new(spark, source, target, manifest)
+
+
+def _import_new(
+    spark: SparkSession,
+    source: SqlSourceConfig | SqsSourceConfig,
+    target: TargetTable,
+    manifest: Manifest,
+) -> ImportResult:
+    """Import a batch the target does not hold yet (see :func:`run_import`)."""
     try:
         one_task = may_copy_straight_in(target, manifest)
         rows = apply_columns(extract(spark, source, manifest, one_task), source.columns)
@@ -133,14 +143,17 @@ def run_imports(
     paid once for them all. A batch already committed is skipped; one the
     job could not load straight in (its range taken, a row refused, values
     the table would change, the job failed as a whole) is imported on its
-    own by :func:`run_import`. An outcome is the batch's result or the
-    error it failed with; nothing is raised.
+    own, as :func:`run_import` imports it (its commit not looked up twice).
+    An outcome is the batch's result or the error it failed with; nothing
+    is raised.
     """
+    source = _source(cfg, manifests[0])
+    target = target_table(cfg, manifests[0])  # the group's: one source, one table
     outcomes: dict[str, ImportResult | BaseException] = {}
     todo: list[Manifest] = []
     for manifest in manifests:
         try:
-            done = _committed_before(spark, target_table(cfg, manifest), manifest)
+            done = _committed_before(spark, target, manifest)
         except Exception as error:  # noqa: BLE001 - this batch's outcome
             outcomes[manifest.batch_id] = error
             continue
@@ -149,13 +162,13 @@ def run_imports(
         else:
             todo.append(manifest)
     if len(todo) > 1:
-        outcomes.update(_straight_in(spark, cfg, todo))
+        outcomes.update(_straight_in(spark, source, target, todo))
     results: list[ImportResult | BaseException] = []
     for manifest in manifests:
         outcome = outcomes.get(manifest.batch_id)
         if outcome is None:
             try:
-                outcome = run_import(spark, cfg, manifest)
+                outcome = _import_new(spark, source, target, manifest)
             except Exception as error:  # noqa: BLE001 - this batch's outcome
                 outcome = error
         results.append(outcome)
@@ -163,12 +176,13 @@ def run_imports(
 
 
 def _straight_in(
-    spark: SparkSession, cfg: SluiceConfig, manifests: list[Manifest]
+    spark: SparkSession,
+    source: SqlSourceConfig | SqsSourceConfig,
+    target: TargetTable,
+    manifests: list[Manifest],
 ) -> dict[str, ImportResult | BaseException]:
     """The outcomes of the batches one Spark job loaded straight in (or failed); no others."""
-    source = _source(cfg, manifests[0])
     assert isinstance(source, SqlSourceConfig)
-    target = target_table(cfg, manifests[0])
     try:
         rows = apply_columns(extract_ranges(spark, source, manifests), source.columns)
         written = write_jdbc_straight_in(rows, target, manifests)
