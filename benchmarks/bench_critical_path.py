@@ -206,7 +206,7 @@ def run(folder: Path, synchronous: bool) -> Result:
     cfg: SluiceConfig = load_config_text(CONFIG, str(folder / "sluice.yaml"))
     ledger = Ledger(cfg.ledger)
     checkpoints = {
-        name: ledger.register_source(name, fingerprint(src)) for name, src in cfg.sources.items()
+        name: ledger.sources.register(name, fingerprint(src)) for name, src in cfg.sources.items()
     }
     stopped = threading.Event()
     sources = {

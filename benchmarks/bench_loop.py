@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import report  # noqa: E402
 from config.loader import load_config_text  # noqa: E402
-from scheduler.ledger import Ledger, fingerprint, poison_table  # noqa: E402
+from scheduler.ledger import Ledger, fingerprint  # noqa: E402
+from scheduler.ledger.schema import poison_table  # noqa: E402
 from scheduler.loop import MainLoop  # noqa: E402
 from scheduler.strategy import build_strategy  # noqa: E402
 from sinks.abc import MemorySink  # noqa: E402
@@ -55,7 +56,7 @@ backpressure: {{max_pending: 100000, resume_below: 50000, max_importing_batches:
 def loop_items_per_s(ledger_url: str, folder: Path) -> float:
     cfg = load_config_text(CONFIG.format(ledger=ledger_url), str(folder / "bench.yaml"))
     ledger = Ledger(cfg.ledger)
-    checkpoints = {n: ledger.register_source(n, fingerprint(s)) for n, s in cfg.sources.items()}
+    checkpoints = {n: ledger.sources.register(n, fingerprint(s)) for n, s in cfg.sources.items()}
     holder: list[MainLoop] = []
     queues = {
         name: QueueingLimitedSource(

@@ -76,8 +76,8 @@ def run(
     from config.loader import load_config
     from config.secrets import config_secrets
     from scheduler.daemon import Daemon, format_summary
-    from scheduler.logs import setup_logging
-    from scheduler.progress import LogProgress
+    from scheduler.observe.logs import setup_logging
+    from scheduler.observe.progress import LogProgress
 
     try:
         cfg = load_config(config)
@@ -109,10 +109,10 @@ def demo(
     import tempfile
 
     from config.loader import load_config
+    from scheduler.commands.demo import prepare
     from scheduler.daemon import Daemon, format_summary
-    from scheduler.demo import prepare
-    from scheduler.logs import setup_logging
-    from scheduler.progress import BarProgress, LogProgress, is_tty
+    from scheduler.observe.logs import setup_logging
+    from scheduler.observe.progress import BarProgress, LogProgress, is_tty
 
     setup_logging("text")
     folder = out or Path(tempfile.mkdtemp(prefix="sluice-demo-"))
@@ -169,8 +169,8 @@ def _load_for_ledger(config: Path, sources: list[str] | None) -> tuple[SluiceCon
 
 def _open_ledger(cfg: SluiceConfig) -> Ledger | None:
     """The ledger, or None when a SQLite ledger was never created (nothing ran yet)."""
+    from scheduler.commands.status import ledger_exists
     from scheduler.ledger import Ledger
-    from scheduler.status import ledger_exists
 
     if not ledger_exists(cfg.ledger):
         return None
@@ -188,7 +188,7 @@ def status(
     """Where each source stands, from the ledger: batches per state, rows, rate, errors."""
     from rich.console import Console
 
-    from scheduler.status import collect_status, render_table, render_text
+    from scheduler.commands.status import collect_status, render_table, render_text
 
     cfg, _ = _load_for_ledger(config, None)
     ledger = _open_ledger(cfg)
@@ -215,7 +215,7 @@ def retry(
     from collections import Counter
 
     from config.errors import ClaimConflict
-    from scheduler.status import batch_ids
+    from scheduler.commands.status import batch_ids
 
     cfg, names = _load_for_ledger(config, source)
     ledger = _open_ledger(cfg)
@@ -270,7 +270,7 @@ def reset(
                 typer.echo("reset aborted: nothing changed", err=True)
                 raise typer.Exit(1)
         for name in names:
-            typer.echo(f"{name}: forgot {ledger.reset_source(name)} batches and its checkpoint")
+            typer.echo(f"{name}: forgot {ledger.sources.reset(name)} batches and its checkpoint")
     finally:
         ledger.close()
 
@@ -289,8 +289,8 @@ def import_(
     """
     from config.loader import load_config
     from config.secrets import config_secrets, redact_text
-    from scheduler.foreground import import_batch
-    from scheduler.logs import setup_logging
+    from scheduler.commands.import_batch import import_batch
+    from scheduler.observe.logs import setup_logging
     from sinks.session import build_session
 
     try:
@@ -329,7 +329,7 @@ def plan(
     Writes nothing: no ledger, no work folder. Exit 1 if a backlog could not be read.
     """
     from config.loader import load_config
-    from scheduler.plan import make_plan, render
+    from scheduler.commands.plan import make_plan, render
 
     try:
         cfg = load_config(config)

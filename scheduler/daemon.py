@@ -34,7 +34,7 @@ from scheduler.strategy import build_strategy
 from sinks.abc import Sink
 
 if TYPE_CHECKING:
-    from scheduler.metrics import MetricsServer
+    from scheduler.observe.metrics import MetricsServer
     from scheduler.probe import Probe
     from sources.sql import SqlSource
     from sources.sqs import SqsSource
@@ -109,7 +109,7 @@ class Daemon:
             for name, src_cfg in self.cfg.sources.items():
                 sources[name] = self._make_source(name, src_cfg)
             checkpoints = {
-                name: self.ledger.register_source(
+                name: self.ledger.sources.register(
                     name, fingerprint(src_cfg), config_path=self.config_path
                 )
                 for name, src_cfg in self.cfg.sources.items()
@@ -146,7 +146,7 @@ class Daemon:
         assert isinstance(src_cfg, SqsSourceConfig)
         sqs = SqsSource(
             name, src_cfg, claims=claims_lookup(self.ledger, name),
-            on_poison=self.ledger.record_poison,
+            on_poison=self.ledger.sources.record_poison,
         )
         _check(sqs)
         # Keep claimed messages invisible while their batch is imported.
@@ -161,7 +161,7 @@ class Daemon:
 
         def lookup(keys: Sequence[KeyTuple]) -> set[KeyTuple]:
             encoded = {encode_key(key): key for key in keys}
-            taken = self.ledger.claimed_keys(name, list(encoded))
+            taken = self.ledger.reads.claimed_keys(name, list(encoded))
             return {encoded[text] for text in taken}
 
         return lookup
@@ -188,7 +188,7 @@ class Daemon:
             self.loop.die(error)
 
     def _heartbeat(self) -> None:
-        self.ledger.heartbeat()
+        self.ledger.owners.heartbeat()
 
     def _reap(self) -> None:
         if self.loop is not None:
@@ -235,7 +235,7 @@ class Daemon:
 
     def run(self, *, until_drained: bool = False) -> RunSummary:
         """Run until drained (or stopped); returns the summary and the exit code."""
-        self.ledger.register_owner()
+        self.ledger.owners.register()
         checkpoints = self._build_sources()
         # The sources answered: an in-process sink starts its JVM now, on a
         # thread of its own. Its seconds of start-up are the longest wait
@@ -297,7 +297,7 @@ class Daemon:
             loop.probe = self.probe
             self.probe.start()
         if self.cfg.metrics_port is not None:
-            from scheduler.metrics import start_metrics
+            from scheduler.observe.metrics import start_metrics
 
             self._metrics = start_metrics(
                 self.cfg.metrics_port, loop, self.queues, probe=self.probe
@@ -322,7 +322,7 @@ class Daemon:
         for queue in self.queues.values():
             queue.wrapped.close()
         try:
-            self.ledger.unregister_owner()
+            self.ledger.owners.unregister()
         except Exception as error:  # the ledger may be what failed
             log.error("could not unregister from the ledger: %s", error)
 
@@ -396,7 +396,7 @@ def claims_lookup(
 
     def lookup(keys: list[KeyTuple]) -> dict[KeyTuple, bool]:
         encoded = {encode_key(key): key for key in keys}
-        states = ledger.key_states(name, list(encoded))
+        states = ledger.reads.key_states(name, list(encoded))
         return {encoded[text]: state in _MESSAGES_DONE for text, state in states.items()}
 
     return lookup

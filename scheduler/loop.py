@@ -327,7 +327,7 @@ class MainLoop:
                 )
                 return manifest
             except ClaimConflict:
-                self.checkpoints[source] = self.ledger.checkpoint(source)
+                self.checkpoints[source] = self.ledger.sources.checkpoint(source)
                 log.info("source %s: another daemon claimed up to %s; claiming above it",
                          source, self.checkpoints[source].high_water)
         raise ClaimConflict(f"source {source!r}: lost the range claim five times in a row")
@@ -412,7 +412,7 @@ class MainLoop:
         if queue is None:
             return
         try:
-            done = self.ledger.state_of(manifest.batch_id) == "done"
+            done = self.ledger.reads.state_of(manifest.batch_id) == "done"
         except Exception as error:  # a read failing here must not stop the loop
             log.warning("batch %s: cannot read its state (%s); giving its items back",
                         manifest.batch_id, error)
@@ -428,7 +428,7 @@ class MainLoop:
         if self.clock() < self._next_retry_check:
             return
         self._next_retry_check = self.clock() + min(1.0, self.cfg.retry.backoff)
-        for manifest in self.ledger.due_retries(self.queues):
+        for manifest in self.ledger.reads.due_retries(self.queues, self.ledger.clock()):
             self._dispatch(manifest)
 
     def _resume_unfinished(self) -> None:
@@ -463,7 +463,7 @@ class MainLoop:
         if now < self._next_global_check:
             return False
         self._next_global_check = now + 0.5
-        return not self.ledger.batches(UNFINISHED + ("failed",), self.queues)
+        return not self.ledger.reads.batches(UNFINISHED + ("failed",), self.queues)
 
     def _poke_exhausted(self, until_drained: bool) -> None:
         """Ask drained sources again now and then: rows may have arrived."""

@@ -3,12 +3,12 @@
 One code path, run in-process by :class:`sinks.spark.SparkSink` or on its own:
 
     spark-submit spark_jobs/import_job.py --config CONFIG --manifest FILE [--result FILE]
-    spark-submit spark_jobs/import_job.py --config CONFIG --batch ID
 
-With ``--manifest`` the caller (a daemon's spark-submit sink) owns the batch in
-the ledger; with ``--batch`` the job takes the batch from the ledger itself and
-records the outcome there, as ``sluice import CONFIG --batch ID`` does
-(:func:`scheduler.foreground.import_batch`).
+The caller (a daemon's spark-submit sink) owns the batch in the ledger; this
+job never reads or writes the ledger. To import a batch by its id, taking it
+from the ledger and recording the outcome there, run
+``spark-submit scheduler/commands/import_batch.py --config CONFIG --batch ID``
+(what ``sluice import CONFIG --batch ID`` does in-process).
 
 A batch already committed in its target is not imported again (the result
 says ``skipped``): after a crash between the target commit and the ledger,
@@ -333,7 +333,7 @@ def _source(cfg: SluiceConfig, manifest: Manifest) -> SqlSourceConfig | SqsSourc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``spark-submit spark_jobs/import_job.py --config CONFIG (--manifest FILE | --batch ID)``.
+    """``spark-submit spark_jobs/import_job.py --config CONFIG --manifest FILE``.
 
     Prints the :class:`ImportResult` as one JSON line; exit 0 on success, the
     error's exit code (1 failed, 2 bad config) otherwise. With ``--result``,
@@ -343,9 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = argparse.ArgumentParser(prog="import_job", description="Import one sluice batch.")
     parser.add_argument("--config", required=True, type=Path, help="the sluice YAML config")
-    batch = parser.add_mutually_exclusive_group(required=True)
-    batch.add_argument("--manifest", type=Path, help="the batch manifest (JSON)")
-    batch.add_argument("--batch", help="a batch id: taken from the ledger, recorded there")
+    parser.add_argument("--manifest", required=True, type=Path,
+                        help="the batch manifest (JSON)")  # fmt: skip
     parser.add_argument("--result", type=Path, help="where to write the outcome (JSON)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -355,55 +354,31 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         cfg = load_config(args.config)
-        if args.batch is not None:
-            return _from_ledger(cfg, args.batch, args.result)
         manifest = Manifest.from_json(args.manifest.read_text(encoding="utf-8"))
         target_table(cfg, manifest)  # an unknown source or target fails before the JVM starts
         spark = build_session(cfg.spark, app_name=f"sluice-import-{manifest.batch_id}")
         result = run_import(spark, cfg, manifest)
     except SluiceError as error:
-        return _failed(args.result, str(error), error.transient, error.exit_code)
+        return report_failure(args.result, str(error), error.transient, error.exit_code)
     except (OSError, ValueError) as error:  # an unreadable config or manifest
-        return _failed(args.result, str(error), False, 2)
+        return report_failure(args.result, str(error), False, 2)
     except Exception as error:  # the JVM died under us, …: say so, in the result too
-        return _failed(args.result, f"{type(error).__name__}: {_reason(error)}", True, 1)
+        return report_failure(args.result, f"{type(error).__name__}: {_reason(error)}", True, 1)
     outcome = asdict(result)
-    _write_result(args.result, outcome)
+    write_result(args.result, outcome)
     print(json.dumps(outcome))
     return 0
 
 
-def _from_ledger(cfg: SluiceConfig, batch_id: str, result: Path | None) -> int:
-    """``--batch``: the foreground import of ``sluice import``, on this driver."""
-    from scheduler.foreground import import_batch
-    from sinks.session import build_session
-
-    outcome = import_batch(
-        cfg, batch_id, lambda: build_session(cfg.spark, app_name=f"sluice-import-{batch_id}")
-    )
-    if outcome.error is not None:
-        return _failed(
-            result,
-            f"batch {batch_id} {outcome.state}: {outcome.error}",
-            outcome.state == "failed",
-            1,
-        )
-    done: dict[str, object] = {"batch_id": batch_id}
-    if outcome.result is not None:
-        done.update(asdict(outcome.result))
-    done["state"] = outcome.state
-    _write_result(result, done)
-    print(json.dumps(done))
-    return outcome.exit_code
-
-
-def _failed(result: Path | None, message: str, transient: bool, exit_code: int) -> int:
+def report_failure(result: Path | None, message: str, transient: bool, exit_code: int) -> int:
+    """Say why the job failed on stderr and in ``result``; returns ``exit_code``."""
     print(f"error: {message}", file=sys.stderr)
-    _write_result(result, {"error": message, "transient": transient, "exit_code": exit_code})
+    write_result(result, {"error": message, "transient": transient, "exit_code": exit_code})
     return exit_code
 
 
-def _write_result(path: Path | None, outcome: dict[str, object]) -> None:
+def write_result(path: Path | None, outcome: dict[str, object]) -> None:
+    """Write the job's outcome as JSON to ``path`` (if given), whole or not at all."""
     if path is None:
         return
     temporary = path.with_name(path.name + ".tmp")

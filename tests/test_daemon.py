@@ -224,7 +224,7 @@ def test_a_message_of_a_key_another_daemon_imports_is_deleted_only_once_that_bat
     # max_receives 1: receives of a message held off must not make it poison.
     daemon = sqs_daemon(tmp_path, moto_server, queue, sink, visibility="2s", max_receives=1)
     other = Ledger(daemon.cfg.ledger, owner="other")
-    other.register_owner()
+    other.owners.register()
     other.claim_keys("theirs", "events", "lake.events", [[5]], payloads=['{"id": 5}'],
                      begin=True)
     send_ids(client, queue, [5, 6])
@@ -244,7 +244,7 @@ def test_a_message_of_a_key_another_daemon_imports_is_deleted_only_once_that_bat
         sink.complete(mine)
         assert wait_for(lambda: on_queue(client, queue) == 0)
         assert [m.batch_id for m in sink.submitted] == [mine]  # 5 never buffered here
-        assert daemon.ledger.poison_count("events") == 0
+        assert daemon.ledger.reads.poison_count("events") == 0
     finally:
         assert daemon.loop is not None
         daemon.loop.request_stop()

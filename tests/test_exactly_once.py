@@ -253,7 +253,7 @@ def _crashed_batch(tmp_path: Path) -> SluiceConfig:
     """A ledger holding batch ``b1`` (keys ..40) left ``importing`` by a killed daemon."""
     cfg = load_config_text(HOT_CONFIG, str(tmp_path / "sluice.yaml"))
     killed = Ledger(cfg.ledger, owner="killed")
-    checkpoint = killed.register_source("orders", fingerprint(cfg.sources["orders"]))
+    checkpoint = killed.sources.register("orders", fingerprint(cfg.sources["orders"]))
     killed.claim_range("b1", "orders", "lake.orders", checkpoint, [40], 40, begin=True)
     killed.close()
     return cfg
@@ -264,8 +264,8 @@ def test_a_dead_daemon_s_batch_is_taken_over_once(tmp_path: Path) -> None:
     cfg = _crashed_batch(tmp_path)
     a, b = Ledger(cfg.ledger, owner="a"), Ledger(cfg.ledger, owner="b")
     try:
-        a.register_owner()
-        b.register_owner()
+        a.owners.register()
+        b.owners.register()
         # The restarted daemon and the other one's reaper both see the orphan…
         assert [m.batch_id for m in a.orphans(["orders"])] == ["b1"]
         assert [m.batch_id for m in b.orphans(["orders"])] == ["b1"]
@@ -292,11 +292,11 @@ def test_a_daemon_whose_batch_another_finished_keeps_running(tmp_path: Path, end
 
     cfg = _crashed_batch(tmp_path)
     a = Ledger(cfg.ledger, owner="a")
-    a.register_owner()
+    a.owners.register()
     sink = MemorySink(auto_complete=False)
     queue = QueueingLimitedSource(MemorySource("orders", []), 400, 100)
     loop = MainLoop(cfg, {"orders": queue}, build_strategy(cfg), a, sink,
-                    {"orders": a.checkpoint("orders")})
+                    {"orders": a.sources.checkpoint("orders")})
     queue.start()
     outcome: dict[str, object] = {}
 
@@ -342,7 +342,7 @@ def test_an_importer_that_lost_its_batch_cannot_end_it(tmp_path: Path) -> None:
         b.begin("b1")  # a's lease ran out: b takes the batch over with a newer token
         with pytest.raises(ClaimConflict):
             a.fail("b1", "fenced off: a newer token committed", RetryConfig())
-        assert b.state_of("b1") == "importing"
+        assert b.reads.state_of("b1") == "importing"
     finally:
         a.close()
         b.close()
@@ -361,8 +361,8 @@ def test_a_lost_key_claim_race_does_not_stop_the_daemon(tmp_path: Path) -> None:
     text = HOT_CONFIG.replace("key: id,", "key: id, mode: sweep,")
     cfg = load_config_text(text, str(tmp_path / "sluice.yaml"))
     other = Ledger(cfg.ledger, owner="other")  # a live daemon, importing keys 1..10
-    other.register_owner()
-    other.register_source("orders", fingerprint(cfg.sources["orders"]))
+    other.owners.register()
+    other.sources.register("orders", fingerprint(cfg.sources["orders"]))
     other.claim_keys("theirs", "orders", "lake.orders", [[k] for k in range(1, 11)], begin=True)
     a = Ledger(cfg.ledger, owner="a")
     looked_up = a._taken
@@ -377,7 +377,7 @@ def test_a_lost_key_claim_race_does_not_stop_the_daemon(tmp_path: Path) -> None:
     sink = MemorySink()
     queue = QueueingLimitedSource(MemorySource("orders", [(k,) for k in range(1, 21)]), 400, 100)
     loop = MainLoop(cfg, {"orders": queue}, build_strategy(cfg), a, sink,
-                    {"orders": a.checkpoint("orders")})
+                    {"orders": a.sources.checkpoint("orders")})
     queue.start()
     finished = threading.Timer(1.0, lambda: other.finish("theirs", 10))
     finished.start()  # the other daemon's batch ends, so that ours can drain
@@ -458,7 +458,7 @@ def test_two_daemons_starting_at_once_on_a_new_postgresql_ledger(
 ) -> None:
     import threading
 
-    from scheduler.ledger_schema import sources_table
+    from scheduler.ledger.schema import sources_table
 
     url = pg_factory.create("ledger_race")
     engine = sa.create_engine(url)

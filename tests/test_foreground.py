@@ -11,7 +11,7 @@ import pytest
 
 from config.errors import ClaimConflict, LedgerError
 from config.models import RetryConfig, SluiceConfig
-from scheduler.foreground import import_batch
+from scheduler.commands.import_batch import import_batch
 from scheduler.ledger import Ledger, fingerprint
 from tests.helpers import fetch_rows, seed_orders, write_config
 
@@ -33,8 +33,8 @@ retry: {max_attempts: 1}
 def _claim(cfg: SluiceConfig, batch_id: str, hi: int, owner: str = "daemon") -> Ledger:
     """A ledger where ``owner`` claimed keys up to ``hi`` as ``batch_id``."""
     ledger = Ledger(cfg.ledger, owner=owner)
-    ledger.register_owner()
-    checkpoint = ledger.register_source("orders", fingerprint(cfg.sources["orders"]))
+    ledger.owners.register()
+    checkpoint = ledger.sources.register("orders", fingerprint(cfg.sources["orders"]))
     ledger.claim_range(batch_id, "orders", "lake.orders", checkpoint, [hi], hi // 3)
     return ledger
 
@@ -45,7 +45,7 @@ def test_a_dead_batch_is_imported_in_the_foreground_once(tmp_path: Path, spark: 
     daemon = _claim(cfg, "b1", 60)
     daemon.begin("b1")
     assert daemon.fail("b1", "the target was down", RetryConfig(max_attempts=1)) == "dead"
-    daemon.unregister_owner()
+    daemon.owners.unregister()
     daemon.close()
 
     outcome = import_batch(cfg, "b1", lambda: spark)
@@ -68,7 +68,7 @@ def test_a_batch_a_live_daemon_holds_is_refused(tmp_path: Path) -> None:
         daemon.begin("b1")  # importing, with a fresh lease, by a live owner
         with pytest.raises(ClaimConflict, match="held by a running daemon"):
             import_batch(cfg, "b1", lambda: pytest.fail("a refused batch needs no Spark"))
-        assert daemon.state_of("b1") == "importing"
+        assert daemon.reads.state_of("b1") == "importing"
     finally:
         daemon.close()
 
@@ -88,7 +88,7 @@ def test_an_unknown_batch_is_named(tmp_path: Path) -> None:
 def test_a_batch_that_fails_again_records_its_error(tmp_path: Path, spark: Any) -> None:
     _, cfg = _config(tmp_path)
     daemon = _claim(cfg, "b1", 60)
-    daemon.unregister_owner()  # the daemon stopped: its claimed batch is free
+    daemon.owners.unregister()  # the daemon stopped: its claimed batch is free
     daemon.close()
     (tmp_path / "shop.db").unlink()  # the source is gone: the import cannot read it
     outcome = import_batch(cfg, "b1", lambda: spark)
@@ -96,24 +96,24 @@ def test_a_batch_that_fails_again_records_its_error(tmp_path: Path, spark: Any) 
     assert outcome.error and "b1" in outcome.error
     ledger = Ledger(cfg.ledger)
     try:
-        assert ledger.state_of("b1") == "dead"
+        assert ledger.reads.state_of("b1") == "dead"
     finally:
         ledger.close()
 
 
 @pytest.mark.spark
 def test_the_import_job_takes_a_batch_from_the_ledger(tmp_path: Path, spark: Any) -> None:
-    """``spark-submit spark_jobs/import_job.py --config CONFIG --batch ID``: same steps.
+    """``spark-submit scheduler/commands/import_batch.py --config CONFIG --batch ID``: same steps.
 
     Called in-process: the job's build_session joins the test's session.
     """
     import json
 
-    from spark_jobs import import_job
+    from scheduler.commands import import_batch as import_job
 
     path, cfg = _config(tmp_path)
     daemon = _claim(cfg, "b2", 30)
-    daemon.unregister_owner()
+    daemon.owners.unregister()
     daemon.close()
     result = tmp_path / "result.json"
     code = import_job.main(["--config", str(path), "--batch", "b2", "--result", str(result)])
@@ -122,7 +122,7 @@ def test_the_import_job_takes_a_batch_from_the_ledger(tmp_path: Path, spark: Any
     assert (outcome["state"], outcome["rows_written"]) == ("done", 10)
     ledger = Ledger(cfg.ledger)
     try:
-        assert ledger.state_of("b2") == "done"
+        assert ledger.reads.state_of("b2") == "done"
     finally:
         ledger.close()
     assert import_job.main(["--config", str(path), "--batch", "b2"]) == 0  # done: left alone

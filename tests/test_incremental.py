@@ -169,7 +169,7 @@ batch: {{max_items: 10, max_wait: 50ms}}
     )
     ledger = Ledger(cfg.ledger)
     src_cfg = cfg.sources["items"]
-    checkpoints = {"items": ledger.register_source("items", fingerprint(src_cfg))}
+    checkpoints = {"items": ledger.sources.register("items", fingerprint(src_cfg))}
     refilled = threading.Event()
     loop_box: list[MainLoop] = []
 

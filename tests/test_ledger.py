@@ -24,42 +24,42 @@ def ledger_url(request: pytest.FixtureRequest, sqlite_url: Callable[[str], str])
 
 def test_source_identity_is_checked(ledger_url: str) -> None:
     ledger = Ledger(ledger_url)
-    assert ledger.register_source("orders", "a" * 64) == Checkpoint(None, 0)
-    assert ledger.register_source("orders", "a" * 64) == Checkpoint(None, 0)
+    assert ledger.sources.register("orders", "a" * 64) == Checkpoint(None, 0)
+    assert ledger.sources.register("orders", "a" * 64) == Checkpoint(None, 0)
     with pytest.raises(FingerprintMismatch, match="sluice reset shop.yaml --source orders"):
-        ledger.register_source("orders", "b" * 64, config_path="shop.yaml")
-    ledger.reset_source("orders")
-    assert ledger.register_source("orders", "b" * 64) == Checkpoint(None, 0)
+        ledger.sources.register("orders", "b" * 64, config_path="shop.yaml")
+    ledger.sources.reset("orders")
+    assert ledger.sources.register("orders", "b" * 64) == Checkpoint(None, 0)
 
 
 def test_range_claims_chain_and_a_stale_checkpoint_loses(ledger_url: str) -> None:
     ledger = Ledger(ledger_url)
-    start = ledger.register_source("orders", "f" * 64)
+    start = ledger.sources.register("orders", "f" * 64)
     first, after_first = ledger.claim_range("b1", "orders", "w.orders", start, [100], 100)
     assert (first.lo, first.hi, first.kind) == (None, [100], "range")
     second, _ = ledger.claim_range("b2", "orders", "w.orders", after_first, [250], 150)
     assert (second.lo, second.hi) == ([100], [250])
     with pytest.raises(ClaimConflict):
         ledger.claim_range("b3", "orders", "w.orders", after_first, [400], 150)
-    assert ledger.checkpoint("orders") == Checkpoint([250], 2)
-    assert ledger.state_of("b3") is None
+    assert ledger.sources.checkpoint("orders") == Checkpoint([250], 2)
+    assert ledger.reads.state_of("b3") is None
 
 
 def test_batch_lifecycle_retries_then_dies(ledger_url: str) -> None:
     now = [1000.0]
     ledger = Ledger(ledger_url, clock=lambda: now[0])
-    start = ledger.register_source("orders", "f" * 64)
+    start = ledger.sources.register("orders", "f" * 64)
     ledger.claim_range("b1", "orders", "w.orders", start, [10], 10)
     retry = RetryConfig(max_attempts=2, backoff=5, max_backoff=60)
 
     assert ledger.begin("b1").token == 1
     assert ledger.fail("b1", "boom: connection reset", retry) == "failed"
-    assert ledger.due_retries(["orders"]) == []  # backing off
+    assert ledger.reads.due_retries(["orders"], ledger.clock()) == []  # backing off
     now[0] += 6
-    [due] = ledger.due_retries(["orders"])
+    [due] = ledger.reads.due_retries(["orders"], ledger.clock())
     assert ledger.begin(due.batch_id).token == 2  # a new fencing token per attempt
     assert ledger.fail("b1", "boom again", retry) == "dead"
-    [progress] = ledger.progress()
+    [progress] = ledger.reads.progress()
     assert progress.states == {"dead": 1} and progress.last_error == "boom again"
 
     ledger.requeue("b1")
@@ -67,7 +67,7 @@ def test_batch_lifecycle_retries_then_dies(ledger_url: str) -> None:
     ledger.finish("b1", rows=10)
     with pytest.raises(ClaimConflict):
         ledger.finish("b1", rows=10)  # a done batch cannot be finished twice
-    [progress] = ledger.progress()
+    [progress] = ledger.reads.progress()
     assert progress.states == {"done": 1} and progress.rows == 10
 
 
@@ -105,22 +105,23 @@ def test_key_states_give_the_state_of_the_batch_holding_each_key(ledger_url: str
     ledger.finish("many", rows=1200)
 
     asked = [encode_key([k]) for k in range(1, 9)]
-    assert ledger.key_states("ev", asked) == {
+    assert ledger.reads.key_states("ev", asked) == {
         encode_key([1]): "claimed", encode_key([2]): "importing", encode_key([3]): "done",
         encode_key([4]): "failed", encode_key([5]): "dead",
     }
-    assert ledger.key_states("ev", [encode_key([7])], version="v2") == {encode_key([7]): "claimed"}
-    states = ledger.key_states("ev", [encode_key(k) for k in many] + [encode_key([99])])
+    at_v2 = ledger.reads.key_states("ev", [encode_key([7])], version="v2")
+    assert at_v2 == {encode_key([7]): "claimed"}
+    states = ledger.reads.key_states("ev", [encode_key(k) for k in many] + [encode_key([99])])
     assert len(states) == 1200 and set(states.values()) == {"done"}
-    assert ledger.key_states("ev", []) == {}
+    assert ledger.reads.key_states("ev", []) == {}
     # The sweep-mode look-up is unchanged: a key held by any batch, whatever its state.
-    assert ledger.claimed_keys("ev", asked) == set(asked[:5])
+    assert ledger.reads.claimed_keys("ev", asked) == set(asked[:5])
     ledger.close()
 
 
 def _race(url: str, barrier: multiprocessing.synchronize.Barrier, name: str, out) -> None:  # type: ignore[name-defined, no-untyped-def]
     ledger = Ledger(url)
-    checkpoint = ledger.checkpoint("orders")
+    checkpoint = ledger.sources.checkpoint("orders")
     barrier.wait(timeout=30)
     try:
         ledger.claim_range(name, "orders", "w.orders", checkpoint, [500], 500)
@@ -131,7 +132,7 @@ def _race(url: str, barrier: multiprocessing.synchronize.Barrier, name: str, out
 
 @pytest.mark.timeout(60)
 def test_two_processes_racing_on_one_range_one_wins(ledger_url: str) -> None:
-    Ledger(ledger_url).register_source("orders", "f" * 64)
+    Ledger(ledger_url).sources.register("orders", "f" * 64)
     ctx = multiprocessing.get_context("spawn")
     barrier, out = ctx.Barrier(2), ctx.Queue()
     procs = [ctx.Process(target=_race, args=(ledger_url, barrier, f"p{i}", out)) for i in (1, 2)]
@@ -142,22 +143,22 @@ def test_two_processes_racing_on_one_range_one_wins(ledger_url: str) -> None:
         assert proc.exitcode == 0
     results = sorted(out.get(timeout=5)[1] for _ in procs)
     assert results == ["lost", "won"]
-    assert Ledger(ledger_url).checkpoint("orders") == Checkpoint([500], 1)
+    assert Ledger(ledger_url).sources.checkpoint("orders") == Checkpoint([500], 1)
 
 
 def test_an_expired_lease_is_reaped_and_taken_over(ledger_url: str) -> None:
     now = [1000.0]
     first = Ledger(ledger_url, clock=lambda: now[0], lease_ttl=60, owner="first")
-    first.register_owner()
-    start = first.register_source("orders", "f" * 64)
+    first.owners.register()
+    start = first.sources.register("orders", "f" * 64)
     first.claim_range("b1", "orders", "w.orders", start, [10], 10)
     assert first.begin("b1").token == 1
 
     second = Ledger(ledger_url, clock=lambda: now[0], lease_ttl=60, owner="second")
-    second.register_owner()
+    second.owners.register()
     assert second.orphans(["orders"]) == []  # first is alive and its lease holds
     now[0] += 30
-    first.heartbeat()  # renews the lease to 1090
+    first.owners.heartbeat()  # renews the lease to 1090
     now[0] += 45
     assert second.orphans(["orders"], dead_after=1_000) == []
     now[0] += 20  # lease expired (1095 > 1090): first stopped renewing
@@ -165,7 +166,7 @@ def test_an_expired_lease_is_reaped_and_taken_over(ledger_url: str) -> None:
     taken = second.begin(orphan.batch_id)
     assert taken.token == 2  # the fencing token moves on
     second.finish("b1", rows=10)
-    assert second.state_of("b1") == "done"
+    assert second.reads.state_of("b1") == "done"
     with pytest.raises(ClaimConflict):
         first.finish("b1", rows=10)  # the old owner can no longer record it
 
@@ -173,27 +174,27 @@ def test_an_expired_lease_is_reaped_and_taken_over(ledger_url: str) -> None:
 def test_a_dead_owner_loses_its_batches_at_once(ledger_url: str) -> None:
     now = [1000.0]
     gone = Ledger(ledger_url, clock=lambda: now[0], owner="gone")
-    gone.register_owner()
-    start = gone.register_source("orders", "f" * 64)
+    gone.owners.register()
+    start = gone.sources.register("orders", "f" * 64)
     gone.claim_range("b1", "orders", "w.orders", start, [10], 10)
     live = Ledger(ledger_url, clock=lambda: now[0], owner="live")
     assert live.orphans(["orders"]) == []
-    gone.unregister_owner()  # a clean stop hands its batches over at once
+    gone.owners.unregister()  # a clean stop hands its batches over at once
     assert [m.batch_id for m in live.orphans(["orders"])] == ["b1"]
 
 
 def _importing(url: str, clock: Callable[[], float], owner: str) -> Ledger:
     """A registered owner holding batch ``b1`` (keys ..10) in ``importing`` with token 1."""
     ledger = Ledger(url, clock=clock, lease_ttl=60, owner=owner)
-    ledger.register_owner()
-    start = ledger.register_source("orders", "f" * 64)
+    ledger.owners.register()
+    start = ledger.sources.register("orders", "f" * 64)
     ledger.claim_range("b1", "orders", "w.orders", start, [10], 10, begin=True)
     return ledger
 
 
 def _holder(ledger: Ledger) -> tuple[str, str, int]:
     """State, owner and token of batch ``b1``, as the ledger holds them."""
-    from scheduler.ledger import batches_table as t
+    from scheduler.ledger.schema import batches_table as t
 
     with ledger.engine.connect() as conn:
         row = conn.execute(sa.select(t.c.state, t.c.owner, t.c.token).where(t.c.id == "b1")).one()
@@ -204,7 +205,7 @@ def test_begin_is_refused_on_a_live_owner_s_batch(ledger_url: str) -> None:
     now = [1000.0]
     first = _importing(ledger_url, lambda: now[0], "first")
     second = Ledger(ledger_url, clock=lambda: now[0], lease_ttl=60, owner="second")
-    second.register_owner()
+    second.owners.register()
     with pytest.raises(ClaimConflict, match="under owner 'first'"):
         second.begin("b1")
     assert _holder(first) == ("importing", "first", 1)  # nothing changed
@@ -217,7 +218,7 @@ def test_begin_takes_a_batch_over_once_its_lease_expired_or_its_owner_died(
     now = [1000.0]
     first = _importing(ledger_url, lambda: now[0], "first")
     second = Ledger(ledger_url, clock=lambda: now[0], lease_ttl=60, owner="second")
-    second.register_owner()
+    second.owners.register()
     now[0] += 59  # lease until 1060; owner alive (a heartbeat within dead_after)
     with pytest.raises(ClaimConflict):
         second.begin("b1", dead_after=1_000)
@@ -227,8 +228,8 @@ def test_begin_takes_a_batch_over_once_its_lease_expired_or_its_owner_died(
 
     # A fresh lease does not protect a batch whose owner stopped its heartbeat.
     third = Ledger(ledger_url, clock=lambda: now[0], lease_ttl=600, owner="third")
-    third.register_owner()
-    third.claim_range("b2", "orders", "w.orders", third.checkpoint("orders"), [20], 10,
+    third.owners.register()
+    third.claim_range("b2", "orders", "w.orders", third.sources.checkpoint("orders"), [20], 10,
                       begin=True)
     with pytest.raises(ClaimConflict):
         second.begin("b2", dead_after=30)
@@ -241,7 +242,7 @@ def test_a_stale_owner_cannot_finish_or_fail_a_batch_taken_over(ledger_url: str)
     retry = RetryConfig(max_attempts=5, backoff=5, max_backoff=60)
     first = _importing(ledger_url, lambda: now[0], "first")
     second = Ledger(ledger_url, clock=lambda: now[0], lease_ttl=60, owner="second")
-    second.register_owner()
+    second.owners.register()
     now[0] += 61
     assert second.begin("b1").token == 2  # first's lease ran out: second takes over
 
@@ -262,11 +263,11 @@ def test_a_stale_owner_cannot_finish_or_fail_a_batch_taken_over(ledger_url: str)
 @pytest.mark.timeout(60)
 def test_two_daemons_racing_to_take_over_one_orphan_one_wins(ledger_url: str) -> None:
     killed = Ledger(ledger_url, owner="killed")  # never registered: its batch is an orphan
-    start = killed.register_source("orders", "f" * 64)
+    start = killed.sources.register("orders", "f" * 64)
     killed.claim_range("b1", "orders", "w.orders", start, [10], 10, begin=True)
     racers = [Ledger(ledger_url, owner=name) for name in ("a", "b")]
     for racer in racers:
-        racer.register_owner()
+        racer.owners.register()
     barrier = threading.Barrier(2)
     results: dict[str, str] = {}
 
@@ -294,7 +295,7 @@ def test_the_writer_commits_in_groups_and_a_failed_request_fails_alone(
     ledger_url: str,
 ) -> None:
     ledger = Ledger(ledger_url)
-    start = ledger.register_source("orders", "f" * 64)
+    start = ledger.sources.register("orders", "f" * 64)
     ledger.claim_range("b1", "orders", "w.orders", start, [10], 10)
     def burst(requests):  # type: ignore[no-untyped-def]
         """Queue requests behind a blocked writer, so they arrive as one group."""
@@ -318,7 +319,7 @@ def test_the_writer_commits_in_groups_and_a_failed_request_fails_alone(
     mixed[2].result(timeout=30)
     with pytest.raises(Exception, match="(?i)unique|duplicate|constraint"):
         mixed[1].result(timeout=30)
-    assert len(ledger.batches(["claimed", "importing"])) == 203
+    assert len(ledger.reads.batches(["claimed", "importing"])) == 203
 
 
 def _keys_manifest(batch_id: str, keys: list[list[int]]):  # type: ignore[no-untyped-def]

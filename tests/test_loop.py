@@ -42,7 +42,7 @@ def build(
     cfg = load_config_text(CONFIG.format(attempts=attempts), str(tmp_path / "sluice.yaml"))
     ledger = Ledger(cfg.ledger)
     checkpoints = {
-        name: ledger.register_source(name, fingerprint(src)) for name, src in cfg.sources.items()
+        name: ledger.sources.register(name, fingerprint(src)) for name, src in cfg.sources.items()
     }
     holder: dict[str, MainLoop] = {}
     queues = {
@@ -80,7 +80,7 @@ def test_every_key_lands_in_exactly_one_batch(tmp_path: Path) -> None:
         assert covered(manifests) == Counter(range(1, total + 1))
         assert all(m.items <= cfg.batch.max_items for m in manifests)
     assert stats.rows_by_source == {"orders": 1_000, "customers": 700}
-    states = {p.source: p.states for p in ledger.progress()}
+    states = {p.source: p.states for p in ledger.reads.progress()}
     assert states["orders"] == {"done": len([m for m in sink.submitted if m.source == "orders"])}
 
 
@@ -136,7 +136,7 @@ def test_failed_batches_are_retried_then_dead(tmp_path: Path) -> None:
     loop, ledger, _ = build(tmp_path, sink, {"orders": 200, "customers": 100})
     stats = loop.run(until_drained=True)
     assert stats.rows == 300 and stats.batches_failed == stats.batches_done
-    assert all(p.states == {"done": p.states["done"]} for p in ledger.progress())
+    assert all(p.states == {"done": p.states["done"]} for p in ledger.reads.progress())
 
     class AlwaysFail(MemorySink):
         def submit(self, manifest: Manifest):  # type: ignore[no-untyped-def]
@@ -147,7 +147,7 @@ def test_failed_batches_are_retried_then_dead(tmp_path: Path) -> None:
     dead_path.mkdir()
     loop, ledger, _ = build(dead_path, AlwaysFail(), {"orders": 100, "customers": 0}, attempts=2)
     stats = loop.run(until_drained=True)
-    [orders] = [p for p in ledger.progress() if p.source == "orders"]
+    [orders] = [p for p in ledger.reads.progress() if p.source == "orders"]
     assert stats.batches_dead == 2 and orders.states == {"dead": 2}
     assert orders.last_error == "column amount: value too long"
 
@@ -164,7 +164,8 @@ def test_a_sink_that_cannot_start_stops_the_run_at_once(tmp_path: Path) -> None:
         loop.run(until_drained=True)
     # Not every batch into backoff and then dead (with one attempt allowed):
     # they wait, without an attempt spent, for a run whose Spark starts.
-    states = Counter(s for p in ledger.progress() for s, n in p.states.items() for _ in range(n))
+    progress = ledger.reads.progress()
+    states = Counter(s for p in progress for s, n in p.states.items() for _ in range(n))
     assert "dead" not in states and states["failed"] >= 1
 
 
@@ -172,14 +173,14 @@ def test_unfinished_batches_are_resumed(tmp_path: Path) -> None:
     # What a crashed run leaves behind: keys 1..40 claimed and importing.
     cfg = load_config_text(CONFIG.format(attempts=3), str(tmp_path / "sluice.yaml"))
     ledger = Ledger(cfg.ledger)
-    checkpoint = ledger.register_source("orders", fingerprint(cfg.sources["orders"]))
+    checkpoint = ledger.sources.register("orders", fingerprint(cfg.sources["orders"]))
     ledger.claim_range("crashed", "orders", "lake.orders", checkpoint, [40], 40)
     ledger.begin("crashed")
 
     sink = MemorySink()
     loop, ledger, _ = build(tmp_path, sink, {"orders": 100, "customers": 0}, first_key=41)
     loop.run(until_drained=True)
-    assert ledger.state_of("crashed") == "done"
+    assert ledger.reads.state_of("crashed") == "done"
     assert covered(sink.submitted) == Counter(range(1, 101))
 
 

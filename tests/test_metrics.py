@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from config.loader import load_config_text
 from scheduler.ledger import Ledger, fingerprint
 from scheduler.loop import MainLoop
-from scheduler.metrics import SluiceCollector, start_metrics
+from scheduler.observe.metrics import SluiceCollector, start_metrics
 from scheduler.probe import Probe
 from scheduler.strategy import build_strategy
 from sinks.abc import MemorySink
@@ -39,7 +39,7 @@ def build(tmp_path: Path, sink: MemorySink, rows: dict[str, int]) -> MainLoop:
     """A loop over in-memory sources and a real SQLite ledger, as in test_loop."""
     cfg = load_config_text(CONFIG, str(tmp_path / "sluice.yaml"))
     ledger = Ledger(cfg.ledger)
-    checkpoints = {n: ledger.register_source(n, fingerprint(s)) for n, s in cfg.sources.items()}
+    checkpoints = {n: ledger.sources.register(n, fingerprint(s)) for n, s in cfg.sources.items()}
     holder: list[MainLoop] = []
     queues = {
         name: QueueingLimitedSource(
@@ -147,7 +147,7 @@ def test_ledger_counts_are_cached_and_a_failing_ledger_does_not_break_a_scrape(
         return sum(s.value for s in samples if s.labels["state"] == "done")
 
     assert ledger_done() == 3  # 2 batches of orders, 1 of customers
-    loop.ledger.reset_source("customers")
+    loop.ledger.sources.reset("customers")
     now[0] = 4.0
     assert ledger_done() == 3  # within the TTL: no query, the cached counts
     now[0] = 5.0

@@ -65,7 +65,7 @@ def test_postgresql_to_postgresql(tmp_path: Path, pg_factory, spark) -> None:  #
     daemon = run_until_drained(cfg, path, spark)
 
     assert assert_same_rows(shop, "orders", warehouse, "orders") == ROWS
-    progress = {p.source: p for p in Ledger(cfg.ledger).progress()}
+    progress = {p.source: p for p in Ledger(cfg.ledger).reads.progress()}
     assert set(progress["orders"].states) == {"done"}
     assert progress["orders"].states["done"] >= ROWS / 300  # several batches
     assert progress["orders"].rows == ROWS
@@ -186,4 +186,4 @@ targets:
     attrs = client.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
     assert attrs["ApproximateNumberOfMessages"] == "0"
     assert attrs["ApproximateNumberOfMessagesNotVisible"] == "0"
-    assert Ledger(cfg.ledger).poison_count("events") == 2
+    assert Ledger(cfg.ledger).reads.poison_count("events") == 2

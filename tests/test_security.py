@@ -247,7 +247,7 @@ targets:
     cfg = load_config(config)
     ledger = Ledger(cfg.ledger)
     try:
-        ledger.register_source("events", fingerprint(cfg.sources["events"]))
+        ledger.sources.register("events", fingerprint(cfg.sources["events"]))
         ledger.claim_keys("b1", "events", "lake.events", [[1]], payloads=['{"id": 1}'],
                           begin=True)
         ledger.fail("b1", "column 'placed_at' is INTEGER in the table", RetryConfig(max_attempts=1))

@@ -168,7 +168,7 @@ backpressure: {{max_pending: 1000, resume_below: 500, max_importing_batches: 2}}
         assert not wrong, f"{source}: keys not in exactly one batch: {list(wrong.items())[:5]}"
     ledger = Ledger(cfg.ledger)
     try:
-        assert {p.source: set(p.states) for p in ledger.progress()} == {
+        assert {p.source: set(p.states) for p in ledger.reads.progress()} == {
             "flaky": {"done"}, "steady": {"done"}
         }
     finally:

@@ -166,7 +166,7 @@ def exactly_once(manifests: list[Manifest], keys: list[int]) -> None:
 def states(cfg: SluiceConfig) -> dict[str, int]:
     ledger = Ledger(cfg.ledger)
     try:
-        [progress] = ledger.progress()
+        [progress] = ledger.reads.progress()
     finally:
         ledger.close()
     return progress.states
@@ -176,12 +176,12 @@ def crash(cfg: SluiceConfig, claim: Callable[[Ledger], list[str]], importing: in
     """What a killed daemon leaves behind: batches claimed, the first ``importing`` begun."""
     ledger = Ledger(cfg.ledger)
     try:
-        ledger.register_source("items", fingerprint(cfg.sources["items"]))
+        ledger.sources.register("items", fingerprint(cfg.sources["items"]))
         ids = claim(ledger)
         for batch_id in ids[:importing]:
             ledger.begin(batch_id)
         left = {"importing": importing, "claimed": len(ids) - importing}
-        [progress] = ledger.progress()
+        [progress] = ledger.reads.progress()
         assert progress.states == {state: n for state, n in left.items() if n}
     finally:
         ledger.close()
@@ -212,7 +212,7 @@ def test_keyset_resumes_batches_a_crashed_run_left_claimed(tmp_path: Path, db: s
     cfg = configure(tmp_path, db, "keyset")
 
     def claim(ledger: Ledger) -> list[str]:
-        checkpoint = ledger.checkpoint("items")
+        checkpoint = ledger.sources.checkpoint("items")
         ids = []
         for n, hi in enumerate((key_of(100), key_of(250), key_of(300))):
             _, checkpoint = ledger.claim_range(
@@ -331,13 +331,13 @@ def test_incremental_claims_a_row_again_only_when_its_cursor_moves(
     ledger = Ledger(cfg.ledger)
     try:
         def versions(keys: list[int], version: str) -> set[str]:
-            return ledger.claimed_keys("items", [encode_key([k]) for k in keys], version)
+            return ledger.reads.claimed_keys("items", [encode_key([k]) for k in keys], version)
 
         assert versions(moved, "1000") == {encode_key([k]) for k in moved}
         assert versions(touched, "1000") == set()
         # The earlier versions stay recorded: each (key, version) belongs to one batch.
         assert versions([key_of(7)], str(7 % 50)) == {encode_key([key_of(7)])}
-        [progress] = ledger.progress()
+        [progress] = ledger.reads.progress()
         assert progress.states == {"done": len(first) + len(second)}
     finally:
         ledger.close()

@@ -12,8 +12,8 @@ import pytest
 
 from config.loader import load_config
 from config.models import RetryConfig, SluiceConfig
+from scheduler.commands.status import collect_status, render_text
 from scheduler.ledger import Checkpoint, Ledger
-from scheduler.status import collect_status, render_text
 
 SLUICE = str(Path(sys.executable).parent / "sluice")
 SECRET = "s3cret-pw"  # in the source URL; must never be printed
@@ -49,7 +49,7 @@ def filled(ledger_url: str, tmp_path: Path) -> tuple[Path, SluiceConfig]:
     ledger = Ledger(ledger_url, clock=lambda: now[0])
     retry = RetryConfig(max_attempts=2, backoff=1, max_backoff=1)
     try:
-        start = ledger.register_source("orders", "f" * 64)
+        start = ledger.sources.register("orders", "f" * 64)
         _, after = ledger.claim_range("b-done", "orders", "wh.orders", start, [100], 100)
         _, after = ledger.claim_range("b-dead", "orders", "wh.orders", after, [200], 100)
         ledger.claim_range("b-claimed", "orders", "wh.orders", after, [300], 100)
@@ -64,7 +64,7 @@ def filled(ledger_url: str, tmp_path: Path) -> tuple[Path, SluiceConfig]:
             ledger.begin(batch_id)
         ledger.fail("k-failed", "connection reset", retry)
         for i in range(2):
-            ledger.record_poison("events", f"m{i}", "{not json", "bad JSON")
+            ledger.sources.record_poison("events", f"m{i}", "{not json", "bad JSON")
     finally:
         ledger.close()
     return path, cfg
@@ -81,7 +81,7 @@ def states(cfg: SluiceConfig) -> dict[str, str | None]:
     ledger = Ledger(cfg.ledger)
     try:
         ids = ("b-done", "b-dead", "b-claimed", "k-importing", "k-failed")
-        return {batch_id: ledger.state_of(batch_id) for batch_id in ids}
+        return {batch_id: ledger.reads.state_of(batch_id) for batch_id in ids}
     finally:
         ledger.close()
 
@@ -173,7 +173,7 @@ def test_reset_asks_and_forgets_only_with_a_yes(filled: tuple[Path, SluiceConfig
     assert after["k-importing"] == "importing"  # other sources keep their progress
     ledger = Ledger(cfg.ledger)
     try:
-        assert ledger.register_source("orders", "e" * 64) == Checkpoint(None, 0)
+        assert ledger.sources.register("orders", "e" * 64) == Checkpoint(None, 0)
     finally:
         ledger.close()
 

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 
 from config.errors import LedgerError
-from scheduler.ledger_schema import WRITE_OPTION
+from scheduler.ledger.schema import WRITE_OPTION
 
 log = logging.getLogger("sluice.ledger")
 

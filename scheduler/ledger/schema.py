@@ -1,13 +1,19 @@
-"""The ledger's tables (``sluice_*``) and how its database is opened."""
+"""The ledger's tables (``sluice_*``), its batch states, and how its database is opened."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+
+from config.errors import LedgerError
+
+UNFINISHED = ("claimed", "importing")
+STATES = ("claimed", "importing", "done", "failed", "dead")
 
 metadata = sa.MetaData()
 
@@ -118,3 +124,23 @@ def open_engine(url: str) -> sa.Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     return engine
+
+
+def create_tables(engine: sa.Engine, attempts: int = 5) -> None:
+    """Create the ``sluice_*`` tables if missing.
+
+    Two daemons starting at once on a new ledger may both see no table and
+    both create it; the loser's CREATE fails, and a second look finds the
+    tables the winner made.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            metadata.create_all(engine)
+            return
+        except sa.exc.SQLAlchemyError as error:
+            if attempt == attempts:
+                shown = engine.url.render_as_string(hide_password=True)
+                raise LedgerError(
+                    f"cannot open the ledger {shown}: {getattr(error, 'orig', None) or error}"
+                ) from error
+            time.sleep(0.2 * attempt)  # start-up only: let the other creator finish

@@ -17,12 +17,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from scheduler.ledger import batches_table
+from scheduler.ledger.reads import StateCounts
 from sources.queueing import QueueingLimitedSource
 
 if TYPE_CHECKING:
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sluice.metrics")
 
-LedgerCounts = dict[tuple[str, str], tuple[int, int]]  # (source, state) -> (batches, rows)
+LedgerCounts = StateCounts
 
 
 class SluiceCollector(Collector):
@@ -162,22 +161,12 @@ class SluiceCollector(Collector):
             if self._ledger_read_at is not None and now - self._ledger_read_at < self.ledger_ttl:
                 return self._ledger_counts
             try:
-                self._ledger_counts = _ledger_counts(self.loop.ledger.engine, list(self.queues))
+                self._ledger_counts = self.loop.ledger.reads.state_counts(list(self.queues))
             except Exception as error:  # a scrape must answer; keep the last counts
                 self._ledger_errors += 1
                 log.warning("metrics: cannot read the ledger: %s", error)
             self._ledger_read_at = now
             return self._ledger_counts
-
-
-def _ledger_counts(engine: sa.Engine, sources: list[str]) -> LedgerCounts:
-    b = batches_table
-    with engine.connect() as conn:
-        found = conn.execute(
-            sa.select(b.c.source, b.c.state, sa.func.count(), sa.func.sum(b.c.rows))
-            .where(b.c.source.in_(sources)).group_by(b.c.source, b.c.state)
-        ).all()
-    return {(source, state): (int(n), int(rows or 0)) for source, state, n, rows in found}
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:

@@ -7,16 +7,28 @@ while the import runs, and records the outcome. A failed or dead batch is
 requeued first (the operator asked for it by id); a ``done`` batch is left as
 it is; a batch a live daemon is importing is refused.
 
-``spark-submit spark_jobs/import_job.py --config CONFIG --batch ID`` runs the
-same function on the cluster's driver.
+``spark-submit scheduler/commands/import_batch.py --config CONFIG --batch ID``
+runs the same function on a cluster's driver (:func:`main`).
 """
 
 from __future__ import annotations
 
+import sys
+
+if __name__ == "__main__" and not __package__:
+    # Run as a script by spark-submit from a checkout: make the project's
+    # packages importable (the zip on spark.submit.pyFiles does it otherwise).
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import argparse
+import json
 import logging
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -24,9 +36,9 @@ from config.errors import ClaimConflict, LedgerError
 from config.models import SluiceConfig
 from config.secrets import redact_url
 from scheduler.ledger import Ledger
-from spark_jobs.import_job import ImportResult, run_import
+from spark_jobs.import_job import ImportResult, report_failure, run_import, write_result
 
-__all__ = ["ForegroundImport", "import_batch"]
+__all__ = ["ForegroundImport", "import_batch", "main"]
 
 log = logging.getLogger("sluice.import")
 
@@ -66,12 +78,12 @@ def import_batch(
     own = ledger is None
     ledger = ledger or Ledger(cfg.ledger, lease_ttl=cfg.lease.ttl, owner=None)
     try:
-        state = ledger.state_of(batch_id)
+        state = ledger.reads.state_of(batch_id)
         if state is None:
             raise LedgerError(f"batch {batch_id} is not in the ledger {redact_url(cfg.ledger)}")
         if state == "done":
             return ForegroundImport(batch_id, "done")
-        ledger.register_owner()
+        ledger.owners.register()
         if state in ("failed", "dead"):
             ledger.requeue(batch_id)
             log.info("batch %s was %s: requeued with fresh attempts", batch_id, state)
@@ -94,7 +106,7 @@ def import_batch(
     finally:
         if own:
             try:
-                ledger.unregister_owner()
+                ledger.owners.unregister()
             finally:
                 ledger.close()
 
@@ -120,6 +132,51 @@ class _Heartbeat:
     def _beat(self) -> None:
         while not self._stop.wait(self.every):
             try:
-                self.ledger.heartbeat()
+                self.ledger.owners.heartbeat()
             except LedgerError as error:  # the lease may lapse: the fencing token still guards
                 log.warning("lease renewal failed: %s", error)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``spark-submit scheduler/commands/import_batch.py --config CONFIG --batch ID``.
+
+    Takes the batch from the ledger, imports it on this driver and records
+    the outcome there, as ``sluice import`` does. Prints the outcome as one
+    JSON line (with ``--result``, also writes it there); exits 0 when the
+    batch is done with no rejected row, 1 otherwise, 2 for a bad config.
+    """
+    parser = argparse.ArgumentParser(prog="import_batch",
+                                     description="Import one sluice batch by its id.")
+    parser.add_argument("--config", required=True, type=Path, help="the sluice YAML config")
+    parser.add_argument("--batch", required=True, help="the batch id (see sluice status)")
+    parser.add_argument("--result", type=Path, help="where to write the outcome (JSON)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from config.errors import SluiceError
+    from config.loader import load_config
+    from sinks.session import build_session
+
+    batch_id = args.batch
+    try:
+        cfg = load_config(args.config)
+        outcome = import_batch(
+            cfg, batch_id, lambda: build_session(cfg.spark, app_name=f"sluice-import-{batch_id}")
+        )
+    except SluiceError as error:
+        return report_failure(args.result, str(error), error.transient, error.exit_code)
+    except (OSError, ValueError) as error:  # an unreadable config
+        return report_failure(args.result, str(error), False, 2)
+    if outcome.error is not None:
+        return report_failure(args.result, f"batch {batch_id} {outcome.state}: {outcome.error}",
+                              outcome.state == "failed", 1)  # fmt: skip
+    done: dict[str, object] = {"batch_id": batch_id}
+    if outcome.result is not None:
+        done.update(asdict(outcome.result))
+    done["state"] = outcome.state
+    write_result(args.result, done)
+    print(json.dumps(done))
+    return outcome.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

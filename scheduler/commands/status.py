@@ -9,7 +9,6 @@ Every text that may carry a secret (errors, the ledger URL) is redacted.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -22,35 +21,11 @@ from rich.text import Text
 
 from config.models import SluiceConfig
 from config.secrets import config_secrets, redact_text, redact_url
-from scheduler.ledger import (
-    STATES,
-    Ledger,
-    batches_table,
-    owners_table,
-    poison_table,
-    sources_table,
-)
+from scheduler.ledger import STATES, Ledger
+from scheduler.ledger.reads import DeadBatch, Owner, SourceFigures
 
 RATE_WINDOW = 300.0
 """Seconds of done batches the rows/s figure is measured over."""
-
-
-@dataclass(frozen=True)
-class DeadBatch:
-    """A batch that used up its attempts, with the error that killed it."""
-
-    id: str
-    attempts: int
-    error: str | None
-    updated_at: float
-
-
-@dataclass(frozen=True)
-class Owner:
-    """A daemon registered in the ledger, and how long ago it last said it was alive."""
-
-    owner: str
-    heartbeat_age_s: float
 
 
 @dataclass(frozen=True)
@@ -121,12 +96,12 @@ def collect_status(
     """
     now = time.time() if now is None else now
     names = list(cfg.sources)
-    found = {} if ledger is None else _read(ledger.engine, names, now - window, dead_shown)
-    owners = [] if ledger is None else _owners(ledger.engine, now)
+    found = {} if ledger is None else ledger.reads.figures(names, now - window, dead_shown)
+    owners = [] if ledger is None else ledger.reads.owners_seen(now)
     secrets = config_secrets(cfg)
     result = []
     for name in names:
-        row = found.get(name) or _Row()
+        row = found.get(name) or SourceFigures()
         # Over the window, or since the source's first batch if that is more recent.
         span = max(1.0, now - max(now - window, row.first_created or now))
         rate = row.recent_rows / span
@@ -136,24 +111,8 @@ def collect_status(
     return Status(redact_url(cfg.ledger), now, window, result, owners)
 
 
-@dataclass
-class _Row:
-    """What the queries found for one source."""
-
-    states: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STATES, 0))
-    items: int = 0
-    rows: int = 0
-    rejected: int = 0
-    recent_rows: int = 0
-    first_created: float | None = None
-    last_error: str | None = None
-    poison: int = 0
-    high_water: list[Any] | None = None
-    dead: list[DeadBatch] = field(default_factory=list)
-
-
 def _source(
-    target: str, name: str, row: _Row, rate: float, eta: float | None, secrets: list[str]
+    target: str, name: str, row: SourceFigures, rate: float, eta: float | None, secrets: list[str]
 ) -> SourceStatus:
     def clean(text: str | None) -> str | None:
         return None if text is None else redact_text(text, secrets)
@@ -166,72 +125,9 @@ def _source(
     )
 
 
-def _read(engine: sa.Engine, names: list[str], since: float, dead_shown: int) -> dict[str, _Row]:
-    """Every figure of every source, in one read-only connection."""
-    b, rows = batches_table, {name: _Row() for name in names}
-    mine = b.c.source.in_(names)
-    with engine.connect() as conn:
-        for source, state, count, items, written, rejected, first in conn.execute(
-            sa.select(b.c.source, b.c.state, sa.func.count(), sa.func.sum(b.c["items"]),
-                      sa.func.sum(b.c.rows), sa.func.sum(b.c.rejected),
-                      sa.func.min(b.c.created_at))
-            .where(mine).group_by(b.c.source, b.c.state)
-        ):
-            row = rows[source]
-            row.states[state] = int(count)
-            row.items += int(items or 0)
-            if state == "done":
-                row.rows, row.rejected = int(written or 0), int(rejected or 0)
-            row.first_created = min(first, row.first_created or first)
-        for source, written in conn.execute(
-            sa.select(b.c.source, sa.func.sum(b.c.rows))
-            .where(mine, b.c.state == "done", b.c.updated_at >= since).group_by(b.c.source)
-        ):
-            rows[source].recent_rows = int(written or 0)
-        for source, count in conn.execute(
-            sa.select(poison_table.c.source, sa.func.count())
-            .where(poison_table.c.source.in_(names)).group_by(poison_table.c.source)
-        ):
-            rows[source].poison = int(count)
-        for source, high_water in conn.execute(
-            sa.select(sources_table.c.name, sources_table.c.high_water)
-            .where(sources_table.c.name.in_(names))
-        ):
-            rows[source].high_water = None if high_water is None else json.loads(high_water)
-        for name, row in rows.items():
-            row.last_error = conn.scalar(
-                sa.select(b.c.error).where(b.c.source == name, b.c.error.is_not(None))
-                .order_by(b.c.updated_at.desc()).limit(1)
-            )
-            if row.states["dead"]:
-                row.dead = [
-                    DeadBatch(r.id, r.attempts, r.error, r.updated_at)
-                    for r in conn.execute(
-                        sa.select(b.c.id, b.c.attempts, b.c.error, b.c.updated_at)
-                        .where(b.c.source == name, b.c.state == "dead")
-                        .order_by(b.c.updated_at.desc()).limit(dead_shown)
-                    )
-                ]
-    return rows
-
-
-def _owners(engine: sa.Engine, now: float) -> list[Owner]:
-    o = owners_table
-    with engine.connect() as conn:
-        found = conn.execute(sa.select(o.c.owner, o.c.heartbeat_at).order_by(o.c.owner)).all()
-    return [Owner(owner, max(0.0, now - beat)) for owner, beat in found]
-
-
 def batch_ids(ledger: Ledger, states: Iterable[str], sources: Iterable[str]) -> dict[str, str]:
     """Batch id → source of the batches in ``states`` (for ``sluice retry``)."""
-    b = batches_table
-    with ledger.engine.connect() as conn:
-        found = conn.execute(
-            sa.select(b.c.id, b.c.source)
-            .where(b.c.state.in_(list(states)), b.c.source.in_(list(sources)))
-            .order_by(b.c.created_at)
-        ).all()
-    return {batch_id: source for batch_id, source in found}
+    return ledger.reads.batch_ids(states, sources)
 
 
 # -- rendering -------------------------------------------------------------------------

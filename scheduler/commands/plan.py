@@ -6,14 +6,13 @@ exists, and replays the configured strategy against those backlogs for a few
 ticks, as the main loop would feed them if the downstream kept up.
 
 Nothing is written: no ledger is created (``Ledger`` creates its tables on
-open, so the plan reads the ``sluice_*`` tables directly), no work folder is
+open, so the plan reads through :class:`LedgerReads` on a read-only engine), no work folder is
 made, and SQLite files (ledger or source) are opened read-only without
 creating their ``-wal``/``-shm`` companions.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -25,16 +24,10 @@ import sqlalchemy as sa
 
 from config.errors import SluiceError, SourceError
 from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig
-from scheduler.ledger import fingerprint
+from scheduler.ledger import UNFINISHED, LedgerReads, fingerprint
 from scheduler.strategy import build_strategy
 
-# The ledger's tables, only the columns read here (its schema lives in the ledger).
-_SOURCES = sa.table("sluice_sources", sa.column("name"), sa.column("fingerprint"),
-                    sa.column("high_water"))
-_BATCHES = sa.table("sluice_batches", sa.column("source"), sa.column("state"),
-                    sa.column("items"))
-_KEYS = sa.table("sluice_keys", sa.column("source"))
-_UNFINISHED = ("claimed", "importing", "failed")
+_UNFINISHED = (*UNFINISHED, "failed")
 
 
 @dataclass(frozen=True)
@@ -101,20 +94,14 @@ def read_ledger(url: str) -> LedgerView:
     engine = readonly_engine(url)
     if engine is None:
         return LedgerView(f"ledger {shown}: none yet; every source starts from the beginning")
+    reads = LedgerReads(engine)
     try:
-        with engine.connect() as conn:
-            if not sa.inspect(conn).has_table("sluice_sources"):
-                return LedgerView(f"ledger {shown}: no sluice tables yet; every source starts "
-                                  "from the beginning")
-            rows = conn.execute(sa.select(_SOURCES)).all()
-            unfinished = conn.execute(
-                sa.select(_BATCHES.c.source, sa.func.count(), sa.func.sum(_BATCHES.c["items"]))
-                .where(_BATCHES.c.state.in_(_UNFINISHED))
-                .group_by(_BATCHES.c.source)
-            ).all()
-            keys = conn.execute(
-                sa.select(_KEYS.c.source, sa.func.count()).group_by(_KEYS.c.source)
-            ).all()
+        if not reads.has_tables():
+            return LedgerView(f"ledger {shown}: no sluice tables yet; every source starts "
+                              "from the beginning")
+        recorded = reads.recorded_sources()
+        unfinished = reads.unfinished(_UNFINISHED)
+        keys = reads.claimed_key_counts()
     except sa.exc.SQLAlchemyError as error:
         cause = str(getattr(error, "orig", None) or error).splitlines()[0]
         return LedgerView(f"ledger {shown}: unreadable ({cause}); backlogs from the beginning")
@@ -122,11 +109,10 @@ def read_ledger(url: str) -> LedgerView:
         engine.dispose()
     return LedgerView(
         f"ledger {shown}: checkpoints read",
-        fingerprints={r.name: r.fingerprint for r in rows},
-        high_water={r.name: None if r.high_water is None else json.loads(r.high_water)
-                    for r in rows},
-        unfinished={source: (int(n), int(items or 0)) for source, n, items in unfinished},
-        claimed_keys={source: int(n) for source, n in keys},
+        fingerprints={name: r.fingerprint for name, r in recorded.items()},
+        high_water={name: r.high_water for name, r in recorded.items()},
+        unfinished=unfinished,
+        claimed_keys=keys,
     )
 
 

@@ -1,0 +1,114 @@
+"""Sources in the ledger: their fingerprints, their claim high-water marks, their poison.
+
+A source is recorded on its first run with a fingerprint of what defines its
+progress; a later run with a different table, key, mode or ``where`` is
+refused rather than resumed from a mark that means something else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from config.errors import FingerprintMismatch
+from config.models import SqlSourceConfig, SqsSourceConfig
+from scheduler.ledger.schema import (
+    batches_table,
+    decode_key,
+    keys_table,
+    poison_table,
+    sources_table,
+)
+from scheduler.ledger.writer import SerialWriter
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A source's claim high-water mark and the version that guards it."""
+
+    high_water: list[Any] | None
+    version: int
+
+
+def fingerprint(cfg: SqlSourceConfig | SqsSourceConfig) -> str:
+    """A digest of what defines a source's progress (url without password, table, key…)."""
+    if isinstance(cfg, SqlSourceConfig):
+        url = sa.make_url(cfg.url).set(password=None).render_as_string(hide_password=False)
+        parts: dict[str, Any] = {
+            "url": url, "table": cfg.table, "key": cfg.key_columns, "mode": cfg.mode,
+            "where": cfg.where,
+        }
+    else:
+        parts = {"queue_url": cfg.queue_url, "key": cfg.key}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+class SourceBook:
+    """The ``sluice_sources`` and ``sluice_poison`` rows of the configured sources."""
+
+    def __init__(self, engine: sa.Engine, writer: SerialWriter, clock: Callable[[], float]) -> None:
+        self.engine = engine
+        self.writer = writer
+        self.clock = clock
+
+    def register(self, name: str, digest: str, *, config_path: str = "CONFIG") -> Checkpoint:
+        """Record a source (first run) or check it is the one recorded before."""
+        t = sources_table
+
+        def write(conn: sa.Connection) -> Any:
+            row = conn.execute(sa.select(t).where(t.c.name == name)).first()
+            if row is None:
+                conn.execute(
+                    t.insert().values(
+                        name=name, fingerprint=digest, high_water=None, version=0,
+                        updated_at=self.clock(),
+                    )
+                )
+            return row
+
+        try:
+            row = self.writer.call(write)
+        except sa.exc.IntegrityError:
+            # Another daemon starting on the same config inserted it first: read its row.
+            row = self.writer.call(write)
+        if row is None:
+            return Checkpoint(None, 0)
+        if row.fingerprint != digest:
+            raise FingerprintMismatch(
+                f"source {name!r} changed (url, table, key, mode or where) since the ledger "
+                f"recorded its progress; to start it over run: "
+                f"sluice reset {config_path} --source {name}"
+            )
+        return Checkpoint(decode_key(row.high_water), row.version)
+
+    def checkpoint(self, name: str) -> Checkpoint:
+        """The current high-water mark of a source."""
+        t = sources_table
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(t.c.high_water, t.c.version).where(t.c.name == name)).one()
+        return Checkpoint(decode_key(row.high_water), row.version)
+
+    def reset(self, name: str) -> int:
+        """Forget a source's progress and batches; returns the batches removed."""
+
+        def write(conn: sa.Connection) -> int:
+            conn.execute(sources_table.delete().where(sources_table.c.name == name))
+            conn.execute(keys_table.delete().where(keys_table.c.source == name))
+            conn.execute(poison_table.delete().where(poison_table.c.source == name))
+            result = conn.execute(batches_table.delete().where(batches_table.c.source == name))
+            return result.rowcount or 0
+
+        return self.writer.call(write)
+
+    def record_poison(self, source: str, message_id: str, body: str, reason: str) -> None:
+        """Keep a message no batch can take (bad JSON, no key…) before it is deleted."""
+        values = {
+            "source": source, "message_id": message_id, "body": body, "reason": reason,
+            "recorded_at": self.clock(),
+        }
+        self.writer.call(lambda conn: conn.execute(poison_table.insert().values(**values)))
