@@ -7,6 +7,8 @@ backoff can help (a dead database) or not (a bad column).
 
 from __future__ import annotations
 
+import sqlalchemy as sa
+
 
 class SluiceError(Exception):
     """Root of every error sluice raises on purpose."""
@@ -48,3 +50,38 @@ class ClaimConflict(LedgerError):
 
 class FingerprintMismatch(ConfigError):
     """A source's definition changed since the ledger recorded its progress."""
+
+
+# SQL errors of the query itself: the database will answer the same way on
+# every retry (a dropped column, a ``where:`` that divides by zero on some row).
+_QUERY_ERRORS = (
+    sa.exc.DataError, sa.exc.ProgrammingError, sa.exc.IntegrityError, sa.exc.NotSupportedError,
+)
+# Some drivers file errors of the query under OperationalError, the class they
+# also use for lost connections, deadlocks and lock timeouts; their codes tell.
+_MYSQL_QUERY_ERRNOS = frozenset({1054, 1365})  # PyMySQL: unknown column, division by zero
+_SQLITE_ERROR = 1  # sqlite3's SQLITE_ERROR: no such table or column, syntax (not BUSY, LOCKED)
+
+
+def is_transient(exc: sa.exc.DBAPIError) -> bool:
+    """Whether retrying a database error later may succeed: the one rule for sources and jobs.
+
+    Transient: the connection was lost or refused, a timeout, a deadlock, a
+    serialization failure, a server shutting down (``OperationalError``,
+    ``InterfaceError``, an invalidated connection) and anything not known to be
+    the query's own fault. Not transient: the database refused the query or a
+    row itself (``DataError``, ``IntegrityError``, ``ProgrammingError``…, or a
+    driver's code for such an error under ``OperationalError``), which it will
+    do again on every retry.
+    """
+    if exc.connection_invalidated:
+        return True
+    if isinstance(exc, _QUERY_ERRORS):
+        return False
+    if not isinstance(exc, sa.exc.OperationalError):
+        return True
+    orig = exc.orig
+    if getattr(orig, "sqlite_errorcode", None) == _SQLITE_ERROR:
+        return False
+    errno = orig.args[0] if orig is not None and orig.args else None
+    return errno not in _MYSQL_QUERY_ERRNOS

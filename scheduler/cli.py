@@ -31,6 +31,25 @@ app = typer.Typer(
 ConfigPath = Annotated[Path, typer.Argument(help="The YAML config file.", show_default=False)]
 
 
+def _version(shown: bool) -> None:
+    if shown:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"sluice {version('sluice')}")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            typer.echo("sluice (not installed: version unknown)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print sluice's version and exit.")] = False,
+) -> None:  # fmt: skip
+    """Move records from SQL databases and SQS queues into targets, fairly and exactly once."""
+
+
 def _fail(error: SluiceError) -> NoReturn:
     typer.echo(f"error: {error}", err=True)
     raise typer.Exit(error.exit_code)

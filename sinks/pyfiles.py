@@ -4,7 +4,7 @@ A cluster's machines need not have sluice installed: the import job's
 packages travel as one zip on ``--py-files`` / ``spark.submit.pyFiles``,
 built once when a sink starts. The direct COPY / LOAD DATA runs sluice's
 code in the executors' Python workers, which also import psycopg, PyMySQL,
-SQLAlchemy and pydantic: those (and what they require) travel as a second
+SQLAlchemy, pydantic and cachetools: those (and what they require) travel as a second
 zip on ``spark.archives``, unpacked by Spark next to each executor and put
 on its workers' ``PYTHONPATH`` (:func:`build_deps_archive`). What PySpark's
 Arrow functions need on executors anyway (pyarrow, numpy, pandas) is not
@@ -38,7 +38,9 @@ _ROOT = Path(__file__).resolve().parent.parent
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed times: the same code gives the same bytes
 
 
-EXECUTOR_DEPENDENCIES = ("psycopg", "psycopg-binary", "pymysql", "sqlalchemy", "pydantic")
+EXECUTOR_DEPENDENCIES = (
+    "psycopg", "psycopg-binary", "pymysql", "sqlalchemy", "pydantic", "cachetools",
+)
 """Distributions sluice's code imports in executors' Python workers, beyond PySpark's own."""
 
 PROVIDED = frozenset({"pyspark", "py4j", "pyarrow", "numpy", "pandas"})

@@ -15,9 +15,10 @@ from typing import Any, cast
 import sqlalchemy as sa
 from cachetools import LRUCache
 
-from config.errors import ConfigError, SourceError
+from config.errors import ConfigError, SourceError, is_transient
 from config.models import SqlSourceConfig
 from sources.abc import Item, LimitedSource
+from spark_jobs.keyorder import row_compare
 
 KeyTuple = tuple[Any, ...]
 
@@ -274,7 +275,7 @@ class SqlSource(LimitedSource):
     def _filter(self, stmt: sa.Select[Any], after: KeyTuple | None) -> sa.Select[Any]:
         """The rows this source reads: past ``after``, matching ``where:``, with a cursor."""
         if after is not None:
-            stmt = stmt.where(_after(self._order_cols, after, self.engine.dialect.name))
+            stmt = stmt.where(row_compare(self._order_cols, after, ">", self.engine.dialect.name))
         if self._has_cursor is not None:
             stmt = stmt.where(self._has_cursor)
         if self._where is not None:
@@ -309,59 +310,6 @@ class SqlSource(LimitedSource):
         cause = getattr(exc, "orig", None) or exc
         first_line = str(cause).strip().splitlines()[0] if str(cause).strip() else repr(cause)
         return f"source {self.name} (table {self.cfg.table!r} at {url}): {what}: {first_line}"
-
-
-# SQL errors of the query itself: the database will answer the same way on
-# every retry (a dropped column, a ``where:`` that divides by zero on some row).
-_QUERY_ERRORS = (
-    sa.exc.DataError, sa.exc.ProgrammingError, sa.exc.IntegrityError, sa.exc.NotSupportedError,
-)
-# Some drivers file errors of the query under OperationalError, the class they
-# also use for lost connections, deadlocks and lock timeouts; their codes tell.
-_MYSQL_QUERY_ERRNOS = frozenset({1054, 1365})  # PyMySQL: unknown column, division by zero
-_SQLITE_ERROR = 1  # sqlite3's SQLITE_ERROR: no such table or column, syntax (not BUSY, LOCKED)
-
-
-def is_transient(exc: sa.exc.DBAPIError) -> bool:
-    """Whether retrying ``exc`` later may succeed.
-
-    Transient: the connection was lost or refused, a timeout, a deadlock, a
-    serialization failure, a server shutting down (``OperationalError``,
-    ``InterfaceError``, an invalidated connection) and anything not known to be
-    the query's own fault. Not transient: the database refused the query itself
-    (``DataError``, ``ProgrammingError``…, or a driver's code for such an error
-    under ``OperationalError``), which it will do again on every retry.
-    """
-    if exc.connection_invalidated:
-        return True
-    if isinstance(exc, _QUERY_ERRORS):
-        return False
-    if not isinstance(exc, sa.exc.OperationalError):
-        return True
-    orig = exc.orig
-    if getattr(orig, "sqlite_errorcode", None) == _SQLITE_ERROR:
-        return False
-    errno = orig.args[0] if orig is not None and orig.args else None
-    return errno not in _MYSQL_QUERY_ERRNOS
-
-
-def _after(cols: list[sa.ColumnClause[Any]], after: KeyTuple, dialect: str) -> Any:
-    """``cols > after`` in key order, in the form the dialect can seek an index with."""
-    if len(cols) != len(after):
-        raise ValueError(f"position {after!r} does not match key columns {[c.name for c in cols]}")
-    if len(cols) == 1:
-        return cols[0] > after[0]
-    if dialect not in ("mysql", "mariadb"):
-        return sa.tuple_(*cols) > sa.tuple_(*after)
-    # MariaDB scans the whole index for (a, b) > (x, y); spelled out, with a
-    # leading a >= x, it becomes a range seek.
-    expanded = sa.or_(
-        *(
-            sa.and_(*(c == v for c, v in zip(cols[:i], after[:i], strict=True)), cols[i] > after[i])
-            for i in range(len(cols))
-        )
-    )
-    return sa.and_(cols[0] >= after[0], expanded)
 
 
 def _make_engine(cfg: SqlSourceConfig) -> sa.Engine:

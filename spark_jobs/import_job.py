@@ -41,7 +41,7 @@ from py4j.protocol import Py4JError
 from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
-from config.errors import ConfigError, SluiceError
+from config.errors import ConfigError, SluiceError, is_transient
 from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig, split_target
 from spark_jobs.extract import SqlReader, extract, extract_ranges
 from spark_jobs.manifest import Manifest
@@ -307,8 +307,7 @@ def _transient(error: Exception) -> bool:
         # expression of columns: does not resolve): retrying cannot help.
         return not isinstance(error, AnalysisException)
     if isinstance(error, sa.exc.DBAPIError):
-        # Lost connections and lock timeouts pass; rejected rows and bad SQL do not.
-        return isinstance(error, sa.exc.OperationalError | sa.exc.InterfaceError)
+        return is_transient(error)
     return True
 
 

@@ -8,7 +8,6 @@ properties, so the JDBC URL can be logged and shown in the Spark UI.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -21,6 +20,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.pool import NullPool
 
 from config.errors import ConfigError, TargetError
+from config.sqlite import sqlite_engine
 
 JdbcDialect = Literal["postgresql", "mysql", "sqlite"]
 
@@ -142,10 +142,21 @@ class JdbcEndpoint:
     __str__ = __repr__
 
 
-_ENGINES: OrderedDict[str, sa.Engine] = OrderedDict()
-_ENGINES_LOCK = threading.Lock()
 _MAX_ENGINES = 8
 """Server databases whose connections stay pooled at once (the least used is closed)."""
+
+
+class _EngineCache(LRUCache[str, sa.Engine]):
+    """The engines by URL; the least recently used one is disposed when a new one comes."""
+
+    def popitem(self) -> tuple[str, sa.Engine]:
+        url, engine = super().popitem()
+        engine.dispose()  # closes its idle connections; busy ones close when returned
+        return url, engine
+
+
+_ENGINES = _EngineCache(maxsize=_MAX_ENGINES)
+_ENGINES_LOCK = threading.Lock()
 
 
 def sql_engine(url: str) -> sa.Engine:
@@ -163,21 +174,12 @@ def sql_engine(url: str) -> sa.Engine:
         return _sqlite_engine(url)
     with _ENGINES_LOCK:
         engine = _ENGINES.get(url)
-        if engine is not None:
-            _ENGINES.move_to_end(url)
-            return engine
-        engine = _ENGINES[url] = sa.create_engine(
-            url,
-            pool_size=2,
-            max_overflow=8,
-            pool_pre_ping=True,
-            pool_recycle=600,
-            connect_args=_connect_args(url),
-        )
-        evicted = _ENGINES.popitem(last=False)[1] if len(_ENGINES) > _MAX_ENGINES else None
-    if evicted is not None:
-        evicted.dispose()  # closes its idle connections; busy ones close when returned
-    return engine
+        if engine is None:
+            engine = _ENGINES[url] = sa.create_engine(
+                url, pool_size=2, max_overflow=8, pool_pre_ping=True, pool_recycle=600,
+                connect_args=_connect_args(url),
+            )  # fmt: skip
+        return engine
 
 
 def _connect_args(url: str) -> dict[str, Any]:
@@ -193,17 +195,8 @@ def _connect_args(url: str) -> dict[str, Any]:
 
 
 def _sqlite_engine(url: str) -> sa.Engine:
-    engine = sa.create_engine(url, poolclass=NullPool, connect_args={"timeout": 30})
-
-    @sa.event.listens_for(engine, "connect")
-    def _no_implicit_begin(dbapi_conn: Any, _record: Any) -> None:
-        dbapi_conn.isolation_level = None  # pysqlite would begin lazily, too late
-
-    @sa.event.listens_for(engine, "begin")
-    def _begin_immediate(conn: sa.Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-    return engine
+    # Every transaction on a target may write: BEGIN IMMEDIATE takes the lock up front.
+    return sqlite_engine(url, poolclass=NullPool)
 
 
 def sql_column_type(

@@ -26,7 +26,7 @@ def row_compare(
     literals = [sa.literal(v) for v in values]
     if len(columns) == 1:
         return _OPS[op](columns[0], literals[0])
-    if dialect != "mysql":
+    if dialect not in ("mysql", "mariadb"):
         # PostgreSQL and SQLite compare row values and use the key's index for them.
         return _OPS[op](sa.tuple_(*columns), sa.tuple_(*literals))
     # MySQL/MariaDB do not use an index for row values: spell the order out,

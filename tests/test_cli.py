@@ -77,3 +77,11 @@ targets:
     done = sluice("run", str(config), "--until-drained", timeout=120)
     assert done.returncode not in (0, 130, 143)
     assert "orders" in done.stderr and "hunter2" not in done.stderr + done.stdout
+
+
+def test_version_names_the_installed_release() -> None:
+    from importlib.metadata import version
+
+    shown = sluice("--version")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip() == f"sluice {version('sluice')}"

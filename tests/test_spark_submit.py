@@ -118,7 +118,7 @@ def test_dependencies_archive_holds_what_executors_import_and_conf_ships_it(
     assert alias == DEPS_ALIAS
     # Each distribution's packages and what they require; not what PySpark's
     # executors have, nor anything outside site-packages.
-    assert {"psycopg", "psycopg_binary", "pymysql", "sqlalchemy", "pydantic",
+    assert {"psycopg", "psycopg_binary", "pymysql", "sqlalchemy", "pydantic", "cachetools",
             "pydantic_core", "typing_extensions.py"} <= tops  # fmt: skip
     assert not tops & {"pyarrow", "numpy", "pandas", "pyspark", "py4j", "..", "bin"}
     assert executor_archives(cluster, tmp_path) == [entry]  # built once, then reused

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
 from config.errors import LedgerError
+from config.sqlite import sqlite_engine
 
 UNFINISHED = ("claimed", "importing")
 STATES = ("claimed", "importing", "done", "failed", "dead")
@@ -96,34 +96,14 @@ WRITE_OPTION = "sluice_ledger_write"
 
 
 def open_engine(url: str) -> sa.Engine:
-    """An engine for the ledger; SQLite gets WAL and working savepoints."""
-    engine = sa.create_engine(url, pool_pre_ping=True)
-    if engine.dialect.name != "sqlite":
-        return engine
-    if engine.url.database and engine.url.database != ":memory:":
-        Path(engine.url.database).parent.mkdir(parents=True, exist_ok=True)
-
-    @sa.event.listens_for(engine, "connect")
-    def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
-        # WAL lets readers (status, the sink's threads) run beside the writer.
-        cursor = dbapi_conn.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA busy_timeout=30000")
-        cursor.close()
-        # pysqlite's own transaction handling breaks SAVEPOINT, which the
-        # writer uses per request: let SQLAlchemy emit BEGIN itself.
-        dbapi_conn.isolation_level = None
-
-    @sa.event.listens_for(engine, "begin")
-    def _sqlite_begin(conn: sa.Connection) -> None:
-        # Writes take the write lock up front: a read that later upgrades
-        # fails at once (SQLITE_BUSY_SNAPSHOT) when another process wrote in
-        # between, without waiting for the busy timeout.
-        write = conn.get_execution_options().get(WRITE_OPTION, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-    return engine
+    """An engine for the ledger; SQLite gets WAL (readers beside the writer) and
+    ``BEGIN IMMEDIATE`` for the writer's transactions only."""
+    if sa.make_url(url).get_backend_name() != "sqlite":
+        return sa.create_engine(url, pool_pre_ping=True)
+    return sqlite_engine(
+        url, wal=True, pool_pre_ping=True,
+        writes=lambda conn: bool(conn.get_execution_options().get(WRITE_OPTION, False)),
+    )  # fmt: skip
 
 
 def create_tables(engine: sa.Engine, attempts: int = 5) -> None:
