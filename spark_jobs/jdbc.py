@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 import sqlalchemy as sa
+from cachetools import LRUCache
 from pyspark.sql import types as T
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Dialect
