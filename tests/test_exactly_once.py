@@ -365,7 +365,7 @@ def test_a_lost_key_claim_race_does_not_stop_the_daemon(tmp_path: Path) -> None:
     other.sources.register("orders", fingerprint(cfg.sources["orders"]))
     other.claim_keys("theirs", "orders", "lake.orders", [[k] for k in range(1, 11)], begin=True)
     a = Ledger(cfg.ledger, owner="a")
-    looked_up = a._taken
+    looked_up = a.reads.taken
     calls = {"n": 0}
 
     def late_look_up(source: str, pairs: list[tuple[str, str]]) -> set[tuple[str, str]]:
@@ -373,7 +373,7 @@ def test_a_lost_key_claim_race_does_not_stop_the_daemon(tmp_path: Path) -> None:
         calls["n"] += 1
         return set() if calls["n"] == 1 else looked_up(source, pairs)
 
-    a._taken = late_look_up  # type: ignore[method-assign]
+    a.reads.taken = late_look_up  # type: ignore[method-assign]
     sink = MemorySink()
     queue = QueueingLimitedSource(MemorySource("orders", [(k,) for k in range(1, 21)]), 400, 100)
     loop = MainLoop(cfg, {"orders": queue}, build_strategy(cfg), a, sink,

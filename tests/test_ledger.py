@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from config.errors import ClaimConflict, FingerprintMismatch
 from config.models import RetryConfig
 from scheduler.ledger import Checkpoint, Ledger
+from scheduler.ledger.store import _insert_batch
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -307,7 +308,8 @@ def test_the_writer_commits_in_groups_and_a_failed_request_fails_alone(
         return futures
 
     def insert(batch_id: str, key: int):  # type: ignore[no-untyped-def]
-        return lambda conn: ledger._insert_batch(conn, _keys_manifest(batch_id, [[key]]))
+        manifest = _keys_manifest(batch_id, [[key]])
+        return lambda conn: _insert_batch(conn, manifest, ledger.owner, 0.0, 60.0)
 
     groups_before = ledger.writer.groups
     for future in burst([insert(f"k{i}", i) for i in range(200)]):
