@@ -1,6 +1,6 @@
 """The typed, frozen shape of a sluice config file.
 
-Field names and defaults are the contract of DESIGN.md's reference config.
+Field names and defaults are the config's contract (README, docs/architecture.md).
 Nothing outside ``config/`` reads raw YAML: everything works on these models.
 """
 

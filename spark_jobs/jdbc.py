@@ -81,7 +81,7 @@ class JdbcEndpoint:
 
     @classmethod
     def from_url(cls, url: str | sa.URL) -> JdbcEndpoint:
-        """Derive the endpoint from a SQLAlchemy URL, as DESIGN.md's contract says."""
+        """Derive the JDBC endpoint (URL, driver, properties) from a SQLAlchemy URL."""
         parsed = sa.make_url(url)
         dialect = dialect_name(parsed)
         props: dict[str, str] = {}

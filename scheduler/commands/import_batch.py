@@ -59,7 +59,7 @@ class ForegroundImport:
 
     @property
     def exit_code(self) -> int:
-        """0 when the batch is done with no rejected row, else 1 (DESIGN: exit codes)."""
+        """0 when the batch is done with no rejected row, else 1 (README: exit codes)."""
         if self.state != "done":
             return 1
         return 1 if self.result is not None and self.result.rows_rejected else 0
