@@ -205,17 +205,30 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
 ) -> None:
     """Where each source stands, from the ledger: batches per state, rows, rate, errors."""
+    import sqlalchemy as sa
     from rich.console import Console
 
+    from config.errors import LedgerError
+    from config.secrets import config_secrets, redact_text, redact_url
+    from scheduler.commands.plan import readonly_engine
     from scheduler.commands.status import collect_status, render_table, render_text
+    from scheduler.ledger import LedgerReads
 
     cfg, _ = _load_for_ledger(config, None)
-    ledger = _open_ledger(cfg)
+    # Read-only: status never creates, changes or upgrades a ledger, even one a daemon is using.
+    engine = readonly_engine(cfg.ledger)
     try:
-        report = collect_status(cfg, ledger)
+        reads = None if engine is None else LedgerReads(engine)
+        if reads is not None and not reads.has_tables():
+            reads = None
+        report = collect_status(cfg, reads)
+    except sa.exc.SQLAlchemyError as error:
+        cause = redact_text(str(getattr(error, "orig", None) or error).splitlines()[0],
+                            config_secrets(cfg))  # fmt: skip
+        _fail(LedgerError(f"cannot read the ledger {redact_url(cfg.ledger)}: {cause}"))
     finally:
-        if ledger is not None:
-            ledger.close()
+        if engine is not None:
+            engine.dispose()
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
     elif sys.stdout.isatty():

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from config.loader import load_config
 from config.models import RetryConfig, SluiceConfig
@@ -90,8 +91,8 @@ def test_status_counts_states_rows_rate_and_errors(filled: tuple[Path, SluiceCon
     _, cfg = filled
     ledger = Ledger(cfg.ledger)
     try:
-        status = collect_status(cfg, ledger, now=T0 + 20)
-        later = collect_status(cfg, ledger, now=T0 + 10 + 301)
+        status = collect_status(cfg, ledger.reads, now=T0 + 20)
+        later = collect_status(cfg, ledger.reads, now=T0 + 10 + 301)
     finally:
         ledger.close()
     by_name = {s.source: s for s in status.sources}
@@ -139,6 +140,38 @@ def test_status_of_a_ledger_never_created_does_not_create_it(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["totals"]["states"]["done"] == 0
     assert not (tmp_path / "fresh.db").exists()
+
+
+def test_status_reads_a_ledger_without_writing_to_it(ledger_url: str, tmp_path: Path) -> None:
+    """No table is created in an empty ledger database, and a ledger in use is only read."""
+    path = tmp_path / "sluice.yaml"
+    path.write_text(CONFIG.format(ledger=ledger_url, secret=SECRET))
+    engine = sa.create_engine(ledger_url)
+    try:
+        if engine.dialect.name == "sqlite":  # an empty file, as a fresh database server would be
+            engine.connect().close()
+        empty = sluice("status", str(path), "--json")
+        assert empty.returncode == 0, empty.stderr
+        assert json.loads(empty.stdout)["totals"]["states"]["claimed"] == 0
+        assert sa.inspect(engine).get_table_names() == []
+
+        ledger = Ledger(ledger_url)
+        try:
+            ledger.sources.register("orders", "f" * 64)
+            ledger.claim_range("b1", "orders", "wh.orders", Checkpoint(None, 0), [10], 10)
+        finally:
+            ledger.close()
+        batches = sa.text("SELECT id, version, updated_at FROM sluice_batches")
+        with engine.connect() as conn:
+            before = conn.execute(batches).all()
+        read = sluice("status", str(path), "--json")
+        assert read.returncode == 0, read.stderr
+        assert json.loads(read.stdout)["totals"]["states"]["claimed"] == 1
+        with engine.connect() as conn:
+            after = conn.execute(batches).all()
+        assert after == before
+    finally:
+        engine.dispose()
 
 
 def test_retry_requeues_failed_then_dead(filled: tuple[Path, SluiceConfig]) -> None:

@@ -21,7 +21,7 @@ from rich.text import Text
 
 from config.models import SluiceConfig
 from config.secrets import config_secrets, redact_text, redact_url
-from scheduler.ledger import STATES, Ledger
+from scheduler.ledger import STATES, Ledger, LedgerReads
 from scheduler.ledger.reads import DeadBatch, Owner, SourceFigures
 
 RATE_WINDOW = 300.0
@@ -82,22 +82,22 @@ def ledger_exists(url: str) -> bool:
 
 def collect_status(
     cfg: SluiceConfig,
-    ledger: Ledger | None,
+    reads: LedgerReads | None,
     *,
     now: float | None = None,
     window: float = RATE_WINDOW,
     backlog: Mapping[str, int] | None = None,
     dead_shown: int = 10,
 ) -> Status:
-    """Read the status of ``cfg``'s sources; ``ledger`` None means nothing ran yet.
+    """Read the status of ``cfg``'s sources; ``reads`` None means nothing ran yet.
 
     ``now`` is on the ledger's clock (``time.time`` unless injected);
     ``backlog`` (items left per source, where a caller knows it) gives ETAs.
     """
     now = time.time() if now is None else now
     names = list(cfg.sources)
-    found = {} if ledger is None else ledger.reads.figures(names, now - window, dead_shown)
-    owners = [] if ledger is None else ledger.reads.owners_seen(now)
+    found = {} if reads is None else reads.figures(names, now - window, dead_shown)
+    owners = [] if reads is None else reads.owners_seen(now)
     secrets = config_secrets(cfg)
     result = []
     for name in names:
