@@ -247,7 +247,6 @@ def retry(
     from collections import Counter
 
     from config.errors import ClaimConflict
-    from scheduler.commands.status import batch_ids
 
     cfg, names = _load_for_ledger(config, source)
     ledger = _open_ledger(cfg)
@@ -256,7 +255,7 @@ def retry(
     if ledger is not None:
         try:
             states = ["failed", "dead"] if dead else ["failed"]
-            for batch_id, name in batch_ids(ledger, states, names).items():
+            for batch_id, name in ledger.reads.batch_ids(states, names).items():
                 try:
                     ledger.requeue(batch_id)
                 except ClaimConflict:  # a running daemon retried it meanwhile

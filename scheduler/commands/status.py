@@ -10,7 +10,7 @@ Every text that may carry a secret (errors, the ledger URL) is redacted.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from rich.text import Text
 
 from config.models import SluiceConfig
 from config.secrets import config_secrets, redact_text, redact_url
-from scheduler.ledger import STATES, Ledger, LedgerReads
+from scheduler.ledger import STATES, LedgerReads
 from scheduler.ledger.reads import DeadBatch, Owner, SourceFigures
 
 RATE_WINDOW = 300.0
@@ -123,11 +123,6 @@ def _source(
         poison=row.poison, high_water=row.high_water,
         dead=[DeadBatch(d.id, d.attempts, clean(d.error), d.updated_at) for d in row.dead],
     )
-
-
-def batch_ids(ledger: Ledger, states: Iterable[str], sources: Iterable[str]) -> dict[str, str]:
-    """Batch id → source of the batches in ``states`` (for ``sluice retry``)."""
-    return ledger.reads.batch_ids(states, sources)
 
 
 # -- rendering -------------------------------------------------------------------------

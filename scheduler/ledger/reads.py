@@ -97,30 +97,25 @@ class LedgerReads:
 
     def batches(
         self, states: Iterable[str], sources: Iterable[str] | None = None,
-        ids: set[str] | None = None,
+        *where: sa.ColumnElement[bool],
     ) -> list[Manifest]:  # fmt: skip
-        """Manifests of the batches in the given states (oldest first), with their tokens."""
+        """Manifests of the batches in the given states (oldest first), with their tokens.
+
+        ``where``: more conditions on ``sluice_batches``.
+        """
         t = batches_table
-        query = sa.select(t.c.id, t.c.manifest, t.c.token).where(t.c.state.in_(list(states)))
+        query = sa.select(t.c.manifest, t.c.token).where(t.c.state.in_(list(states)), *where)
         if sources is not None:
             query = query.where(t.c.source.in_(list(sources)))
         with self.engine.connect() as conn:
             rows = conn.execute(query.order_by(t.c.created_at)).all()
         return [
-            Manifest(**{**Manifest.from_json(r.manifest).__dict__, "token": r.token})
-            for r in rows if ids is None or r.id in ids
+            Manifest(**{**Manifest.from_json(r.manifest).__dict__, "token": r.token}) for r in rows
         ]
 
     def due_retries(self, sources: Iterable[str], now: float) -> list[Manifest]:
         """Failed batches whose backoff has passed by ``now``."""
-        t = batches_table
-        with self.engine.connect() as conn:
-            ids = conn.scalars(
-                sa.select(t.c.id).where(
-                    t.c.state == "failed", t.c.source.in_(list(sources)), t.c.not_before <= now,
-                )
-            ).all()
-        return self.batches(["failed"], sources, set(ids))
+        return self.batches(["failed"], sources, batches_table.c.not_before <= now)
 
     def state_of(self, batch_id: str) -> str | None:
         """A batch's state, or None if unknown."""

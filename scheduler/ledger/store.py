@@ -84,7 +84,9 @@ class Ledger:
         (:meth:`Owners.lapsed`); :meth:`begin` takes a batch over by the same rule.
         """
         ids = self.owners.orphan_ids(sources, dead_after)
-        return self.reads.batches(UNFINISHED, sources, ids)
+        if not ids:
+            return []
+        return self.reads.batches(UNFINISHED, sources, batches_table.c.id.in_(ids))
 
     # -- claims ----------------------------------------------------------------------
 

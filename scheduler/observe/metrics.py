@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sluice.metrics")
 
-LedgerCounts = StateCounts
 
 
 class SluiceCollector(Collector):
@@ -57,7 +56,7 @@ class SluiceCollector(Collector):
         self.ledger_ttl = ledger_ttl
         self.clock = clock
         self._ledger_lock = threading.Lock()  # one query at a time, however many scrapes
-        self._ledger_counts: LedgerCounts = {}
+        self._ledger_counts: StateCounts = {}
         self._ledger_read_at: float | None = None
         self._ledger_errors = 0
 
@@ -155,7 +154,7 @@ class SluiceCollector(Collector):
         errors.add_metric([], self._ledger_errors)
         return [batches, rows, errors]
 
-    def _cached_ledger_counts(self) -> LedgerCounts:
+    def _cached_ledger_counts(self) -> StateCounts:
         with self._ledger_lock:
             now = self.clock()
             if self._ledger_read_at is not None and now - self._ledger_read_at < self.ledger_ttl:
