@@ -22,7 +22,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from config.errors import SourceError
 from config.models import SqlSourceConfig, SqsSourceConfig
-from spark_jobs.jdbc import JdbcEndpoint
+from spark_jobs.jdbc import JdbcEndpoint, sql_engine
 from spark_jobs.jdbc_read import forget_schema, jdbc_frame
 from spark_jobs.keyorder import row_compare
 from spark_jobs.manifest import Manifest
@@ -172,6 +172,10 @@ class SqlReader:
         where = self.source.where
         rendered = [self._render(p) + (f" AND ({where})" if where else "") for p in predicates]
         options = {"fetchsize": str(self.source.read.fetchsize), "preferTimestampNTZ": "true"}
+        if self.endpoint.dialect == "sqlite":
+            timestamps = _sqlite_timestamps(self.source.url, self.source.table)
+            if timestamps:
+                options["customSchema"] = timestamps
         return jdbc_frame(
             self.spark,
             self.endpoint.read_url,
@@ -203,6 +207,23 @@ class SqlReader:
         if missing:
             raise SourceError(f"key column(s) {missing} not found in {self.source.table}")
         return frame.select(*[F.col(n).cast(by_name[n.lower()]).alias(n) for n in self.key_names])
+
+
+def _sqlite_timestamps(url: str, table: str) -> str:
+    """Spark's ``customSchema`` that reads a SQLite table's date-time columns as timestamps.
+
+    SQLite keeps a ``DATETIME`` or ``TIMESTAMP`` column as text, which its
+    JDBC driver declares as a date: read as Spark guesses, the time of day
+    would be lost. Empty when the table has no such column.
+    """
+    schema, _, name = table.rpartition(".")
+    with sql_engine(url).connect() as conn:
+        columns = sa.inspect(conn).get_columns(name, schema=schema or None)
+    timestamps = [
+        column["name"] for column in columns
+        if isinstance(column["type"], sa.DateTime)
+    ]  # fmt: skip
+    return ", ".join("`" + c.replace("`", "``") + "` TIMESTAMP_NTZ" for c in timestamps)
 
 
 def _is_int(value: Any) -> bool:

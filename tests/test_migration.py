@@ -114,6 +114,8 @@ def test_sqlite_to_parquet_and_restart_does_nothing_twice(tmp_path: Path, spark)
     assert written.keys() == source.keys()
     some = source[30]
     assert str(written[30]["customer"]) == some[1] and f"{written[30]['amount']:.2f}" == some[0]
+    # SQLite keeps DATETIME as text; the time of day must survive the read.
+    assert written[30]["placed_at"].strftime("%Y-%m-%d %H:%M:%S") == some[4][:19] != "NULL"
 
     # A second run on the same ledger finds nothing new and writes nothing.
     seed_more = sa.create_engine(shop)
