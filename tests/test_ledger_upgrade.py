@@ -11,13 +11,22 @@ its target exactly once, the batches done before the upgrade not imported again.
 from __future__ import annotations
 
 import shutil
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 
+from config.errors import LedgerError
 from scheduler.daemon import Daemon
+from scheduler.ledger import Ledger
+from scheduler.ledger.migrate import HEAD, MIGRATIONS, REVISIONS, VERSION_TABLE, revision
+from scheduler.ledger.schema import metadata
 from sinks.spark import SparkSink
 from tests.conftest import PG_ADMIN_URL
 from tests.data.ledger_v0.make_fixture import PG_DATABASES, SQLITE_HOME, config_text
@@ -83,6 +92,7 @@ def _resume_and_check(tmp_path: Path, kind: str, urls: dict[str, str], spark) ->
     finally:
         daemon.close()
     assert summary.exit_code == 0, summary
+    assert _schema_drift(urls["ledger"]) == []
 
     after = _batches(urls["ledger"])
     assert {state for state, _ in after.values()} == {"done"}, after
@@ -124,3 +134,98 @@ def test_a_kept_sqlite_ledger_resumes(tmp_path: Path, spark) -> None:  # type: i
 @pytest.mark.postgres
 def test_a_kept_postgresql_ledger_resumes(tmp_path: Path, kept_postgres, spark) -> None:  # type: ignore[no-untyped-def]
     _resume_and_check(tmp_path, "postgres", kept_postgres, spark)
+
+
+def _revision(url: str) -> str | None:
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        found = revision(conn)
+    engine.dispose()
+    return found
+
+
+def _schema_drift(url: str) -> list[object]:
+    """What the ledger at ``url`` differs in from the tables sluice declares (empty: nothing)."""
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        assert revision(conn) == HEAD
+        context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+        drift = compare_metadata(context, metadata)
+    engine.dispose()
+    return drift
+
+
+def test_the_revisions_are_the_migrations_in_order() -> None:
+    script = ScriptDirectory(str(MIGRATIONS))
+    chain = [rev.revision for rev in script.walk_revisions()][::-1]
+    assert tuple(chain) == REVISIONS and script.get_current_head() == HEAD
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_new_ledgers_opened_at_once_are_made_once_as_declared(  # type: ignore[no-untyped-def]
+    backend: str, tmp_path: Path, pg_factory
+) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}" if backend == "sqlite" else pg_factory.create("new")
+    opened: list[Ledger] = []
+    failed: list[BaseException] = []
+
+    def open_one() -> None:
+        try:
+            opened.append(Ledger(url))
+        except BaseException as error:  # noqa: BLE001 - reported below
+            failed.append(error)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for ledger in opened:
+        ledger.close()
+    assert not failed and len(opened) == 4
+    assert _schema_drift(url) == []
+
+
+def test_an_upgrade_waits_until_no_older_daemon_is_live(tmp_path: Path) -> None:
+    urls = restore_sqlite()
+    ledger_url = urls["ledger"]
+    engine = sa.create_engine(ledger_url)
+    with engine.begin() as conn:  # the kept daemon, alive again on another host
+        conn.execute(sa.text("UPDATE sluice_owners SET host = 'elsewhere', heartbeat_at = :t"),
+                     {"t": time.time()})
+    with pytest.raises(LedgerError, match=r"schema 0001 .*needs 0002.*vm:5633:\w+ \(heartbeat"):
+        Ledger(ledger_url)
+    assert _revision(ledger_url) == "0001"  # untouched
+
+    # Read-only commands read the old ledger as it is and never upgrade it.
+    from typer.testing import CliRunner
+
+    from scheduler.cli import app
+
+    config = tmp_path / "sluice.yaml"
+    config.write_text(config_text("sqlite"))
+    shown = CliRunner().invoke(app, ["status", str(config)])
+    assert shown.exit_code == 0, shown.output
+    assert "ledger schema 0001: the next `sluice run` upgrades it to 0002" in shown.output
+    assert "an earlier sluice" in shown.output
+    planned = CliRunner().invoke(app, ["plan", str(config)])
+    assert planned.exit_code == 0, planned.output
+    assert "rows past [270]" in planned.output
+    assert _revision(ledger_url) == "0001"
+
+    with engine.begin() as conn:  # its heartbeat lapses: it is gone
+        conn.execute(sa.text("UPDATE sluice_owners SET heartbeat_at = :t"), {"t": time.time() - 60})
+    engine.dispose()
+    Ledger(ledger_url).close()
+    assert _schema_drift(ledger_url) == []
+
+
+def test_a_ledger_of_a_later_sluice_is_refused(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    Ledger(url).close()
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"UPDATE {VERSION_TABLE} SET version_num = '0099'"))
+    engine.dispose()
+    with pytest.raises(LedgerError, match="schema 0099, newer than this sluice knows"):
+        Ledger(url)

@@ -21,7 +21,7 @@ from rich.text import Text
 
 from config.models import SluiceConfig
 from config.secrets import config_secrets, redact_text, redact_url
-from scheduler.ledger import STATES, LedgerReads
+from scheduler.ledger import SCHEMA, STATES, LedgerReads
 from scheduler.ledger.reads import DeadBatch, Owner, SourceFigures
 
 RATE_WINDOW = 300.0
@@ -55,6 +55,7 @@ class Status:
     window_s: float
     sources: list[SourceStatus]
     owners: list[Owner] = field(default_factory=list)
+    schema: str | None = None  # the ledger's schema revision (None: no ledger yet)
 
     def totals(self) -> dict[str, Any]:
         """Batches per state, rows, rows/s and poison over every source."""
@@ -108,7 +109,8 @@ def collect_status(
         left = (backlog or {}).get(name)
         eta = left / rate if left is not None and rate > 0 else None
         result.append(_source(cfg.sources[name].target, name, row, rate, eta, secrets))
-    return Status(redact_url(cfg.ledger), now, window, result, owners)
+    schema = None if reads is None else reads.schema()
+    return Status(redact_url(cfg.ledger), now, window, result, owners, schema)
 
 
 def _source(
@@ -184,10 +186,16 @@ def render_table(status: Status) -> Table:
 def _heading(status: Status) -> str:
     stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(status.at))
     daemons = ", ".join(
-        f"{o.owner} (seen {o.heartbeat_age_s:.0f} s ago)" for o in status.owners
+        f"{o.owner} ({_sluice(o)}, seen {o.heartbeat_age_s:.0f} s ago)" for o in status.owners
     ) or "none registered"
+    older = "" if status.schema in (None, SCHEMA) else (
+        f"\nledger schema {status.schema}: the next `sluice run` upgrades it to {SCHEMA}")
     return (f"ledger {status.ledger} at {stamp} (rows/s over the last {status.window_s:g} s)\n"
-            f"daemons: {daemons}")
+            f"daemons: {daemons}{older}")
+
+
+def _sluice(owner: Owner) -> str:
+    return f"sluice {owner.sluice_version}" if owner.sluice_version else "an earlier sluice"
 
 
 def _dead_lines(status: Status) -> list[str]:

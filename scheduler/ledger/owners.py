@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 
 import sqlalchemy as sa
 
-from scheduler.ledger.schema import UNFINISHED, batches_table, owners_table
+from scheduler.ledger.schema import SCHEMA, UNFINISHED, batches_table, owners_table
 from scheduler.ledger.writer import SerialWriter
 
 DEAD_AFTER = 30.0
@@ -42,7 +42,8 @@ class Owners:
             conn.execute(
                 owners_table.insert().values(
                     owner=self.owner, host=socket.gethostname(), pid=os.getpid(),
-                    started_at=now, heartbeat_at=now,
+                    started_at=now, heartbeat_at=now, sluice_version=sluice_version(),
+                    schema=SCHEMA,
                 )
             )
 
@@ -110,7 +111,7 @@ class Owners:
         # SQL cannot ask whether a pid lives: look at this host's owners here.
         dead_here = [
             row.owner for row in conn.execute(sa.select(o.c.owner, o.c.pid).where(o.c.host == host))
-            if row.pid != me and not _pid_alive(row.pid)
+            if row.pid != me and not pid_alive(row.pid)
         ]
         alive = sa.select(o.c.owner).where(o.c.heartbeat_at >= now - dead_after)
         return sa.or_(
@@ -121,7 +122,8 @@ class Owners:
         )
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this host with that pid exists (another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -129,3 +131,13 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def sluice_version() -> str:
+    """The installed sluice's version ("unknown" when run from a source tree)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sluice")
+    except PackageNotFoundError:
+        return "unknown"

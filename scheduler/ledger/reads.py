@@ -14,6 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from scheduler.ledger.migrate import revision
 from scheduler.ledger.schema import (
     STATES,
     batches_table,
@@ -56,6 +57,7 @@ class Owner:
 
     owner: str
     heartbeat_age_s: float
+    sluice_version: str | None = None  # None: a daemon of a sluice before schema 0002
 
 
 @dataclass
@@ -198,12 +200,20 @@ class LedgerReads:
                 conn.scalar(sa.select(sa.func.count()).where(poison_table.c.source == source)) or 0
             )
 
-    def owners_seen(self, now: float) -> list[Owner]:
-        """The registered daemons and the age of their last heartbeat at ``now``."""
-        o = owners_table
+    def schema(self) -> str | None:
+        """The ledger's schema revision (None: no ledger in this database)."""
         with self.engine.connect() as conn:
-            found = conn.execute(sa.select(o.c.owner, o.c.heartbeat_at).order_by(o.c.owner)).all()
-        return [Owner(owner, max(0.0, now - beat)) for owner, beat in found]
+            return revision(conn)
+
+    def owners_seen(self, now: float) -> list[Owner]:
+        """The registered daemons, the age of their last heartbeat at ``now``, their sluice."""
+        o = owners_table
+        columns = [o.c.owner, o.c.heartbeat_at]
+        with self.engine.connect() as conn:
+            if revision(conn) != "0001":  # schema 0001 has no versions (read-only: no upgrade)
+                columns.append(o.c.sluice_version)
+            found = conn.execute(sa.select(*columns).order_by(o.c.owner)).all()
+        return [Owner(row[0], max(0.0, now - row[1]), *row[2:]) for row in found]
 
     # -- counts ------------------------------------------------------------------------
 

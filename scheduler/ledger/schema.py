@@ -1,17 +1,22 @@
-"""The ledger's tables (``sluice_*``), its batch states, and how its database is opened."""
+"""The ledger's tables (``sluice_*``) as of schema :data:`SCHEMA`, its batch states,
+and how its database is opened.
+
+These describe the tables for queries; they are created and changed only by
+the migrations (:mod:`scheduler.ledger.migrate`): a change here needs one there.
+"""
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterable
 from typing import Any
 
 import sqlalchemy as sa
 
-from config.errors import LedgerError
 from config.sqlite import sqlite_engine
 
+SCHEMA = "0002"
+"""The schema revision these tables are (``migrate.REVISIONS[-1]``; a test holds them equal)."""
 UNFINISHED = ("claimed", "importing")
 STATES = ("claimed", "importing", "done", "failed", "dead")
 
@@ -78,6 +83,8 @@ owners_table = sa.Table(
     sa.Column("pid", sa.Integer, nullable=False),
     sa.Column("started_at", sa.Float, nullable=False),
     sa.Column("heartbeat_at", sa.Float, nullable=False),
+    sa.Column("sluice_version", sa.String(40), nullable=True),  # schema 0002
+    sa.Column("schema", sa.String(32), nullable=True),  # schema 0002
 )
 
 
@@ -104,23 +111,3 @@ def open_engine(url: str) -> sa.Engine:
         url, wal=True, pool_pre_ping=True,
         writes=lambda conn: bool(conn.get_execution_options().get(WRITE_OPTION, False)),
     )  # fmt: skip
-
-
-def create_tables(engine: sa.Engine, attempts: int = 5) -> None:
-    """Create the ``sluice_*`` tables if missing.
-
-    Two daemons starting at once on a new ledger may both see no table and
-    both create it; the loser's CREATE fails, and a second look finds the
-    tables the winner made.
-    """
-    for attempt in range(1, attempts + 1):
-        try:
-            metadata.create_all(engine)
-            return
-        except sa.exc.SQLAlchemyError as error:
-            if attempt == attempts:
-                shown = engine.url.render_as_string(hide_password=True)
-                raise LedgerError(
-                    f"cannot open the ledger {shown}: {getattr(error, 'orig', None) or error}"
-                ) from error
-            time.sleep(0.2 * attempt)  # start-up only: let the other creator finish

@@ -1,10 +1,11 @@
 """The ledger: the durable record of every batch and of each source's progress.
 
 SQLAlchemy Core on SQLite (WAL) by default or PostgreSQL in production; the
-``sluice_*`` tables are created on start. Every state change is a versioned
-compare-and-set (``UPDATE … WHERE version = :v``); a keyset range is claimed
-by a compare-and-set on the source's high-water mark, so two daemons can never
-claim the same range and a restart resumes after the last claimed range.
+``sluice_*`` tables are created or upgraded on start (:mod:`.migrate`). Every
+state change is a versioned compare-and-set (``UPDATE … WHERE version = :v``);
+a keyset range is claimed by a compare-and-set on the source's high-water mark,
+so two daemons can never claim the same range and a restart resumes after the
+last claimed range.
 
 Batch states: ``claimed → importing → done``, or ``failed`` (retried after a
 backoff) and ``dead`` after ``retry.max_attempts``.
@@ -23,16 +24,15 @@ import sqlalchemy as sa
 
 from config.errors import ClaimConflict, LedgerError
 from config.models import RetryConfig
+from scheduler.ledger import migrate
 from scheduler.ledger.checkpoints import Checkpoint, SourceBook
 from scheduler.ledger.owners import DEAD_AFTER, Owners
 from scheduler.ledger.reads import LedgerReads
 from scheduler.ledger.schema import (
     UNFINISHED,
     batches_table,
-    create_tables,
     encode_key,
     keys_table,
-    open_engine,
     sources_table,
 )
 from scheduler.ledger.writer import SerialWriter
@@ -50,7 +50,7 @@ class Ledger:
     daemon may take it over (with a new fencing token). Only the batch's
     current owner may end it (:meth:`finish`, :meth:`fail`); an importer that
     lost its batch gets :class:`ClaimConflict`. Sources' checkpoints are in
-    :attr:`sources`.
+    :attr:`sources`. Opening upgrades an older ledger (:func:`.migrate.upgrade`).
     """
 
     def __init__(
@@ -65,8 +65,7 @@ class Ledger:
         self.clock = clock
         self.lease_ttl = lease_ttl
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.engine = open_engine(url)
-        create_tables(self.engine)
+        self.engine = migrate.open_upgraded(url, clock)
         self.writer = SerialWriter(self.engine, on_death=on_writer_death)
         self.reads = LedgerReads(self.engine)
         self.owners = Owners(self.engine, self.writer, self.owner, clock, lease_ttl)
