@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 
 from config.errors import SourceError
+from config.retrying import Backoff
 from sources.abc import Item, LimitedSource
 from sources.rangequeue import RangeQueue
 from sources.setqueue import SetQueue
@@ -116,8 +117,7 @@ class QueueingLimitedSource:
         self._on_failed = on_failed
         self._max_permanent = max_permanent_failures
         self._clock = clock
-        self._backoff_base = backoff_base
-        self._backoff_max = backoff_max
+        self._backoff = Backoff(backoff_base, backoff_max, jitter=True)
         self._rng = rng or random.Random()
         self._lock = threading.Lock()  # taken before the SetQueue's own lock
         self._idle = threading.Event()  # set while no wrapped.next_batch call runs
@@ -423,10 +423,8 @@ class QueueingLimitedSource:
                 self._busy = False
                 delay = None
             else:
-                # Exponential backoff with full jitter: spread retries of many
-                # sources hitting the same dead server.
-                cap = self._backoff_base * 2 ** min(self._consecutive - 1, 32)
-                delay = self._rng.uniform(0, min(self._backoff_max, cap))
+                # Jittered: spread retries of many sources hitting one dead server.
+                delay = self._backoff.delay(self._consecutive, self._rng)
                 self._timer = threading.Timer(delay, self._retry)
                 self._timer.daemon = True
                 self._timer.start()

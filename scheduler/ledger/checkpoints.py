@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from config.errors import FingerprintMismatch
 from config.models import SqlSourceConfig, SqsSourceConfig
+from scheduler.ledger.outage import ride_out
 from scheduler.ledger.schema import (
     batches_table,
     decode_key,
@@ -89,8 +90,14 @@ class SourceBook:
     def checkpoint(self, name: str) -> Checkpoint:
         """The current high-water mark of a source."""
         t = sources_table
-        with self.engine.connect() as conn:
-            row = conn.execute(sa.select(t.c.high_water, t.c.version).where(t.c.name == name)).one()
+
+        def read() -> Any:
+            with self.engine.connect() as conn:
+                return conn.execute(
+                    sa.select(t.c.high_water, t.c.version).where(t.c.name == name)
+                ).one()
+
+        row = ride_out(read, self.writer.grace)
         return Checkpoint(decode_key(row.high_water), row.version)
 
     def reset(self, name: str) -> int:

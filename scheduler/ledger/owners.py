@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 
 import sqlalchemy as sa
 
+from scheduler.ledger.outage import ride_out
 from scheduler.ledger.schema import SCHEMA, UNFINISHED, batches_table, owners_table
 from scheduler.ledger.writer import SerialWriter
 
@@ -86,16 +87,20 @@ class Owners:
     def orphan_ids(self, sources: Iterable[str], dead_after: float = DEAD_AFTER) -> set[str]:
         """Unfinished batches of other owners that this daemon may take over (:meth:`lapsed`)."""
         t = batches_table
-        with self.engine.connect() as conn:
-            return set(
-                conn.scalars(
-                    sa.select(t.c.id).where(
-                        t.c.state.in_(UNFINISHED), t.c.source.in_(list(sources)),
-                        sa.or_(t.c.owner.is_(None), t.c.owner != self.owner),
-                        self.lapsed(conn, self.clock(), dead_after),
+
+        def read() -> set[str]:
+            with self.engine.connect() as conn:
+                return set(
+                    conn.scalars(
+                        sa.select(t.c.id).where(
+                            t.c.state.in_(UNFINISHED), t.c.source.in_(list(sources)),
+                            sa.or_(t.c.owner.is_(None), t.c.owner != self.owner),
+                            self.lapsed(conn, self.clock(), dead_after),
+                        )
                     )
                 )
-            )
+
+        return ride_out(read, self.writer.grace)
 
     def lapsed(self, conn: sa.Connection, now: float, dead_after: float) -> sa.ColumnElement[bool]:
         """SQL: a batch's owner has lost it, so that another owner may take it over.

@@ -15,6 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from scheduler.ledger.migrate import revision
+from scheduler.ledger.outage import reads_ride_out
 from scheduler.ledger.schema import (
     STATES,
     batches_table,
@@ -84,11 +85,17 @@ class RecordedSource:
     high_water: list[Any] | None
 
 
+@reads_ride_out
 class LedgerReads:
-    """Read-only queries on the ``sluice_*`` tables of ``engine``."""
+    """Read-only queries on the ``sluice_*`` tables of ``engine``.
 
-    def __init__(self, engine: sa.Engine) -> None:
+    ``grace``: seconds each read waits for an unreachable ledger
+    (:mod:`.outage`); 0, for commands an operator runs, reports it at once.
+    """
+
+    def __init__(self, engine: sa.Engine, grace: float = 0.0) -> None:
         self.engine = engine
+        self.grace = grace
 
     def has_tables(self) -> bool:
         """Whether a ledger was ever created in this database."""

@@ -24,7 +24,8 @@ import sqlalchemy as sa
 
 from config.errors import ClaimConflict, LedgerError
 from config.models import RetryConfig
-from scheduler.ledger import migrate
+from config.retrying import Backoff
+from scheduler.ledger import migrate, outage
 from scheduler.ledger.checkpoints import Checkpoint, SourceBook
 from scheduler.ledger.owners import DEAD_AFTER, Owners
 from scheduler.ledger.reads import LedgerReads
@@ -66,8 +67,8 @@ class Ledger:
         self.lease_ttl = lease_ttl
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.engine = migrate.open_upgraded(url, clock)
-        self.writer = SerialWriter(self.engine, on_death=on_writer_death)
-        self.reads = LedgerReads(self.engine)
+        self.writer = SerialWriter(self.engine, on_death=on_writer_death, grace=outage.GRACE)
+        self.reads = LedgerReads(self.engine, grace=outage.GRACE)
         self.owners = Owners(self.engine, self.writer, self.owner, clock, lease_ttl)
         self.sources = SourceBook(self.engine, self.writer, clock)
 
@@ -234,7 +235,7 @@ class Ledger:
             if row.attempts >= retry.max_attempts:
                 state = "dead"
                 return {"state": "dead", "error": error, "not_before": None, "lease_until": None}
-            delay = min(retry.max_backoff, retry.backoff * 2 ** max(0, row.attempts - 1))
+            delay = Backoff(retry.backoff, retry.max_backoff).delay(row.attempts)
             return {"error": error, "not_before": self.clock() + delay, "lease_until": None}
 
         self._transition(batch_id, ("importing",), "failed", values,

@@ -5,13 +5,16 @@ runs them in groups, one transaction per group; if a request fails (a lost
 compare-and-set) the group is re-run request by request, so the failure stays
 with its own request while the others still commit. Callers get futures.
 The queue is bounded, so a ledger that falls behind slows its callers
-instead of eating memory. If the thread dies,
-every waiting and later request fails with the cause and ``on_death`` is
-called, so the daemon stops loudly instead of limping on.
+instead of eating memory. An unreachable ledger is waited for, up to
+``grace`` seconds (:mod:`.outage`); a connection lost while committing, or
+a longer outage, kills the thread. If the thread dies, every waiting and
+later request fails with the cause and ``on_death`` is called, so the daemon
+stops loudly instead of limping on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -22,6 +25,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 
 from config.errors import LedgerError
+from scheduler.ledger.outage import CommitUnknown, LedgerUnreachable, ride_out, unreachable
 from scheduler.ledger.schema import WRITE_OPTION
 
 log = logging.getLogger("sluice.ledger")
@@ -41,8 +45,10 @@ class SerialWriter:
         max_queue: int = 10_000,
         max_group: int = 500,
         on_death: Callable[[BaseException], None] | None = None,
+        grace: float = 0.0,
     ) -> None:
         self.engine = engine
+        self.grace = grace
         self.max_group = max_group
         self.on_death = on_death
         self.failure: BaseException | None = None
@@ -103,10 +109,11 @@ class SerialWriter:
         failure stays with its own request.
         """
         try:
-            with self.engine.connect() as conn:
-                conn.execution_options(**{WRITE_OPTION: True})
-                with conn.begin():
-                    results = [fn(conn) for fn, _ in group]
+            results = ride_out(lambda: self._transaction(group), self.grace)
+        except (CommitUnknown, LedgerUnreachable) as error:
+            for _, future in group:
+                future.set_exception(error)
+            raise  # the writer dies: a restart reads what committed
         except Exception as error:
             if len(group) > 1:
                 for request in group:
@@ -121,6 +128,27 @@ class SerialWriter:
         self.groups += 1
         for (_, future), result in zip(group, results, strict=True):
             future.set_result(result)
+
+    def _transaction(self, group: list[Request]) -> list[Any]:
+        with self.engine.connect() as conn:
+            conn.execution_options(**{WRITE_OPTION: True})
+            transaction = conn.begin()
+            try:
+                results = [fn(conn) for fn, _ in group]
+            except BaseException:
+                with contextlib.suppress(sa.exc.SQLAlchemyError):  # a lost connection has none
+                    transaction.rollback()
+                raise
+            try:
+                transaction.commit()
+            except sa.exc.DBAPIError as error:
+                if unreachable(error):
+                    raise CommitUnknown(
+                        "the ledger's connection was lost while a write committed; whether it "
+                        f"did is unknown, so this daemon stops (a restart reads it): {error.orig}"
+                    ) from error
+                raise
+        return results
 
     def _die(self, error: BaseException) -> None:
         self.failure = error

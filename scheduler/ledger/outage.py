@@ -1,0 +1,91 @@
+"""Riding out a ledger that goes away for a while (a restart, a failover, a network cut).
+
+A daemon's reads and writes of the ledger are retried with backoff while the
+database is unreachable, for up to :data:`GRACE` seconds; the loop and the
+imports wait meanwhile (nothing can be claimed or recorded without the
+ledger), and go on where they were once it is back. Only errors
+:func:`config.errors.is_transient` calls transient are retried: a refused
+query fails at once. A write whose connection is lost while it commits is
+not retried: whether it committed is unknown (:class:`CommitUnknown`), and
+the daemon stops so that a restart reads the truth from the ledger. Commands
+an operator runs (``status``, ``plan``) do not wait: they report the error.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+
+from config.errors import LedgerError, is_transient
+from config.retrying import Backoff, retrying
+
+log = logging.getLogger("sluice.ledger")
+
+T = TypeVar("T")
+GRACE = 300.0
+"""Seconds the ledger may stay unreachable before the daemon gives up on it."""
+BACKOFF = Backoff(0.25, 10.0, jitter=True)
+
+
+class CommitUnknown(LedgerError):
+    """The connection was lost while a ledger transaction committed: it may or may not have."""
+
+
+class LedgerUnreachable(LedgerError):
+    """The ledger stayed unreachable for longer than the grace period."""
+
+
+def unreachable(error: BaseException) -> bool:
+    """Whether ``error`` says the ledger could not be reached (worth waiting for)."""
+    return (
+        isinstance(error, sa.exc.DBAPIError)
+        and not isinstance(error, CommitUnknown)
+        and is_transient(error)
+    )
+
+
+def ride_out(fn: Callable[[], T], grace: float) -> T:
+    """``fn()``, retried while the ledger is unreachable, for up to ``grace`` seconds.
+
+    Raises :class:`LedgerUnreachable` once that is over (with ``grace`` 0, the
+    database's own error at once).
+    """
+    try:
+        return retrying(fn, should_retry=unreachable, backoff=BACKOFF, grace=grace,
+                        on_retry=_waiting)  # fmt: skip
+    except sa.exc.DBAPIError as error:
+        if grace > 0 and unreachable(error):
+            raise LedgerUnreachable(
+                f"the ledger stayed unreachable for over {grace:g} s: {_cause(error)}"
+            ) from error
+        raise
+
+
+def _cause(error: BaseException) -> str:
+    return str(getattr(error, "orig", None) or error).splitlines()[0]
+
+
+def _waiting(attempt: int, delay: float, error: BaseException) -> None:
+    log.warning("the ledger is unreachable (%d tries), trying again in %.1f s: %s",
+                attempt, delay, _cause(error))  # fmt: skip
+
+
+def reads_ride_out(cls: type[T]) -> type[T]:
+    """Class decorator: every public method rides out an outage for ``self.grace`` seconds."""
+    for name, method in list(vars(cls).items()):
+        if name.startswith("_") or not callable(method):
+            continue
+        setattr(cls, name, _riding(method))
+    return cls
+
+
+def _riding(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return ride_out(lambda: method(self, *args, **kwargs), self.grace)
+
+    return wrapper

@@ -1,0 +1,186 @@
+"""A ledger that goes away for a while: the daemon waits for it and goes on, losing nothing.
+
+The ledger is reached through a TCP proxy that the test cuts (every
+connection reset, new ones refused) and restores.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from config.errors import LedgerError
+from scheduler.daemon import Daemon
+from scheduler.ledger import Ledger, outage
+from scheduler.ledger.outage import CommitUnknown, LedgerUnreachable
+from sinks.spark import SparkSink
+from tests.helpers import assert_same_rows, seed_orders, write_config
+from tests.tcp_proxy import TcpProxy
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def proxy() -> Iterator[TcpProxy]:
+    with TcpProxy(("127.0.0.1", 5432)) as cut:
+        yield cut
+
+
+def _cut_for(proxy: TcpProxy, seconds: float) -> threading.Thread:
+    proxy.pause()
+    thread = threading.Thread(target=lambda: (time.sleep(seconds), proxy.resume()))
+    thread.start()
+    return thread
+
+
+def test_reads_and_writes_wait_for_the_ledger_to_come_back(pg_url: str, proxy: TcpProxy) -> None:
+    ledger = Ledger(proxy.url_for(pg_url))
+    try:
+        ledger.owners.register()
+        back = _cut_for(proxy, 2.0)
+        started = time.monotonic()
+        assert ledger.owners.heartbeat() == 0  # a write
+        assert ledger.reads.state_counts() == {}  # a read
+        back.join()
+        assert time.monotonic() - started >= 1.5 and proxy.refused > 0
+        assert ledger.writer.failure is None
+    finally:
+        ledger.close()
+
+
+def test_a_ledger_gone_longer_than_the_grace_period_stops_the_daemon(
+    pg_url: str, proxy: TcpProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(outage, "GRACE", 1.0)
+    died: list[BaseException] = []
+    ledger = Ledger(proxy.url_for(pg_url), on_writer_death=died.append)
+    try:
+        proxy.pause()
+        with pytest.raises(LedgerUnreachable, match="unreachable for over 1 s"):
+            ledger.owners.register()
+        assert died and ledger.writer.failure is died[0]
+        with pytest.raises(LedgerUnreachable):
+            ledger.reads.state_counts()
+    finally:
+        proxy.resume()
+        ledger.close()
+
+
+def test_a_connection_lost_while_committing_is_not_retried(pg_url: str, proxy: TcpProxy) -> None:
+    died: list[BaseException] = []
+    ledger = Ledger(proxy.url_for(pg_url), on_writer_death=died.append)
+    try:
+
+        def write_then_lose_the_connection(conn: sa.Connection) -> None:
+            conn.execute(sa.text("CREATE TABLE written_once (n int)"))
+            proxy.pause()  # the COMMIT goes to a reset connection
+
+        with pytest.raises(CommitUnknown, match="whether it did is unknown"):
+            ledger.writer.call(write_then_lose_the_connection)
+        assert died and isinstance(died[0], CommitUnknown)
+    finally:
+        proxy.resume()
+        ledger.close()
+
+
+def _migration(tmp_path: Path, ledger_url: str, shop: str, target: str, spark) -> Daemon:  # type: ignore[no-untyped-def]
+    """A daemon moving 1,500 rows in 30 batches, one at a time."""
+    path, cfg = write_config(tmp_path, f"""
+ledger: {ledger_url}
+sources:
+  orders: {{kind: sql, url: "{shop}", table: orders, key: id, target: warehouse.orders,
+            buffer: {{capacity: 200, replenish_below: 50}}}}
+targets:
+  warehouse: {{kind: jdbc, url: "{target}"}}
+batch: {{max_items: 50, max_wait: 100ms}}
+backpressure: {{max_pending: 100, resume_below: 50, max_importing_batches: 1}}
+spark: {{master: "local[2]", max_concurrent_imports: 1}}
+""")  # fmt: skip
+    return Daemon(cfg, config_path=str(path), sink=SparkSink(cfg, spark=spark))
+
+
+def _wait_for_done(ledger_url: str, batches: int) -> int:
+    """Wait until ``batches`` batches are done; returns how many are."""
+    direct = sa.create_engine(ledger_url)  # the test's own view, around the proxy
+    done, deadline = 0, time.monotonic() + 300
+    while time.monotonic() < deadline and done < batches:
+        time.sleep(0.05)
+        with direct.connect() as conn:
+            if sa.inspect(conn).has_table("sluice_batches"):
+                done = conn.execute(sa.text(
+                    "SELECT count(*) FROM sluice_batches WHERE state = 'done'")).scalar_one()
+    direct.dispose()
+    return done
+
+
+@pytest.mark.spark
+def test_a_migration_rides_out_a_ledger_restart(  # type: ignore[no-untyped-def]
+    tmp_path: Path, pg_url: str, pg_target: str, pg_factory, proxy: TcpProxy, spark
+) -> None:
+    shop = pg_factory.create("outage_shop")
+    seed_orders(shop, 1500)
+    daemon = _migration(tmp_path, proxy.url_for(pg_url), shop, pg_target, spark)
+    outcome: list[object] = []
+    runner = threading.Thread(target=lambda: outcome.append(daemon.run(until_drained=True)))
+    runner.start()
+    try:
+        done_at_cut = _wait_for_done(pg_url, 3)
+        back = _cut_for(proxy, 5.0)  # a restart of the ledger's server
+        back.join()
+        runner.join(600)
+    finally:
+        proxy.resume()
+        if runner.is_alive():
+            if daemon.loop is not None:
+                daemon.loop.request_stop()
+            runner.join(60)
+        daemon.close()
+    assert 3 <= done_at_cut < 30, "the cut must fall in the middle of the run"
+    assert proxy.refused > 0
+    assert outcome, "the daemon's run raised: see the log above"
+    summary = outcome[0]
+    assert getattr(summary, "exit_code", None) == 0, summary
+    direct = sa.create_engine(pg_url)
+    with direct.connect() as conn:
+        states = dict(conn.execute(
+            sa.text("SELECT state, count(*) FROM sluice_batches GROUP BY state")).all())
+    direct.dispose()
+    assert states == {"done": 30}, states
+    assert assert_same_rows(shop, "orders", pg_target, "orders") == 1500
+
+
+@pytest.mark.spark
+def test_a_ledger_gone_for_good_ends_the_run_with_a_ledger_error(  # type: ignore[no-untyped-def]
+    tmp_path: Path, pg_url: str, pg_target: str, pg_factory, proxy: TcpProxy, spark,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(outage, "GRACE", 2.0)
+    shop = pg_factory.create("gone_shop")
+    seed_orders(shop, 1500)
+    daemon = _migration(tmp_path, proxy.url_for(pg_url), shop, pg_target, spark)
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(daemon.run(until_drained=True))
+        except BaseException as error:  # noqa: BLE001 - what the CLI would get
+            outcome.append(error)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    try:
+        assert _wait_for_done(pg_url, 2) >= 2
+        proxy.pause()
+        runner.join(300)
+    finally:
+        proxy.resume()
+        daemon.close()
+    assert not runner.is_alive() and outcome
+    ended = outcome[0]
+    # The CLI prints a SluiceError as one "error:" line: no traceback.
+    assert isinstance(ended, LedgerError), ended
