@@ -295,7 +295,7 @@ class Daemon:
                 check_sql(probe_cfg.url, probe_cfg.sql)  # a refused query is a config error
             self.probe = build_probe(probe_cfg, on_change=loop.notify)
             loop.probe = self.probe
-            self.probe.start()
+            self.probe.schedule(self._periodic)
         if self.cfg.metrics_port is not None:
             from scheduler.observe.metrics import start_metrics
 

@@ -2,15 +2,17 @@
 
 ``backpressure.probe`` is a SQL count (``{sql: "SELECT count(*) FROM staging",
 url: …}``) or an HTTP endpoint answering a number (``{http: URL}``). The read
-runs on a background thread every ``ttl``; the main loop only ever calls
-:meth:`Probe.value`, which returns the cached number and never does I/O, so a
-slow or dead downstream cannot stall feeding. A failed read, or one older
-than ``max_age`` (a read stuck in I/O), makes the value unknown: the gate then
-counts only the batches it knows are pending, as if there were no probe.
+runs every ``ttl`` as a job of the daemon's APScheduler (:meth:`Probe.schedule`);
+the main loop only ever calls :meth:`Probe.value`, which returns the cached
+number and never does I/O, so a slow or dead downstream cannot stall feeding.
+A failed read, or one older than ``max_age`` (a read stuck in I/O), makes the
+value unknown: the gate then counts only the batches it knows are pending, as
+if there were no probe.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
@@ -18,9 +20,13 @@ import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 
 import sqlalchemy as sa
+from apscheduler.job import Job
+from apscheduler.jobstores.base import JobLookupError
+from apscheduler.schedulers.base import BaseScheduler
 
 from config.errors import ConfigError
 from config.models import ProbeConfig
@@ -42,7 +48,7 @@ class Probe:
     """Reads the downstream's pending work every ``ttl`` seconds in the background.
 
     ``read`` does the I/O and returns a number (it may raise; it runs on the
-    probe's thread or in :meth:`refresh`). ``on_change`` is called, on that
+    scheduler's job or in :meth:`refresh`). ``on_change`` is called, on that
     thread, when the value changes: the daemon passes ``loop.notify`` so a
     closed gate re-opens as soon as the downstream catches up.
     """
@@ -69,8 +75,9 @@ class Probe:
         self._secrets = secrets or []
         self._lock = threading.Lock()
         self._reading = ProbeReading(None, None, None)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._job: Job | None = None
+        self._idle = threading.Event()  # clear while a read is in flight
+        self._idle.set()
 
     def value(self) -> int:
         """The downstream's pending items, or 0 when unknown. Never does I/O."""
@@ -85,7 +92,8 @@ class Probe:
         return reading
 
     def refresh(self) -> ProbeReading:
-        """Read now, on the caller's thread (the probe thread, an APScheduler job, a test)."""
+        """Read now, on the caller's thread (the scheduler's job, a test)."""
+        self._idle.clear()
         try:
             value = _count(self._read())
         except Exception as exc:
@@ -101,33 +109,35 @@ class Probe:
                 before, self._reading = self._reading, ProbeReading(value, self._clock(), None)
             if before.error is not None:
                 log.info("%s answers again: %d pending", self.name, value)
+        finally:
+            self._idle.set()
         with self._lock:
             after = self._reading
         if after.value != before.value and self.on_change is not None:
             self.on_change()
         return after
 
-    def start(self) -> None:
-        """Read at once, then every ``ttl`` seconds, on a daemon thread."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="probe", daemon=True)
-            self._thread.start()
+    def schedule(self, scheduler: BaseScheduler) -> None:
+        """Read at once, then every ``ttl`` seconds, as a job of ``scheduler``.
+
+        One read at a time: a read stuck in I/O delays the next (APScheduler
+        skips runs while one is in flight) and ages the value into unknown.
+        """
+        self._job = scheduler.add_job(
+            self.refresh, "interval", seconds=self.ttl, id=self.name,
+            next_run_time=datetime.now(), max_instances=1, coalesce=True,
+        )  # fmt: skip
 
     def stop(self, timeout: float = 5.0) -> bool:
-        """Stop reading; True when the thread ended (one stuck in I/O is left behind)."""
-        self._stop.set()
-        ended = True
-        if self._thread is not None:
-            self._thread.join(timeout)
-            ended = not self._thread.is_alive()
+        """Stop reading; True when no read is still in flight after ``timeout`` seconds."""
+        job, self._job = self._job, None
+        if job is not None:
+            with contextlib.suppress(JobLookupError):  # its scheduler already shut down
+                job.remove()
+        ended = self._idle.wait(timeout)
         if ended and self._close is not None:
             self._close()
         return ended
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.refresh()
-            self._stop.wait(self.ttl)
 
 
 def _count(value: object) -> int:

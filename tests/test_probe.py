@@ -9,6 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import sqlalchemy as sa
+from apscheduler.schedulers.background import BackgroundScheduler
 
 from config.errors import ConfigError
 from config.models import ProbeConfig
@@ -111,8 +112,10 @@ def test_http_probe_reads_a_number_and_treats_failures_as_unknown(downstream: Do
 @pytest.mark.timeout(30)
 def test_background_refresh_wakes_the_loop_and_value_never_waits(downstream: Downstream) -> None:
     changed = threading.Event()
+    periodic = BackgroundScheduler(daemon=True)
+    periodic.start()
     probe = build_probe(ProbeConfig(http=downstream.url, ttl=0.02), on_change=changed.set)
-    probe.start()
+    probe.schedule(periodic)
     assert changed.wait(10) and probe.value() == 42
     changed.clear()
     downstream.body = b"3"
@@ -127,10 +130,11 @@ def test_background_refresh_wakes_the_loop_and_value_never_waits(downstream: Dow
         release.wait(10)
         return 9
 
-    slow = Probe(stuck, ttl=60)
-    slow.start()
+    slow = Probe(stuck, ttl=60, name="slow")
+    slow.schedule(periodic)
     assert entered.wait(10)
     assert slow.value() == 0  # answered from the cache while the read hangs
     release.set()
     assert slow.stop()
     assert slow.value() == 9
+    periodic.shutdown()

@@ -112,7 +112,13 @@ def import_batch(
 
 
 class _Heartbeat:
-    """Renews this owner's leases every ``every`` seconds while the import runs."""
+    """Renews this owner's leases every ``every`` seconds while the import runs.
+
+    A thread of its own, not an APScheduler job as in the daemon: this
+    process (``sluice import``, a spark-submit driver) runs one import and no
+    scheduler, and a scheduler's executor pool for one job would be more
+    machinery than this loop.
+    """
 
     def __init__(self, ledger: Ledger, every: float) -> None:
         self.ledger = ledger
