@@ -142,7 +142,9 @@ class SerialWriter:
             try:
                 transaction.commit()
             except sa.exc.DBAPIError as error:
-                if unreachable(error):
+                # SQLite commits locally or not at all; a server may have
+                # committed what it could not acknowledge.
+                if unreachable(error) and self.engine.dialect.name != "sqlite":
                     raise CommitUnknown(
                         "the ledger's connection was lost while a write committed; whether it "
                         f"did is unknown, so this daemon stops (a restart reads it): {error.orig}"
