@@ -458,7 +458,7 @@ def test_two_daemons_starting_at_once_on_a_new_postgresql_ledger(
 ) -> None:
     import threading
 
-    from scheduler.ledger.schema import sources_table
+    from scheduler.ledger import migrate
 
     url = pg_factory.create("ledger_race")
     engine = sa.create_engine(url)
@@ -471,12 +471,15 @@ def test_two_daemons_starting_at_once_on_a_new_postgresql_ledger(
             outcome["error"] = error
 
     try:
-        with engine.connect() as first, first.begin():
-            sources_table.create(first)  # the first daemon is creating the tables…
+        with migrate._upgrade_lock(engine) as first:
+            migrate._run_migrations(first)  # the first daemon is creating the tables…
             runner = threading.Thread(target=second_daemon, daemon=True)
             runner.start()
-            runner.join(2.0)  # … while the second one checks, finds none, creates
+            runner.join(2.0)  # … while the second one finds none and wants to create them
+            assert runner.is_alive(), "the second daemon did not wait for the upgrade lock"
         runner.join(30)
+        with engine.connect() as conn:
+            assert migrate.revision(conn) == migrate.HEAD
     finally:
         engine.dispose()
     assert not runner.is_alive()
