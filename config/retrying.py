@@ -48,10 +48,10 @@ def retrying(
 ) -> T:
     """``fn()``, retried while it raises what ``should_retry`` accepts, for up to ``grace`` s.
 
-    The first failure starts the grace period; a retry that would start after
-    it ends is not made, and the last error is raised. ``on_retry(attempt,
-    delay, error)`` is called before each wait (to log it). ``grace`` 0: no
-    retry at all.
+    The first failure starts the grace period; the last retry is made as it
+    ends (a wait is cut short to end there), and its error is raised.
+    ``on_retry(attempt, delay, error)`` is called before each wait (to log
+    it). ``grace`` 0: no retry at all.
     """
     attempt = 0
     started: float | None = None
@@ -61,10 +61,11 @@ def retrying(
         except Exception as error:
             now = clock()
             started = now if started is None else started
-            attempt += 1
-            delay = backoff.delay(attempt)
-            if not should_retry(error) or now + delay - started > grace:
+            left = started + grace - now
+            if not should_retry(error) or left <= 0:
                 raise
+            attempt += 1
+            delay = min(backoff.delay(attempt), left)
             if on_retry is not None:
                 on_retry(attempt, delay, error)
             sleep(delay)

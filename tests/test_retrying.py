@@ -71,8 +71,8 @@ def test_gives_up_with_the_last_error_once_the_grace_period_is_over() -> None:
         calls.append(1)
         raise ConnectionError(f"down {len(calls)}")
 
-    with pytest.raises(ConnectionError, match="down 4"):
+    with pytest.raises(ConnectionError, match="down 5"):
         retrying(down, should_retry=lambda e: True, backoff=Backoff(1.0, 4.0), grace=10,
                  sleep=time.sleep, clock=time.clock)
-    assert time.slept == [1.0, 2.0, 4.0]  # 7 s waited; the next 4 s wait would end past 10 s
-    assert len(calls) == 4
+    assert time.slept == [1.0, 2.0, 4.0, 3.0]  # the last wait ends as the 10 s do: one more try
+    assert len(calls) == 5 and time.now == 110.0

@@ -93,6 +93,8 @@ class SerialWriter:
                         break
                     group.append(nxt)
                 self._commit(group)
+        except _Died:
+            return
         except BaseException as error:  # pragma: no cover - the writer itself broke
             self._die(error)
 
@@ -111,9 +113,8 @@ class SerialWriter:
         try:
             results = ride_out(lambda: self._transaction(group), self.grace)
         except (CommitUnknown, LedgerUnreachable) as error:
-            for _, future in group:
-                future.set_exception(error)
-            raise  # the writer dies: a restart reads what committed
+            self._die(error, group)  # a restart reads what committed
+            raise _Died from error
         except Exception as error:
             if len(group) > 1:
                 for request in group:
@@ -152,9 +153,15 @@ class SerialWriter:
                 raise
         return results
 
-    def _die(self, error: BaseException) -> None:
+    def _die(self, error: BaseException, group: list[Request] | None = None) -> None:
+        """Fail ``group`` and every queued request, once ``on_death`` has heard of it:
+        a caller that sees its request fail finds the daemon already stopping."""
         self.failure = error
         log.critical("the ledger writer died: %s", error)
+        if self.on_death is not None:
+            self.on_death(error)
+        for _, future in group or []:
+            future.set_exception(error)
         while True:
             try:
                 item = self._queue.get_nowait()
@@ -162,5 +169,7 @@ class SerialWriter:
                 break
             if item is not _STOP:
                 item[1].set_exception(LedgerError(f"the ledger writer stopped: {error}"))
-        if self.on_death is not None:
-            self.on_death(error)
+
+
+class _Died(Exception):
+    """The writer thread ends: :meth:`SerialWriter._die` has been called."""
