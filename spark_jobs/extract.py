@@ -11,11 +11,13 @@ types do not depend on Spark's JSON inference settings.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 import pyspark.sql.functions as F
 import sqlalchemy as sa
+from cachetools import TTLCache, cached
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from sqlalchemy.sql.elements import ColumnElement
@@ -23,7 +25,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from config.errors import SourceError
 from config.models import SqlSourceConfig, SqsSourceConfig
 from spark_jobs.jdbc import JdbcEndpoint, sql_engine
-from spark_jobs.jdbc_read import forget_schema, jdbc_frame
+from spark_jobs.jdbc_read import SCHEMA_TTL, forget_schema, jdbc_frame
 from spark_jobs.keyorder import row_compare
 from spark_jobs.manifest import Manifest
 
@@ -187,6 +189,7 @@ class SqlReader:
     def forget_schema(self) -> None:
         """Look the table's columns up again on the next read (see :mod:`spark_jobs.jdbc_read`)."""
         forget_schema(self.endpoint.read_url, self.table_sql)
+        _sqlite_schemas.pop((self.source.url, self.source.table), None)
 
     def _render(self, clause: ColumnElement[bool]) -> str:
         return str(clause.compile(dialect=self.dialect, compile_kwargs={"literal_binds": True}))
@@ -209,12 +212,17 @@ class SqlReader:
         return frame.select(*[F.col(n).cast(by_name[n.lower()]).alias(n) for n in self.key_names])
 
 
+_sqlite_schemas: TTLCache[tuple[str, str], str] = TTLCache(maxsize=64, ttl=SCHEMA_TTL)
+
+
+@cached(_sqlite_schemas, lock=threading.Lock())
 def _sqlite_timestamps(url: str, table: str) -> str:
     """Spark's ``customSchema`` that reads a SQLite table's date-time columns as timestamps.
 
     SQLite keeps a ``DATETIME`` or ``TIMESTAMP`` column as text, which its
     JDBC driver declares as a date: read as Spark guesses, the time of day
-    would be lost. Empty when the table has no such column.
+    would be lost. Empty when the table has no such column. Looked up once
+    per :data:`SCHEMA_TTL`, as the table's schema is (:mod:`spark_jobs.jdbc_read`).
     """
     schema, _, name = table.rpartition(".")
     with sql_engine(url).connect() as conn:
