@@ -26,15 +26,10 @@ the batch to the staged path too, never straight to the rejects.
 from __future__ import annotations
 
 import logging
-import os
 import pickle
-import socket
-import struct
-import sys
-import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -54,6 +49,7 @@ from spark_jobs.mysqlload import LoadRefusedRows, LoadUnavailable, load_capable,
 from spark_jobs.mysqlload import quoted as mysql_quoted
 from spark_jobs.pgcopy import CannotEncode, copy_in, quoted
 from spark_jobs.target import TargetTable, Written
+from spark_jobs.task_input import task_input, whole
 
 log = logging.getLogger(__name__)
 
@@ -244,61 +240,6 @@ def _direct_in_tasks(
     return outcomes
 
 
-class InputCutShort(RuntimeError):
-    """The COPY task's input ended before Spark's end of stream: nothing is committed."""
-
-
-_END_OF_STREAM = struct.pack("!i", -4)
-"""What Spark writes to a Python worker after a task's last input (PySpark's
-``SpecialLengths.END_OF_STREAM``); the worker itself reads it once its task is done."""
-
-
-def _task_input() -> BinaryIO | None:
-    """The stream this Python worker reads its task's input from; None outside one.
-
-    It is the ``infile`` of ``pyspark.worker.main``, a caller of this task's
-    function: PySpark hands a task only an iterator over its input.
-    """
-    frame: types.FrameType | None = sys._getframe(1)
-    while frame is not None:
-        infile = frame.f_locals.get("infile")
-        if frame.f_globals.get("__name__") == "pyspark.worker" and hasattr(infile, "peek"):
-            return infile
-        frame = frame.f_back
-    return None
-
-
-def _input_complete(infile: BinaryIO) -> bool:
-    """Whether Spark ended the task's input as it does when it has sent every row.
-
-    A Python task's input can end early and still look complete: when the
-    JVM feeding it dies (a ``kill -9`` of sluice's process group leaves
-    PySpark's worker daemon running, in a group of its own), or when Spark's
-    writer thread fails (a source lost mid-read: Spark shuts its end of the
-    socket), pyarrow ends the stream at a message boundary without an error.
-    Only after the last row does Spark write its end of stream, at once;
-    it is looked at without being read, so the worker still finds it there.
-    """
-    seen = infile.peek(len(_END_OF_STREAM))[: len(_END_OF_STREAM)]  # type: ignore[attr-defined]
-    if 0 < len(seen) < len(_END_OF_STREAM):
-        # The worker's buffer ends inside the four bytes: the rest is still
-        # in the socket, where MSG_PEEK sees it without taking it either.
-        with socket.socket(fileno=os.dup(infile.fileno())) as sock:
-            rest = sock.recv(len(_END_OF_STREAM) - len(seen), socket.MSG_PEEK | socket.MSG_WAITALL)
-        seen += rest
-    return seen == _END_OF_STREAM
-
-
-def _whole(batches: Iterator[pa.RecordBatch], infile: BinaryIO) -> Iterator[pa.RecordBatch]:
-    """The task's input; raises :class:`InputCutShort` when it ends before Spark ended it."""
-    yield from batches
-    if not _input_complete(infile):
-        raise InputCutShort(
-            "the batch's input ended before Spark's end of stream (the Spark JVM or its read "
-            "failed): nothing committed"
-        )
-
-
 def _copy_in_task(
     url: str,
     target: TargetTable,
@@ -308,7 +249,7 @@ def _copy_in_task(
     bulk: BulkLoad,
 ) -> dict[str, Any]:
     """In the Spark task: the direct load and its commit; the outcome as one row."""
-    infile = _task_input()
+    infile = task_input()
     if infile is None:  # a PySpark whose worker this module does not know
         for _ in batches:
             pass
@@ -325,7 +266,7 @@ def _copy_in_task(
     engine = sql_engine(url)
 
     def load(cursor: Any) -> int:
-        return bulk.load(cursor, table_sql, names, _whole(batches, infile))
+        return bulk.load(cursor, table_sql, names, whole(batches, infile))
 
     try:
         written = commit_direct(engine, target, manifest, load, crash=False)

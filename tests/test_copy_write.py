@@ -255,7 +255,7 @@ def test_a_copy_whose_input_ends_before_sparks_end_of_stream_commits_nothing() -
 
     import pyarrow as pa
 
-    from spark_jobs.write_bulk import InputCutShort, _whole
+    from spark_jobs import task_input
 
     end_of_stream = struct.pack("!i", -4)
 
@@ -269,9 +269,8 @@ def test_a_copy_whose_input_ends_before_sparks_end_of_stream_commits_nothing() -
             if then:  # the rest of the end of stream arrives while the task looks for it
                 threading.Timer(0.2, lambda: (spark.sendall(then), spark.shutdown(1))).start()
             reader = pa.ipc.open_stream(infile)
-            ids = [
-                i for batch in _whole(iter(reader), infile) for i in batch.column("id").to_pylist()
-            ]
+            batches = task_input.whole(iter(reader), infile)
+            ids = [i for batch in batches for i in batch.column("id").to_pylist()]
             return ids, infile.read()
 
     whole = _arrow_stream([1, 2, None], end=True)
@@ -282,7 +281,7 @@ def test_a_copy_whose_input_ends_before_sparks_end_of_stream_commits_nothing() -
         end_of_stream,
     )
     for cut in (whole, _arrow_stream([1, 2, None], end=False)):
-        with pytest.raises(InputCutShort, match="before Spark's end of stream"):
+        with pytest.raises(task_input.InputCutShort, match="before Spark's end of stream"):
             rows_read(cut)
 
 
@@ -290,18 +289,18 @@ def test_a_copy_whose_input_ends_before_sparks_end_of_stream_commits_nothing() -
 def test_a_spark_task_finds_its_input_ended_by_spark_after_every_row(spark: Any) -> None:
     import pyarrow as pa
 
-    from spark_jobs.write_bulk import _input_complete, _task_input
+    from spark_jobs.task_input import input_complete, task_input
 
     frame = spark.range(0, 30_000, numPartitions=3).withColumnRenamed("id", "key").coalesce(1)
 
     def task(batches: Any) -> Any:
-        infile = _task_input()
+        infile = task_input()
         assert infile is not None
         rows = sum(b.num_rows for b in batches)
-        yield pa.RecordBatch.from_pylist([{"rows": rows, "complete": _input_complete(infile)}])
+        yield pa.RecordBatch.from_pylist([{"rows": rows, "complete": input_complete(infile)}])
 
     assert [tuple(r) for r in frame.mapInArrow(task, "rows long, complete boolean").collect()] == [
         (30_000, True)
     ]
     # Outside a Spark task there is no input of Spark's to look at.
-    assert _task_input() is None
+    assert task_input() is None
