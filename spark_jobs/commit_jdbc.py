@@ -22,16 +22,11 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from config.faults import crash_point
-from spark_jobs.jdbc_tables import (
-    ROW_COLUMN,
-    TargetFit,
-    commits_table,
-    index_staging_rows,
-    rejects_table,
-)
+from spark_jobs.jdbc_tables import ROW_COLUMN, TargetFit, commits_table, rejects_table
 from spark_jobs.keyorder import row_compare
 from spark_jobs.manifest import Manifest
 from spark_jobs.rejects_jdbc import is_row_error, reason, record_rejects, set_aside, split
+from spark_jobs.staging import index_staging_rows
 from spark_jobs.target import TargetTable, Written, stale_token_error
 
 log = logging.getLogger(__name__)

@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import hashlib
 import logging
-import re
 import threading
-import uuid
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -19,7 +16,6 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 from config.errors import TargetError
-from spark_jobs.manifest import Manifest
 from spark_jobs.narrowing import Narrowing, narrowing
 from spark_jobs.target import COMMITS_TABLE, REJECTS_TABLE, TargetTable
 
@@ -98,93 +94,6 @@ def own_tables_known(engine: sa.Engine) -> bool:
     """Whether this process has made sure of sluice's own tables in ``engine``'s database."""
     with _own_tables_lock:
         return engine.url.render_as_string(hide_password=True) in _own_tables_ready
-
-
-# ------------------------------------------------------------------- staging
-
-
-def staging_prefix(batch_id: str) -> str:
-    """The start of every staging table name of ``batch_id`` (a plain lowercase identifier)."""
-    tag = re.sub(r"[^a-z0-9]+", "_", batch_id.lower()).strip("_")[:16]
-    digest = hashlib.sha1(batch_id.encode()).hexdigest()[:8]
-    return f"_sluice_stage_{tag}_{digest}_"
-
-
-def staging_table_name(batch_id: str, token: int, attempt: str | None = None) -> str:
-    """``_sluice_stage_<batch>_<digest>_<token>_<attempt>``: unique per import attempt.
-
-    Two importers of one batch (a takeover, or the same manifest run twice)
-    never write into the same staging table. At most 58 characters, so that
-    an index name derived from it fits PostgreSQL's and MySQL's limits.
-    """
-    return f"{staging_prefix(batch_id)}{token}_{attempt or uuid.uuid4().hex[:6]}"
-
-
-def staging_table(manifest: Manifest, columns: Sequence[sa.Column], dialect: str) -> sa.Table:
-    """A new staging table for one attempt: the batch's columns, nullable, and the row number.
-
-    On PostgreSQL it is UNLOGGED: its rows are written once, read once by the
-    commit and dropped, so writing them to the WAL too would only cost time
-    (a crash empties it, and the attempt is re-run anyway).
-    """
-    return sa.Table(
-        staging_table_name(manifest.batch_id, manifest.token),
-        sa.MetaData(),
-        *[sa.Column(c.name, c.type, nullable=True) for c in columns],
-        sa.Column(ROW_COLUMN, sa.BigInteger, nullable=False),
-        prefixes=["UNLOGGED"] if dialect == "postgresql" else [],
-    )
-
-
-def drop_stale_stages(engine: sa.Engine, manifest: Manifest) -> None:
-    """Drop this batch's staging tables left by older tokens (crashed attempts).
-
-    Best effort: a table still in use by a stale importer makes that importer
-    fail, which is what should happen to it anyway.
-    """
-    prefix = staging_prefix(manifest.batch_id)
-    stale = []
-    for name in sa.inspect(engine).get_table_names():
-        token, _, attempt = name[len(prefix) :].partition("_")
-        if name.startswith(prefix) and token.isdigit() and attempt and int(token) < manifest.token:
-            stale.append(name)
-    for name in stale:
-        drop_staging(engine, sa.Table(name, sa.MetaData()))
-
-
-def drop_staging(engine: sa.Engine, staging: sa.Table) -> None:
-    """Drop a staging table if it exists; log, never raise (the next attempt cleans up).
-
-    ``DROP TABLE IF EXISTS`` rather than a catalog look-up first: one round
-    trip per batch fewer.
-    """
-    mysql_family = engine.dialect.name in ("mysql", "mariadb")
-    try:
-        with engine.begin() as conn:
-            # Do not wait long on a lock held by a stuck importer.
-            if engine.dialect.name == "postgresql":
-                conn.exec_driver_sql("SET LOCAL lock_timeout = '5s'")
-            elif mysql_family:
-                conn.exec_driver_sql("SET SESSION lock_wait_timeout = 5")
-            try:
-                conn.execute(sa.schema.DropTable(staging, if_exists=True))
-            finally:
-                if mysql_family:  # the connection goes back to the pool
-                    conn.exec_driver_sql("SET SESSION lock_wait_timeout = DEFAULT")
-    except sa.exc.SQLAlchemyError as error:
-        log.warning("could not drop staging table %s: %s", staging.name, error)
-
-
-def index_staging_rows(engine: sa.Engine, staging: sa.Table) -> None:
-    """Index the row numbers, so that each half of a split batch is a range scan.
-
-    Only done when a batch must be split: the happy path reads the staging
-    table once, whole. Outside the commit transaction, as MySQL commits
-    implicitly on DDL.
-    """
-    index = sa.Index(f"{staging.name}_r", staging.c[ROW_COLUMN])
-    with engine.begin() as conn:
-        index.create(conn)
 
 
 # ----------------------------------------------------------- the target table

@@ -43,11 +43,12 @@ from config.faults import crash_point
 from config.models import JdbcTargetConfig
 from spark_jobs.commit_jdbc import commit_direct, commit_staged
 from spark_jobs.jdbc import sql_engine
-from spark_jobs.jdbc_tables import ROW_COLUMN, TargetFit, drop_staging, staging_table
+from spark_jobs.jdbc_tables import ROW_COLUMN, TargetFit
 from spark_jobs.manifest import Manifest
 from spark_jobs.mysqlload import LoadRefusedRows, LoadUnavailable, load_capable, load_data
 from spark_jobs.mysqlload import quoted as mysql_quoted
 from spark_jobs.pgcopy import CannotEncode, copy_in, quoted
+from spark_jobs.staging import drop_staging, staging_table
 from spark_jobs.target import TargetTable, Written
 from spark_jobs.task_input import task_input, whole
 

@@ -29,16 +29,19 @@ from spark_jobs.jdbc_tables import (
     ROW_COLUMN,
     TargetFit,
     commits_table,
-    drop_staging,
-    drop_stale_stages,
     ensure_own_tables,
     forget_target,
     own_tables_known,
     prepare_target,
     rejects_table,
-    staging_table,
 )
 from spark_jobs.manifest import Manifest
+from spark_jobs.staging import (
+    drop_staging,
+    drop_stale_stages,
+    staging_table,
+    sweep_committed_stages,
+)
 from spark_jobs.target import Commit, TargetTable, Written
 from spark_jobs.write_bulk import write_bulk, write_straight_in
 
@@ -77,6 +80,7 @@ def _prepare(df: DataFrame, target: TargetTable) -> _Prepared:
     engine = sql_engine(cfg.url)
     fit = prepare_target(engine, target, columns, void)
     ensure_own_tables(engine)
+    sweep_committed_stages(engine)
     return _Prepared(engine, columns, void, fit)
 
 

@@ -31,8 +31,8 @@ from spark_jobs.import_job import (
     target_table,
 )
 from spark_jobs.jdbc import JdbcEndpoint
-from spark_jobs.jdbc_tables import staging_table_name
 from spark_jobs.manifest import Manifest
+from spark_jobs.staging import staging_table_name
 from spark_jobs.write import StaleToken, write_batch
 from spark_jobs.write_parquet import BatchFiles
 

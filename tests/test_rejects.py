@@ -162,13 +162,8 @@ def test_a_target_refusing_most_rows_fails_the_batch(
     from config.models import JdbcTargetConfig
     from spark_jobs import commit_jdbc, rejects_jdbc
     from spark_jobs.jdbc import sql_engine
-    from spark_jobs.jdbc_tables import (
-        commits_table,
-        create_if_missing,
-        drop_staging,
-        rejects_table,
-        staging_table,
-    )
+    from spark_jobs.jdbc_tables import commits_table, create_if_missing, rejects_table
+    from spark_jobs.staging import drop_staging, staging_table
     from spark_jobs.target import TargetTable
 
     monkeypatch.setattr(rejects_jdbc, "MAX_REJECTS", 3)

@@ -16,7 +16,7 @@ from sinks.session import (
     spark_submit_args,
 )
 from spark_jobs.jdbc import JdbcEndpoint
-from spark_jobs.jdbc_tables import staging_table_name
+from spark_jobs.staging import staging_table_name
 from spark_jobs.write_parquet import BatchFiles
 
 
