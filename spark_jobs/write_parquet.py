@@ -21,11 +21,11 @@ every row once.
   Partition columns live in the folder names, not in the files, and Spark
   infers their type when reading (``eu`` stays text, ``7`` becomes an int).
 
-Rejected rows: Parquet has no constraints, so a row Spark could compute is a
-row the file takes; there is nothing to reject and ``_sluice_rejects`` is not
-used. A row Spark cannot compute (a ``columns:`` expression failing at run time,
-such as a cast under ANSI mode) fails the whole batch, which is then retried
-and ends ``dead``; write such expressions with ``try_cast``/``try_*``.
+Rejected rows: a batch is written in the table's established column types
+(:mod:`spark_jobs.parquet_types`); a row with a value that does not fit one
+is set aside in ``_sluice_rejects/<batch>.json`` with the column named. A row
+Spark cannot compute (a ``columns:`` expression failing at run time) fails
+the whole batch, retried until ``dead``: use ``try_cast``/``try_*`` there.
 
 Fencing is best effort here: a file system has no transaction, so the token is
 checked just before publishing, and two importers passing that check at the
@@ -44,7 +44,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyspark.sql.functions as F
-from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
@@ -53,7 +52,22 @@ from config.faults import crash_point
 from config.models import ParquetTargetConfig
 from spark_jobs.filesystems import HadoopFs, LocalFs, filesystem
 from spark_jobs.manifest import Manifest
-from spark_jobs.target import COMMITS_TABLE, Commit, TargetTable, Written, stale_token_error
+from spark_jobs.parquet_types import (
+    established_types,
+    fit_to_table,
+    forget_types,
+    rejects_path,
+    remember_types,
+    set_aside_misfits,
+)
+from spark_jobs.target import (
+    COMMITS_TABLE,
+    REJECTS_TABLE,
+    Commit,
+    TargetTable,
+    Written,
+    stale_token_error,
+)
 
 _PART = re.compile(r"(^|/)part-[^/]*\.parquet$")
 """A data file Spark wrote (its ``_SUCCESS`` and ``.crc`` files are not)."""
@@ -134,17 +148,31 @@ def write_parquet(
     listing = fs.list(files.table_dir)
     _check_layout(target, fs, listing, partition_by)
     _delete_stale_stages(fs, files, listing, manifest.token)
-    df = _typed_nulls(spark, fs, df, listing)
+    df, flagged = fit_to_table(df, established_types(spark, fs, files.table_dir, listing),
+                               partition_by)  # fmt: skip
     stage = files.stage(manifest.token)
+    rejected = 0
     try:
+        if flagged is not None:
+            flagged.persist()
+            rejected = set_aside_misfits(fs, flagged, target, manifest, files.table_dir, files.tag)
+        elif any(_name(p) == REJECTS_TABLE for p in listing):
+            fs.delete(rejects_path(files.table_dir, files.tag))  # an earlier attempt's, if any
+        record = _Record(manifest, rejected)
         if partition_by:
-            rows = _publish_partitioned(spark, fs, df, target, manifest, files, stage, partition_by)
+            rows = _publish_partitioned(spark, fs, df, target, record, files, stage, partition_by)
         else:
-            rows = _publish_file(spark, fs, df, target, manifest, files, stage)
+            rows = _publish_file(spark, fs, df, target, record, files, stage)
         crash_point("after_target_commit")
+    except Exception:
+        forget_types(files.table_dir)  # the table may have changed under this batch
+        raise
     finally:
         fs.delete(stage)
-    return Written(rows, 0, "parquet")
+        if flagged is not None:
+            flagged.unpersist()
+    remember_types(files.table_dir, df.schema)
+    return Written(rows, rejected, "parquet")
 
 
 def sweep_parquet_stages(
@@ -175,7 +203,7 @@ def _publish_file(
     fs: LocalFs | HadoopFs,
     df: DataFrame,
     target: TargetTable,
-    manifest: Manifest,
+    record: _Record,
     files: BatchFiles,
     stage: str,
 ) -> int:
@@ -187,12 +215,12 @@ def _publish_file(
     parts = [p for p in fs.list(stage) if _PART.search(p)]
     if len(parts) != 1:
         raise TargetError(f"{target.label}: expected one Parquet file for the batch, got {parts}")
-    _fence(fs, target, manifest, files)
+    _fence(fs, target, record.manifest, files)
     # Counted from the file's footers; the known schema spares an inference job.
     rows = spark.read.schema(df.schema).parquet(parts[0]).count()
     # The marker first: a crash before the rename leaves a marker and no
     # published file, which counts as not committed, and the retry redoes it.
-    fs.write_text(files.marker, json.dumps(_record(manifest, rows)))
+    fs.write_text(files.marker, json.dumps(record.marker(rows)))
     fs.replace(parts[0], files.final)
     return rows
 
@@ -202,7 +230,7 @@ def _publish_partitioned(
     fs: LocalFs | HadoopFs,
     df: DataFrame,
     target: TargetTable,
-    manifest: Manifest,
+    record: _Record,
     files: BatchFiles,
     stage: str,
     partition_by: list[str],
@@ -223,7 +251,7 @@ def _publish_partitioned(
             f"{target.label}: expected one Parquet file per partition folder, got {staged}"
         )
     published = {p: files.published(folder) for p, folder in zip(staged, folders, strict=True)}
-    earlier = _fence(fs, target, manifest, files)
+    earlier = _fence(fs, target, record.manifest, files)
     rows = 0
     if staged:
         data = T.StructType([f for f in df.schema.fields if f.name not in partition_by])
@@ -234,13 +262,13 @@ def _publish_partitioned(
     # Before any file moves, the marker names every file the batch may have
     # once this attempt is done or dies half-way: what it publishes, and what
     # an earlier attempt did. Not published yet: not committed.
-    record = _record(manifest, rows)
-    fs.write_text(files.marker, json.dumps({**record, "files": sorted({*old, *new})}))
+    marker = record.marker(rows)
+    fs.write_text(files.marker, json.dumps({**marker, "files": sorted({*old, *new})}))
     for dropped in sorted(set(old) - set(new)):  # rows that moved to another partition
         fs.delete(f"{files.table_dir}/{dropped}")
     for part, name in published.items():
         fs.replace(f"{stage}/{part}", f"{files.table_dir}/{name}")
-    fs.write_text(files.marker, json.dumps({**record, "files": new, "published": True}))
+    fs.write_text(files.marker, json.dumps({**marker, "files": new, "published": True}))
     return rows
 
 
@@ -255,13 +283,21 @@ def _fence(
     return record
 
 
-def _record(manifest: Manifest, rows: int) -> dict[str, Any]:
-    return {
-        "batch_id": manifest.batch_id,
-        "token": manifest.token,
-        "rows": rows,
-        "committed_at": dt.datetime.now(dt.UTC).isoformat(),
-    }
+@dataclass(frozen=True)
+class _Record:
+    """What the batch's marker in ``_sluice_commits/`` says, but for its rows."""
+
+    manifest: Manifest
+    rejected: int
+
+    def marker(self, rows: int) -> dict[str, Any]:
+        return {
+            "batch_id": self.manifest.batch_id,
+            "token": self.manifest.token,
+            "rows": rows,
+            "rejected": self.rejected,
+            "committed_at": dt.datetime.now(dt.UTC).isoformat(),
+        }
 
 
 def parquet_commit(
@@ -282,14 +318,18 @@ def parquet_commit(
     if record is not None and "files" in record:  # written partitioned
         if not record.get("published"):
             return None  # a crash while publishing: the retry redoes it
-        return Commit(int(record["token"]), int(record["rows"]))
+        return _commit(record)
     if not fs.exists(files.final):
         return None
     if record is not None:
-        return Commit(int(record["token"]), int(record["rows"]))
+        return _commit(record)
     spark = spark or SparkSession.getActiveSession()
     rows = spark.read.parquet(files.final).count() if spark is not None else 0
     return Commit(0, rows)
+
+
+def _commit(record: dict[str, Any]) -> Commit:
+    return Commit(int(record["token"]), int(record["rows"]), int(record.get("rejected", 0)))
 
 
 # ------------------------------------------------------------- the table's shape
@@ -348,46 +388,6 @@ def _partition_path(fs: LocalFs | HadoopFs, folders: list[str], depth: int) -> l
         below = fs.list(folders[0])
         folders = [p for p in below if "=" in _name(p) and not _name(p).startswith(("_", "."))]
     return columns
-
-
-def _typed_nulls(
-    spark: SparkSession, fs: LocalFs | HadoopFs, df: DataFrame, listing: list[str]
-) -> DataFrame:
-    """Give the batch's all-null (``void``) columns the table's type for them.
-
-    Parquet stores a void column as a type of its own, which a reader cannot
-    combine with the column's type in the other batches' files; so such a
-    column takes the type the table's files have, or text (as a JDBC table
-    would) in a table that has no files or no such column yet.
-    """
-    void = [f.name for f in df.schema.fields if isinstance(f.dataType, T.NullType)]
-    if not void:
-        return df
-    sample = _published_file(fs, listing)
-    known: dict[str, T.DataType] = {}
-    if sample is not None:
-        try:
-            # One file's footer is what Spark's reader takes the table's schema from too.
-            known = {f.name: f.dataType for f in spark.read.parquet(sample).schema.fields}
-        except AnalysisException:
-            known = {}  # deleted by a re-run in between: no file to follow
-    return df.withColumns(
-        {name: F.lit(None).cast(known.get(name, T.StringType())) for name in void}
-    )
-
-
-def _published_file(fs: LocalFs | HadoopFs, listing: list[str]) -> str | None:
-    """One published data file of the table (descending into partitions), or None."""
-    visible = [p for p in listing if not _name(p).startswith(("_", "."))]
-    for path in visible:
-        if _name(path).endswith(".parquet"):
-            return path
-    for path in visible:
-        if "=" in _name(path):
-            found = _published_file(fs, fs.list(path))
-            if found is not None:
-                return found
-    return None
 
 
 def _name(path: str) -> str:
