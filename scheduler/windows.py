@@ -10,15 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta, tzinfo
 
-from apscheduler.triggers.cron import CronTrigger
-
-
-def parse_window(expression: str, timezone: tzinfo | str = "UTC") -> CronTrigger:
-    """A crontab expression as a trigger; ValueError names what is wrong."""
-    try:
-        return CronTrigger.from_crontab(expression, timezone=timezone)
-    except ValueError as error:
-        raise ValueError(f"window {expression!r} is not a crontab expression: {error}") from error
+from config.windows import parse_window
 
 
 class Windows:

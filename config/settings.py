@@ -1,0 +1,89 @@
+"""The run-wide sections: ``spark``, ``batch``, ``backpressure``, ``retry`` and ``lease``."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from config.base import Duration, Model
+
+
+class SparkConfig(Model):
+    """Where and how the import jobs run."""
+
+    master: str = "local[2]"
+    deploy: Literal["session", "submit"] = "session"
+    conf: dict[str, str] = {}
+    max_concurrent_imports: int = Field(default=2, gt=0)
+    jars: Literal["auto"] | list[str] = "auto"
+    ship_dependencies: bool = True
+    """Cluster masters: ship the Python packages sluice's code needs on executors
+    (psycopg, PyMySQL, SQLAlchemy, pydantic) on ``spark.archives``. False where
+    the executors have them installed, or run another OS, architecture or Python."""
+
+    @field_validator("conf", mode="before")
+    @classmethod
+    def _conf_values_as_text(cls, value: Any) -> Any:
+        # Spark conf values are strings; YAML readers write 4 or true unquoted.
+        if isinstance(value, dict):
+            return {
+                k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()
+            }
+        return value
+
+
+class BatchConfig(Model):
+    """How big a batch may get and how long a partial one may wait."""
+
+    max_items: int = Field(default=10000, gt=0)
+    max_wait: Duration = 2.0
+
+
+class ProbeConfig(Model):
+    """A probe of the downstream's own pending work: a SQL count or an HTTP number."""
+
+    sql: str | None = None
+    url: str | None = None
+    http: str | None = None
+    ttl: Duration = 5.0
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ProbeConfig:
+        if (self.sql is None) == (self.http is None):
+            raise ValueError("probe needs exactly one of sql: (with url:) or http:")
+        if self.sql is not None and self.url is None:
+            raise ValueError("probe sql: needs url: (the database to count in)")
+        return self
+
+
+class BackpressureConfig(Model):
+    """When to stop and resume feeding (hysteresis on pending items)."""
+
+    max_pending: int = Field(default=50000, gt=0)
+    resume_below: int = Field(default=25000, ge=0)
+    max_importing_batches: int = Field(default=4, gt=0)
+    probe: ProbeConfig | None = None
+
+    @model_validator(mode="after")
+    def _resume_below_max(self) -> BackpressureConfig:
+        if self.resume_below > self.max_pending:
+            raise ValueError(
+                f"resume_below ({self.resume_below}) must not exceed "
+                f"max_pending ({self.max_pending})"
+            )
+        return self
+
+
+class RetryConfig(Model):
+    """How failed batches are retried before they are declared dead."""
+
+    max_attempts: int = Field(default=5, gt=0)
+    backoff: Duration = 10.0
+    max_backoff: Duration = 600.0
+
+
+class LeaseConfig(Model):
+    """How long an importer owns a batch without renewing its lease."""
+
+    ttl: Duration = 600.0

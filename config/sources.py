@@ -1,0 +1,101 @@
+"""The ``sources:`` section: SQL tables and SQS queues, with their buffers and limits."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from config.base import Duration, Model
+
+
+class BufferConfig(Model):
+    """The in-memory buffer of one source (its QueueingLimitedSource)."""
+
+    capacity: int = Field(default=20000, gt=0)
+    replenish_below: int = Field(default=5000, ge=0)
+
+    @model_validator(mode="after")
+    def _threshold_below_capacity(self) -> BufferConfig:
+        if not self.capacity > self.replenish_below >= 0:
+            raise ValueError(
+                f"replenish_below ({self.replenish_below}) must be below capacity "
+                f"({self.capacity}) and not negative"
+            )
+        return self
+
+
+class LimitsConfig(Model):
+    """What sluice may ask of a source database."""
+
+    max_connections: int = Field(default=2, gt=0)
+    max_rows_per_s: float | None = Field(default=None, gt=0)
+
+
+class ReadConfig(Model):
+    """How the Spark import job reads a SQL source."""
+
+    num_partitions: int = Field(default=2, gt=0)
+    fetchsize: int = Field(default=10000, gt=0)
+
+
+class SqlSourceConfig(Model):
+    """A table (or schema.table) in a SQL database reached by SQLAlchemy."""
+
+    kind: Literal["sql"]
+    url: str
+    table: str
+    key: str | list[str]
+    mode: Literal["keyset", "sweep", "incremental"] = "keyset"
+    where: str | None = None
+    cursor: str | None = None
+    sweep_pause: Duration = 30.0
+    page_size: int = Field(default=10000, gt=0)
+    buffer: BufferConfig = BufferConfig()
+    limits: LimitsConfig = LimitsConfig()
+    read: ReadConfig = ReadConfig()
+    columns: dict[str, str] | None = None
+    target: str
+
+    @field_validator("key")
+    @classmethod
+    def _key_not_empty(cls, value: str | list[str]) -> str | list[str]:
+        if not value:
+            raise ValueError("key must name at least one column")
+        return value
+
+    @model_validator(mode="after")
+    def _cursor_matches_mode(self) -> SqlSourceConfig:
+        if self.mode == "incremental" and not self.cursor:
+            raise ValueError("mode incremental needs cursor: (a column such as updated_at)")
+        if self.mode != "incremental" and self.cursor:
+            raise ValueError(f"cursor: is only used by mode incremental, not {self.mode}")
+        return self
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """The key as a tuple of column names (one for a simple key)."""
+        return (self.key,) if isinstance(self.key, str) else tuple(self.key)
+
+
+class SqsSourceConfig(Model):
+    """An SQS queue whose messages are JSON objects carrying a key field."""
+
+    kind: Literal["sqs"]
+    queue_url: str
+    endpoint_url: str | None = None
+    region: str = "us-east-1"
+    access_key_id: SecretStr | None = None
+    secret_access_key: SecretStr | None = None
+    key: str = "id"
+    wait_time: Duration = 20.0
+    visibility_timeout: Duration = 60.0
+    max_receives: int = Field(default=5, gt=0)
+    dead_letter_queue_url: str | None = None
+    buffer: BufferConfig = BufferConfig(capacity=2000, replenish_below=500)
+    columns: dict[str, str] | None = None
+    target: str
+
+
+SourceConfig = Annotated[SqlSourceConfig | SqsSourceConfig, Field(discriminator="kind")]
+"""One entry of ``sources:``, told apart by its ``kind``."""

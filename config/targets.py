@@ -1,0 +1,62 @@
+"""The ``targets:`` section: JDBC databases and Parquet folders, and target names."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+
+from config.base import Model
+
+
+class WriteConfig(Model):
+    """How the Spark import job writes a JDBC target."""
+
+    batchsize: int = Field(default=10000, gt=0)
+    num_partitions: int = Field(default=2, gt=0)
+
+
+class JdbcTargetConfig(Model):
+    """A database reached by Spark JDBC; tables are upserted on the key."""
+
+    kind: Literal["jdbc"]
+    url: str
+    write: WriteConfig = WriteConfig()
+
+
+class ParquetTargetConfig(Model):
+    """A folder (local or any Hadoop path) of Parquet tables.
+
+    ``partition_by``: columns whose values name the folders (Hive style,
+    ``region=eu/``) each batch's files go into; empty: one file per batch.
+    """
+
+    kind: Literal["parquet"]
+    path: str
+    partition_by: list[str] = []
+
+    @field_validator("partition_by")
+    @classmethod
+    def _partition_columns_distinct(cls, value: list[str]) -> list[str]:
+        # A folder name k=v cannot hold an empty k; a column twice would
+        # nest a folder level that says nothing.
+        if any(not name.strip() for name in value):
+            raise ValueError("a column name cannot be empty")
+        twice = sorted({name for name in value if value.count(name) > 1})
+        if twice:
+            raise ValueError(f"column {', '.join(map(repr, twice))} is named more than once")
+        return value
+
+
+TargetConfig = Annotated[JdbcTargetConfig | ParquetTargetConfig, Field(discriminator="kind")]
+"""One entry of ``targets:``, told apart by its ``kind``."""
+
+
+def split_target(target: str) -> tuple[str, str | None, str]:
+    """Split ``warehouse.orders`` / ``warehouse.sales.orders`` into (target, schema, table)."""
+    parts = target.split(".")
+    if len(parts) == 2:
+        return parts[0], None, parts[1]
+    if len(parts) == 3:
+        return parts[0], parts[1], parts[2]
+    raise ValueError(f"target {target!r} must be TARGET.table or TARGET.schema.table")
