@@ -9,7 +9,8 @@ Secrets (URL passwords, ``*secret*``/``*password*`` values) are never echoed.
 Each step has a module of its own: ``config.yaml_lines`` (parsing, with the
 line of every key), ``config.interpolation`` (``${VAR}``),
 ``config.validation`` (pydantic's errors in the user's words) and
-``config.problems`` (key paths, lines and the error they make).
+``config.problems`` (key paths, lines and the error they make); a database
+driver that is not installed is a problem too (``config.drivers``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from config.drivers import missing_drivers
 from config.errors import ConfigError
 from config.interpolation import interpolate
 from config.models import SluiceConfig
@@ -75,6 +77,8 @@ def load_config_text(
             # A value whose ${VAR} is unset is already reported; its type error would be noise.
             if not any(problem.path[: len(p)] == p for p in unresolved)
         ]
+    else:
+        problems += [replace(p, line=line_at(lines, p.path)) for p in missing_drivers(cfg)]
     if problems:
         raise config_error(problems, path, find_secrets(data))
     return cfg.resolve_paths(Path(path).parent)

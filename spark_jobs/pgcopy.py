@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
@@ -155,6 +154,8 @@ def copy_in(
 
 def _copy(cursor: Any, table_sql: str, names: Sequence[str], chunks: Iterable[pa.Buffer]) -> None:
     """COPY the encoded rows (``chunks`` of them) into ``table_sql``, in binary format."""
+    import psycopg  # an optional driver (sluice[postgres]); the cursor is its own
+
     statement = f"COPY {table_sql} ({quoted(*names)}) FROM STDIN (FORMAT binary)"
     try:
         with cursor.copy(statement) as copy:
