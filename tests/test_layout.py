@@ -36,11 +36,6 @@ OVERSIZED = {
     "scheduler/daemon.py::Daemon": 303,
     "scheduler/loop.py": 508,
     "scheduler/loop.py::MainLoop": 419,
-    "sources/queueing.py": 484,
-    "sources/queueing.py::QueueingLimitedSource": 423,
-    "sources/sql.py::SqlSource": 283,
-    "sources/sqs.py": 555,
-    "sources/sqs.py::SqsSource": 437,
 }
 
 

@@ -166,7 +166,7 @@ def test_stop_ends_a_pending_backoff_at_once() -> None:
     q.start()
     done.wait_for(1)
     assert q.health().refilling  # waiting for its retry
-    timer = q._timer
+    timer = q._worker._timer
     assert timer is not None
     assert q.stop(timeout=1) is True
     timer.join(timeout=1)

@@ -1,0 +1,126 @@
+"""What a buffer holds in memory: its queue of items, and how long they have waited."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Hashable
+from operator import attrgetter
+
+from sources.abc import Item
+from sources.rangequeue import RangeQueue
+from sources.setqueue import Offer, SetQueue
+
+
+class ItemBuffer:
+    """The items of one :class:`~sources.queueing.QueueingLimitedSource`, with their ages.
+
+    The queue is a :class:`~sources.setqueue.SetQueue` of keys, or for a
+    source of ranges (``ranges``) a :class:`~sources.rangequeue.RangeQueue`
+    that counts rows. Its items are queued, held by a batch in flight, or
+    parked (a newer version of a key queued or held).
+
+    Items enter and leave the queue in FIFO order, so the ages take one
+    ``[count, enqueued_at]`` per chunk of items queued together, oldest
+    first: the counts sum to ``len(queue)`` (ranges, not rows), and the head
+    chunk's time is the age of the oldest item. A batch taken remembers the
+    time of its first item, so that a batch given back returns as old as it
+    was. Every motion of the queue goes through here to keep the two in step.
+
+    Not thread-safe on its own: the buffer calls every method but
+    :meth:`prepare` under its lock (the queue also takes its own).
+    """
+
+    def __init__(self, capacity: int, *, ranges: bool, clock: Callable[[], float]) -> None:
+        self._queue: SetQueue[Item] | RangeQueue = (
+            RangeQueue(capacity)
+            if ranges
+            else SetQueue(capacity, key=attrgetter("key"), park=_is_versioned)
+        )
+        self._clock = clock
+        self._chunks: deque[list[float]] = deque()
+        self._batch_enqueued: dict[Hashable, float] = {}
+
+    def take(self, n: int, batch_id: Hashable, at_least_one: bool) -> list[Item]:
+        """Take up to ``n`` items (rows, for ranges) from the front, held under ``batch_id``.
+
+        ``at_least_one``: a head range of more than ``n`` rows is taken alone
+        (see :meth:`~sources.rangequeue.RangeQueue.poll_many`); keys ignore it.
+        """
+        if isinstance(self._queue, RangeQueue):
+            items = self._queue.poll_many(n, batch_id, at_least_one)
+        else:
+            items = self._queue.poll_many(n, batch_id)
+        if items:
+            self._batch_enqueued.setdefault(batch_id, self._chunks[0][1])
+            self._consume_chunks(len(items))
+        return items
+
+    def end(self, batch_id: Hashable) -> list[Item]:
+        """Drop a batch's held items and return them; newer versions parked for them queue up."""
+        before = len(self._queue)
+        items = self._queue.ack(batch_id)
+        self._batch_enqueued.pop(batch_id, None)
+        requeued = len(self._queue) - before
+        if requeued:
+            self._chunks.append([requeued, self._clock()])
+        return items
+
+    def put_back(self, batch_id: Hashable) -> int:
+        """Return a batch's items to the front, in order and as old as when taken; how many."""
+        count = self._queue.release(batch_id)
+        enqueued = self._batch_enqueued.pop(batch_id, None)
+        if count:
+            self._chunks.appendleft([count, self._clock() if enqueued is None else enqueued])
+        return count
+
+    def drain(self) -> list[Item]:
+        """Remove and return every queued item (held ones stay held)."""
+        items = self._queue.drain()
+        self._chunks.clear()
+        return items
+
+    def prepare(self, items: list[Item]) -> Offer[Item]:
+        """Compute keys and hashes ahead of :meth:`store`, without the buffer's lock."""
+        return self._queue.prepare(items)
+
+    def store(self, offer: Offer[Item], at: float) -> int:
+        """Queue what fits of a prepared offer, read at ``at``; return how many items."""
+        accepted = self._queue.offer_prepared(offer)
+        if accepted:
+            self._chunks.append([accepted, at])
+        return accepted
+
+    def oldest_age(self) -> float | None:
+        """Seconds the item at the front has waited; None when nothing is queued."""
+        return self._clock() - self._chunks[0][1] if self._chunks else None
+
+    def rows(self) -> int:
+        """Items queued (rows, for ranges)."""
+        return self._queue.rows()
+
+    def free(self) -> int:
+        """Room left (rows, for ranges): capacity less what is queued and held."""
+        return self._queue.free()
+
+    def held_count(self) -> int:
+        """Items held by batches in flight (rows, for ranges)."""
+        return self._queue.held_count()
+
+    def parked_count(self) -> int:
+        """Newer versions waiting for their key's batch to end."""
+        return self._queue.parked_count()
+
+    def _consume_chunks(self, count: int) -> None:
+        while count:
+            chunk = self._chunks[0]
+            if chunk[0] <= count:
+                count -= int(chunk[0])
+                self._chunks.popleft()
+            else:
+                chunk[0] -= count
+                count = 0
+
+
+def _is_versioned(item: Item) -> bool:
+    """An item read again with a version (incremental mode) is a newer one: parked, not dropped."""
+    return bool(item.version)

@@ -1,0 +1,111 @@
+"""The queries of a SQL source's walk in key order, with SQLAlchemy Core.
+
+Only the key columns (and the cursor, in incremental mode) are read; the
+order is ``(cursor, *key)`` or the key. Identifiers are quoted by the dialect,
+values are bound, and ``where:`` is trusted operator SQL pushed down as written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from config.models import SqlSourceConfig
+from sources.sqldb import SourceDatabase
+from spark_jobs.keyorder import row_compare
+
+KeyTuple = tuple[Any, ...]
+
+
+class KeyQueries:
+    """What one source reads, as queries run on ``db``: pages of keys, range ends, counts.
+
+    Every query reads the rows of the source: past a position in walk order
+    (``after``, None from the start), matching ``where:``, with a cursor in
+    incremental mode. A read blocks on the database and raises what
+    :meth:`SourceDatabase.guard` raises.
+    """
+
+    def __init__(self, cfg: SqlSourceConfig, db: SourceDatabase) -> None:
+        self._db = db
+        schema, _, table = cfg.table.rpartition(".")
+        cursor = [cfg.cursor] if cfg.mode == "incremental" and cfg.cursor else []
+        order: list[sa.ColumnClause[Any]] = [sa.column(c) for c in [*cursor, *cfg.key_columns]]
+        self._order_cols = order
+        self._table = sa.table(table, *order, schema=schema or None)
+        # Escape ':' so the operator's SQL reaches the database verbatim
+        # rather than being read as bind parameters (PostgreSQL '::int' casts).
+        where = cfg.where.replace(":", "\\:") if cfg.where else None
+        self._where = sa.text(f"({where})") if where else None
+        # Rows with a NULL cursor have no place in (cursor, key) order: a NULL
+        # position would compare as unknown and end the walk (SQLite and
+        # MariaDB sort NULLs first), so they are left out explicitly.
+        self._has_cursor = order[0].is_not(None) if cursor else None
+
+    def select(self, after: KeyTuple | None, limit: int) -> sa.Select[Any]:
+        """The next ``limit`` rows' walk columns past ``after``, in walk order."""
+        stmt = self._filter(sa.select(*self._order_cols).select_from(self._table), after)
+        return stmt.order_by(*self._order_cols).limit(limit)
+
+    def read(self, after: KeyTuple | None, limit: int) -> list[KeyTuple]:
+        """The next ``limit`` rows past ``after``, each a tuple of its walk columns."""
+
+        def run() -> list[KeyTuple]:
+            with self._db.engine.connect() as conn:
+                result = conn.execute(self.select(after, limit))
+                # The columns are untyped (sa.column): SQLAlchemy has no value
+                # to convert, so the driver's rows are taken as they are. A
+                # Row object per key cost four times as much, and a refill
+                # reads every key of the table on the loop's process.
+                return list(map(tuple, result.cursor.fetchall()))
+
+        return self._db.guard(run)
+
+    def range_end(self, after: KeyTuple | None, size: int) -> tuple[KeyTuple, int] | None:
+        """The last key and the row count of the next ``size`` rows past ``after``.
+
+        One query over the key's index; None when no row is left.
+        """
+        inner = self.select(after, size).subquery()
+        keys = [inner.c[c.name] for c in self._order_cols]
+        if len(keys) == 1:
+            stmt = sa.select(sa.func.max(keys[0]), sa.func.count())
+        else:
+            # A row value has no max(): the last row, with the count of all.
+            stmt = (
+                sa.select(*keys, sa.func.count().over())
+                .order_by(*[k.desc() for k in keys])
+                .limit(1)
+            )
+
+        def run() -> tuple[Any, ...] | None:
+            with self._db.engine.connect() as conn:
+                row = conn.execute(stmt).first()
+            return None if row is None else tuple(row)
+
+        row = self._db.guard(run)
+        if row is None or not row[-1]:
+            return None
+        return tuple(row[:-1]), int(row[-1])
+
+    def count(self, after: KeyTuple | None) -> int:
+        """How many rows are past ``after``."""
+        stmt = self._filter(sa.select(sa.func.count()).select_from(self._table), after)
+
+        def run() -> int:
+            with self._db.engine.connect() as conn:
+                return int(conn.scalar(stmt) or 0)
+
+        return self._db.guard(run)
+
+    def _filter(self, stmt: sa.Select[Any], after: KeyTuple | None) -> sa.Select[Any]:
+        """The rows this source reads: past ``after``, matching ``where:``, with a cursor."""
+        if after is not None:
+            dialect = self._db.engine.dialect.name
+            stmt = stmt.where(row_compare(self._order_cols, after, ">", dialect))
+        if self._has_cursor is not None:
+            stmt = stmt.where(self._has_cursor)
+        if self._where is not None:
+            stmt = stmt.where(self._where)
+        return stmt

@@ -1,0 +1,81 @@
+"""The database a SQL source reads: its engine, and errors that say where they came from."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+
+from config.errors import ConfigError, SourceError, is_transient
+from config.models import SqlSourceConfig
+
+T = TypeVar("T")
+
+
+class SourceDatabase:
+    """One SQL source's database: the engine and the errors of what runs on it.
+
+    The engine is ``engine`` when given (the caller owns it), otherwise one
+    made from the config, pooled and owned here (:meth:`close` disposes of
+    it). A database error becomes a :class:`SourceError` or
+    :class:`ConfigError` that names the source, its table and the URL with
+    its password hidden.
+    """
+
+    def __init__(self, name: str, cfg: SqlSourceConfig, engine: sa.Engine | None) -> None:
+        self.name = name
+        self._table = cfg.table
+        self._owns_engine = engine is None
+        self.engine = engine if engine is not None else _make_engine(cfg)
+
+    def check(self, stmt: sa.Select[Any]) -> None:
+        """Run ``stmt``: raise if it cannot run.
+
+        :class:`SourceError` (transient) when the database cannot be reached;
+        :class:`ConfigError` when it answers but refuses the query.
+        """
+        try:
+            conn = self.engine.connect()
+        except sa.exc.DBAPIError as exc:
+            raise self._error("cannot connect", exc) from exc
+        with conn:
+            try:
+                conn.execute(stmt).all()
+            except sa.exc.DBAPIError as exc:
+                raise ConfigError(self._describe("check query failed", exc)) from exc
+
+    def guard(self, call: Callable[[], T]) -> T:
+        """Return ``call()``; a database error it raises becomes a :class:`SourceError`.
+
+        The error is transient or not as :func:`is_transient` says.
+        """
+        try:
+            return call()
+        except sa.exc.DBAPIError as exc:
+            error = self._error("read failed", exc)
+            error.transient = is_transient(exc)
+            raise error from exc
+
+    def close(self) -> None:
+        """Dispose of the engine's connections (only an engine made here)."""
+        if self._owns_engine:
+            self.engine.dispose()
+
+    def _error(self, what: str, exc: BaseException) -> SourceError:
+        return SourceError(self._describe(what, exc))
+
+    def _describe(self, what: str, exc: BaseException) -> str:
+        url = self.engine.url.render_as_string(hide_password=True)
+        cause = getattr(exc, "orig", None) or exc
+        first_line = str(cause).strip().splitlines()[0] if str(cause).strip() else repr(cause)
+        return f"source {self.name} (table {self._table!r} at {url}): {what}: {first_line}"
+
+
+def _make_engine(cfg: SqlSourceConfig) -> sa.Engine:
+    url = sa.make_url(cfg.url)
+    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    if not (url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")):
+        # At most max_connections to the source database, never an overflow.
+        kwargs.update(pool_size=cfg.limits.max_connections, max_overflow=0)
+    return sa.create_engine(url, **kwargs)
