@@ -13,37 +13,32 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import signal
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from types import FrameType
-from typing import TYPE_CHECKING, Any
-
-from apscheduler.schedulers.background import BackgroundScheduler
+from typing import TYPE_CHECKING
 
 from config.errors import SourceError
-from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig
+from config.models import SluiceConfig, SqlSourceConfig
 from config.secrets import config_secrets, redact_text
-from scheduler.ledger import Checkpoint, Ledger, encode_key, fingerprint
-from scheduler.loop import MainLoop, RunStats
+from scheduler.background import Background
+from scheduler.ledger import Ledger
+from scheduler.loop import MainLoop
+from scheduler.reload import ConfigReloader
+from scheduler.signals import SignalHandlers
+from scheduler.source_opener import SourceOpener, range_rows
+from scheduler.stats import RunStats
 from scheduler.strategy import build_strategy
 from sinks.abc import Sink
+from sources.queueing import QueueingLimitedSource
 
 if TYPE_CHECKING:
-    from scheduler.observe.metrics import MetricsServer
     from scheduler.probe import Probe
-    from sources.sql import SqlSource
-    from sources.sqs import SqsSource
-from sources.abc import LimitedSource
-from sources.queueing import QueueingLimitedSource
 
 log = logging.getLogger("sluice.daemon")
 
-KeyTuple = tuple[Any, ...]
 Reporter = Callable[[RunStats, dict[str, QueueingLimitedSource]], None]
 
 
@@ -58,7 +53,15 @@ class RunSummary:
 
 
 class Daemon:
-    """One sluice process: build with a config, then :meth:`run`."""
+    """One sluice process: build with a config, then :meth:`run`.
+
+    Its parts: a :class:`~scheduler.reload.ConfigReloader` holds the running
+    config, a :class:`~scheduler.source_opener.SourceOpener` opens the
+    sources, :class:`~scheduler.background.Background` runs the periodic
+    jobs, the probe and the metrics, and
+    :class:`~scheduler.signals.SignalHandlers` turn signals into a drain or a
+    reload.
+    """
 
     def __init__(
         self,
@@ -70,7 +73,6 @@ class Daemon:
         report_every: float = 10.0,
         wall_clock: Callable[[], datetime] | None = None,
     ) -> None:
-        self.cfg = cfg
         self.wall_clock = wall_clock
         self.config_path = config_path
         self.reporter = reporter
@@ -80,15 +82,33 @@ class Daemon:
         self._sink = sink
         self.queues: dict[str, QueueingLimitedSource] = {}
         self.loop: MainLoop | None = None
-        self.signal: int | None = None
-        self._periodic = BackgroundScheduler(daemon=True)
-        self._config_mtime = _mtime(config_path)
-        # Leases are renewed, and dead owners' batches reaped, this often.
-        self.heartbeat_every = min(5.0, cfg.lease.ttl / 3)
-        self.probe: Probe | None = None
-        self._metrics: MetricsServer | None = None
+        self.signal_handlers = SignalHandlers(stop=self._stop_loop, reload=self.reload)
+        self.background = Background(self.ledger, self.queues, cfg.lease.ttl)
+        self.reloader = ConfigReloader(cfg, config_path, self._reconfigure)
+        self.opener = SourceOpener(self.ledger, self.background, config_path,
+                                   on_refill=self._notify, on_failed=self._source_failed)
         self._secrets = config_secrets(cfg)
         self._failures: list[str] = []  # appended by refill threads (list.append is atomic)
+
+    @property
+    def cfg(self) -> SluiceConfig:
+        """The running config (a reload replaces it)."""
+        return self.reloader.cfg
+
+    @property
+    def signal(self) -> int | None:
+        """The first SIGTERM/SIGINT received, if any."""
+        return self.signal_handlers.received
+
+    @property
+    def probe(self) -> Probe | None:
+        """The downstream probe, once the run started one."""
+        return self.background.probe
+
+    @property
+    def heartbeat_every(self) -> float:
+        """Seconds between lease renewals (and reaps of dead owners' batches)."""
+        return self.background.heartbeat_every
 
     @property
     def sink(self) -> Sink:
@@ -98,73 +118,6 @@ class Daemon:
 
             self._sink = make_sink(self.cfg, self.config_path)
         return self._sink
-
-    def _build_sources(self) -> dict[str, Checkpoint]:
-        # Every source is checked before any is registered in the ledger: a
-        # start that fails a check (a wrong key column) must leave no
-        # fingerprint behind, or fixing the config would be refused with
-        # "sluice reset" although nothing was ever claimed.
-        sources: dict[str, LimitedSource] = {}
-        try:
-            for name, src_cfg in self.cfg.sources.items():
-                sources[name] = self._make_source(name, src_cfg)
-            checkpoints = {
-                name: self.ledger.sources.register(
-                    name, fingerprint(src_cfg), config_path=self.config_path
-                )
-                for name, src_cfg in self.cfg.sources.items()
-            }
-        except BaseException:
-            for source in sources.values():
-                source.close()
-            raise
-        for name, source in sources.items():
-            _resume(source, checkpoints[name])
-            src_cfg = self.cfg.sources[name]
-            self.queues[name] = QueueingLimitedSource(
-                source,
-                capacity=src_cfg.buffer.capacity,
-                replenish_below=src_cfg.buffer.replenish_below,
-                on_refill=self._notify,
-                on_failed=self._source_failed,
-            )
-        return checkpoints
-
-    def _make_source(self, name: str, src_cfg: object) -> LimitedSource:
-        """Build a source and check that it can be read (raises what ``check()`` raises)."""
-        if isinstance(src_cfg, SqlSourceConfig):
-            from sources.sql import SqlSource
-
-            source = SqlSource(
-                name, src_cfg, is_done=self._done_lookup(name),
-                range_rows=range_rows(src_cfg, self.cfg),
-            )  # fmt: skip
-            _check(source)
-            return source
-        from sources.sqs import SqsSource
-
-        assert isinstance(src_cfg, SqsSourceConfig)
-        sqs = SqsSource(
-            name, src_cfg, claims=claims_lookup(self.ledger, name),
-            on_poison=self.ledger.sources.record_poison,
-        )
-        _check(sqs)
-        # Keep claimed messages invisible while their batch is imported.
-        self._periodic.add_job(
-            sqs.extend_visibility, "interval", seconds=max(1.0, src_cfg.visibility_timeout / 3),
-            id=f"heartbeat-{name}", max_instances=1, coalesce=True,
-        )
-        return sqs
-
-    def _done_lookup(self, name: str) -> Callable[[Sequence[KeyTuple]], set[KeyTuple]]:
-        """For sweep mode: which of these keys some batch already claimed."""
-
-        def lookup(keys: Sequence[KeyTuple]) -> set[KeyTuple]:
-            encoded = {encode_key(key): key for key in keys}
-            taken = self.ledger.reads.claimed_keys(name, list(encoded))
-            return {encoded[text] for text in taken}
-
-        return lookup
 
     def _notify(self) -> None:
         if self.loop is not None:
@@ -187,18 +140,9 @@ class Daemon:
         if self.loop is not None:
             self.loop.die(error)
 
-    def _heartbeat(self) -> None:
-        self.ledger.owners.heartbeat()
-
-    def _reap(self) -> None:
+    def _stop_loop(self) -> None:
         if self.loop is not None:
-            self.loop.adopt(self.ledger.orphans(self.queues, dead_after=6 * self.heartbeat_every))
-
-    def _watch_config(self) -> None:
-        mtime = _mtime(self.config_path)
-        if mtime != self._config_mtime:
-            self._config_mtime = mtime
-            self.reload("the file changed")
+            self.loop.request_stop()
 
     def reload(self, reason: str) -> bool:
         """Re-read the config; apply the strategy, batch, backpressure, retry and windows.
@@ -206,37 +150,21 @@ class Daemon:
         An invalid file is logged and ignored: the running config stays.
         Changes to sources, targets, the ledger or Spark need a restart.
         """
-        from config.errors import ConfigError
-        from config.loader import load_config
+        return self.reloader.reload(reason)
 
-        try:
-            new = load_config(self.config_path)
-        except ConfigError as error:
-            log.warning("config reload (%s) ignored, the running config stays: %s", reason, error)
-            return False
-        fixed = [f for f in ("ledger", "work_dir", "spark", "targets")
-                 if getattr(new, f) != getattr(self.cfg, f)]
-        if _without_buffers(new) != _without_buffers(self.cfg):
-            fixed.append("sources")
-        if fixed:
-            log.warning("config reload: %s changed; that takes a restart", ", ".join(fixed))
-        # Sources stay as they run (buffers too: one that follows batch.max_items
-        # is sized at start), and so does whatever else takes a restart.
-        new = new.model_copy(update={f: getattr(self.cfg, f) for f in [*fixed, "sources"]})
-        self.cfg = new
+    def _reconfigure(self, new: SluiceConfig) -> None:
+        """Put a reloaded config to use in the running sources and the loop."""
         for name, queue in self.queues.items():
             src_cfg = new.sources.get(name)
             if isinstance(src_cfg, SqlSourceConfig) and hasattr(queue.wrapped, "range_rows"):
                 queue.wrapped.range_rows = range_rows(src_cfg, new)  # ranges planned from now
         if self.loop is not None:
             self.loop.reconfigure(new)
-        log.info("config reloaded (%s): strategy, batch, backpressure, retry, windows", reason)
-        return True
 
     def run(self, *, until_drained: bool = False) -> RunSummary:
         """Run until drained (or stopped); returns the summary and the exit code."""
         self.ledger.owners.register()
-        checkpoints = self._build_sources()
+        checkpoints = self.opener.open(self.cfg, self.queues)
         # The sources answered: an in-process sink starts its JVM now, on a
         # thread of its own. Its seconds of start-up are the longest wait
         # before the first batch; the loop and the first refills get ready
@@ -253,21 +181,16 @@ class Daemon:
         )
         if self.wall_clock is not None:
             self.loop.wall_clock = self.wall_clock
-        self._start_probe_and_metrics(self.loop)
+        self.background.start_probe_and_metrics(self.loop, self.cfg)
         if self.reporter is not None:
             reporter, loop = self.reporter, self.loop
-            self._periodic.add_job(
-                lambda: reporter(loop.stats, self.queues), "interval",
-                seconds=self.report_every, id="progress", max_instances=1, coalesce=True,
+            self.background.every(
+                self.report_every, lambda: reporter(loop.stats, self.queues), "progress"
             )
-        jobs = {"lease-heartbeat": self._heartbeat, "reaper": self._reap}
-        for job_id, job in jobs.items():
-            self._periodic.add_job(job, "interval", seconds=self.heartbeat_every, id=job_id,
-                                   max_instances=1, coalesce=True)
-        if self._config_mtime is not None:
-            self._periodic.add_job(self._watch_config, "interval", seconds=2.0,
-                                   id="config-reload", max_instances=1, coalesce=True)
-        self._periodic.start()
+        self.background.keep_leases(self.loop)
+        if self.reloader.watched:
+            self.background.every(2.0, self.reloader.watch, "config-reload")
+        self.background.start()
         for queue in self.queues.values():
             queue.start()
         try:
@@ -286,33 +209,12 @@ class Daemon:
         failed = stats.batches_dead > 0 or stats.rows_rejected > 0
         return RunSummary(stats, 1 if failed else 0)
 
-    def _start_probe_and_metrics(self, loop: MainLoop) -> None:
-        probe_cfg = self.cfg.backpressure.probe
-        if probe_cfg is not None:
-            from scheduler.probe import build_probe, check_sql
-
-            if probe_cfg.sql is not None and probe_cfg.url is not None:
-                check_sql(probe_cfg.url, probe_cfg.sql)  # a refused query is a config error
-            self.probe = build_probe(probe_cfg, on_change=loop.notify)
-            loop.probe = self.probe
-            self.probe.schedule(self._periodic)
-        if self.cfg.metrics_port is not None:
-            from scheduler.observe.metrics import start_metrics
-
-            self._metrics = start_metrics(
-                self.cfg.metrics_port, loop, self.queues, probe=self.probe
-            )
-            log.info("metrics on http://127.0.0.1:%d/metrics", self._metrics.port)
-
     def _shutdown(self) -> None:
         # Refills first, so nothing new lands while we close.
-        self._periodic.shutdown(wait=False)
+        self.background.stop_schedule()
         for queue in self.queues.values():
             queue.stop(timeout=5.0)
-        if self.probe is not None:
-            self.probe.stop(timeout=2.0)
-        if self._metrics is not None:
-            self._metrics.stop()
+        self.background.stop_probe_and_metrics()
         # Buffered items no batch claimed: the refills are stopped, so none
         # lands after this; held ones stay with their (failed) batch, whose
         # retry reads its manifest. Before close: SQS needs its client.
@@ -340,90 +242,7 @@ class Daemon:
 
     def install_signal_handlers(self) -> None:
         """First SIGTERM/SIGINT: stop feeding and drain. Second: exit at once."""
-        if threading.current_thread() is not threading.main_thread():
-            return
-
-        def handle(signum: int, _frame: FrameType | None) -> None:
-            if self.signal is not None:
-                log.error("second signal: exiting without waiting for in-flight batches")
-                os._exit(128 + signum)
-            self.signal = signum
-            log.warning("%s: no new batches; draining (signal again to force)",
-                        signal.Signals(signum).name)
-            if self.loop is not None:
-                self.loop.request_stop()
-
-        def hangup(_signum: int, _frame: FrameType | None) -> None:
-            # Off the main thread: the handler must return at once.
-            threading.Thread(target=self.reload, args=("SIGHUP",), daemon=True).start()
-
-        signal.signal(signal.SIGTERM, handle)
-        signal.signal(signal.SIGINT, handle)
-        signal.signal(signal.SIGHUP, hangup)
-
-
-# Batch states whose keys' messages may be deleted. Dead too: the loop deleted
-# a dead batch's messages when it died (the ledger keeps the payloads for
-# `sluice retry`); a late duplicate held back would cycle on the queue until an
-# operator acts, and the source would never count as drained.
-_MESSAGES_DONE = frozenset({"done", "dead"})
-
-
-def _without_buffers(cfg: SluiceConfig) -> dict[str, Any]:
-    """The sources as configured, less their buffers (which may follow ``batch.max_items``)."""
-    return {name: src.model_dump(exclude={"buffer"}) for name, src in cfg.sources.items()}
-
-
-def range_rows(src_cfg: SqlSourceConfig, cfg: SluiceConfig) -> int:
-    """Rows per range a keyset source plans: a page, but never more than a batch or the gate's room.
-
-    A range is the smallest piece a batch is made of, so a larger one could
-    never be fed whole.
-    """
-    return max(1, min(src_cfg.page_size, cfg.batch.max_items, cfg.backpressure.max_pending))
-
-
-def claims_lookup(
-    ledger: Ledger, name: str
-) -> Callable[[list[KeyTuple]], dict[KeyTuple, bool]]:
-    """For an SQS source: which keys some batch claimed, each with whether it is done.
-
-    "Done" here means its messages may be deleted: the batch is done or dead.
-    A key held by a batch that is claimed, importing or failed maps to False,
-    and its messages are kept until that batch ends (see
-    :class:`sources.sqs.SqsSource`). One ledger query per call.
-    """
-
-    def lookup(keys: list[KeyTuple]) -> dict[KeyTuple, bool]:
-        encoded = {encode_key(key): key for key in keys}
-        states = ledger.reads.key_states(name, list(encoded))
-        return {encoded[text]: state in _MESSAGES_DONE for text, state in states.items()}
-
-    return lookup
-
-
-def _check(source: SqlSource | SqsSource) -> None:
-    """Run the source's start check; close its connections if it fails."""
-    try:
-        source.check()
-    except BaseException:
-        source.close()
-        raise
-
-
-def _resume(source: LimitedSource, checkpoint: Checkpoint) -> None:
-    """Start a keyset or incremental SQL source after its claim high-water mark."""
-    from sources.sql import SqlSource
-
-    if isinstance(source, SqlSource) and checkpoint.high_water is not None:
-        source.reset(tuple(checkpoint.high_water))
-
-
-def _mtime(path: str) -> float | None:
-    try:
-        return os.stat(path).st_mtime
-    except OSError:
-        return None
+        self.signal_handlers.install()
 
 
 def format_summary(summary: RunSummary) -> str:

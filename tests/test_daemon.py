@@ -179,13 +179,13 @@ def test_a_stopping_daemon_gives_buffered_messages_back_at_once(
     assert loop is not None
     # The batch completes once the loop drains: earlier, it could feed another.
     draining = threading.Event()
-    real_drain = loop._drain
+    real_drain = loop.inflight.drain
 
     def drain(timeout: float | None) -> None:
         draining.set()
         real_drain(timeout)
 
-    loop._drain = drain  # type: ignore[method-assign]
+    loop.inflight.drain = drain  # type: ignore[method-assign]
     caplog.set_level(logging.INFO, logger="sluice.daemon")
     loop.request_stop()
     assert draining.wait(10)
@@ -260,8 +260,8 @@ def test_sqs_look_up_deletes_only_keys_of_done_or_dead_batches(tmp_path: Path) -
     deleted too (held back, it would cycle for ever and the queue never drain).
     Claimed, importing, failed: kept until that batch ends."""
     from config.models import RetryConfig
-    from scheduler.daemon import claims_lookup
     from scheduler.ledger import Ledger
+    from scheduler.source_opener import claims_lookup
 
     ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
     ledger.claim_keys("claimed", "events", "lake.events", [[1]])

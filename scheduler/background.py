@@ -1,0 +1,98 @@
+"""What the daemon runs beside the main loop: periodic jobs, the downstream probe, metrics.
+
+The periodic jobs run on one APScheduler: the lease heartbeat and the reaper
+(every ``heartbeat_every`` seconds), each SQS source's visibility heartbeat,
+the progress report and the config watch. The daemon adds them in its start
+order, starts them once the loop is built, and stops them first on shutdown.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from config.models import SluiceConfig
+from scheduler.ledger import Ledger
+from sources.queueing import QueueingLimitedSource
+
+if TYPE_CHECKING:
+    from scheduler.loop import MainLoop
+    from scheduler.observe.metrics import MetricsServer
+    from scheduler.probe import Probe
+
+# The daemon's logger: these lines are the daemon's, as they were before this module existed.
+log = logging.getLogger("sluice.daemon")
+
+
+class Background:
+    """The daemon's background work, started with the loop and stopped before the sources."""
+
+    def __init__(
+        self, ledger: Ledger, queues: Mapping[str, QueueingLimitedSource], lease_ttl: float
+    ) -> None:
+        self.ledger = ledger
+        self.queues = queues
+        # Leases are renewed, and dead owners' batches reaped, this often.
+        self.heartbeat_every = min(5.0, lease_ttl / 3)
+        self.probe: Probe | None = None
+        self._periodic = BackgroundScheduler(daemon=True)
+        self._metrics: MetricsServer | None = None
+        self._loop: MainLoop | None = None
+
+    def every(self, seconds: float, job: Callable[[], object], job_id: str) -> None:
+        """Run ``job`` every ``seconds`` once started; a run still going is not doubled."""
+        self._periodic.add_job(job, "interval", seconds=seconds, id=job_id,
+                               max_instances=1, coalesce=True)
+
+    def start_probe_and_metrics(self, loop: MainLoop, cfg: SluiceConfig) -> None:
+        """Probe the downstream for ``loop``'s gate, and serve metrics, as ``cfg`` asks."""
+        probe_cfg = cfg.backpressure.probe
+        if probe_cfg is not None:
+            from scheduler.probe import build_probe, check_sql
+
+            if probe_cfg.sql is not None and probe_cfg.url is not None:
+                check_sql(probe_cfg.url, probe_cfg.sql)  # a refused query is a config error
+            self.probe = build_probe(probe_cfg, on_change=loop.notify)
+            loop.probe = self.probe
+            self.probe.schedule(self._periodic)
+        if cfg.metrics_port is not None:
+            from scheduler.observe.metrics import start_metrics
+
+            self._metrics = start_metrics(
+                cfg.metrics_port, loop, self.queues, probe=self.probe
+            )
+            log.info("metrics on http://127.0.0.1:%d/metrics", self._metrics.port)
+
+    def keep_leases(self, loop: MainLoop) -> None:
+        """Renew our leases, and hand ``loop`` the batches of owners that died."""
+        self._loop = loop
+        jobs = {"lease-heartbeat": self._heartbeat, "reaper": self._reap}
+        for job_id, job in jobs.items():
+            self.every(self.heartbeat_every, job, job_id)
+
+    def start(self) -> None:
+        """Start running the periodic jobs."""
+        self._periodic.start()
+
+    def stop_schedule(self) -> None:
+        """Run no more periodic jobs; one running now is not waited for."""
+        self._periodic.shutdown(wait=False)
+
+    def stop_probe_and_metrics(self) -> None:
+        """Stop probing the downstream and serving metrics."""
+        if self.probe is not None:
+            self.probe.stop(timeout=2.0)
+        if self._metrics is not None:
+            self._metrics.stop()
+
+    def _heartbeat(self) -> None:
+        self.ledger.owners.heartbeat()
+
+    def _reap(self) -> None:
+        if self._loop is not None:
+            self._loop.adopt(
+                self.ledger.orphans(self.queues, dead_after=6 * self.heartbeat_every)
+            )

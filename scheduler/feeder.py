@@ -1,0 +1,201 @@
+"""One tick's feeding: a batch from a buffer, claimed in the ledger, handed to the sink.
+
+:meth:`Feeder.feed_once` asks the throttle for room, lets the strategy pick a
+source among those with a batch ready, takes the batch from that source's
+buffer (memory only), claims it in the ledger (a keyset range by
+compare-and-set of the source's high-water mark, other sources key by key)
+and dispatches it. It runs on the loop's thread only.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from config.errors import ClaimConflict
+from config.faults import crash_point
+from config.models import SluiceConfig
+from scheduler.inflight import BatchesInFlight
+from scheduler.ledger import Checkpoint, Ledger
+from scheduler.stats import RunStats
+from scheduler.strategy import Node, build_strategy
+from scheduler.throttle import Throttle
+from sinks.abc import Sink
+from sources.abc import Item
+from sources.queueing import QueueingLimitedSource
+from spark_jobs.manifest import Manifest
+
+# The loop's logger: these lines are the loop's, as they were before this module existed.
+log = logging.getLogger("sluice.loop")
+
+
+class Feeder:
+    """Feeds one batch at a time from the buffers to the sink, through the ledger.
+
+    ``checkpoints`` is the loop's own dict: a range claim moves a source's
+    high-water mark in it.
+    """
+
+    def __init__(
+        self,
+        cfg: SluiceConfig,
+        queues: Mapping[str, QueueingLimitedSource],
+        strategy: Node,
+        ledger: Ledger,
+        sink: Sink,
+        checkpoints: dict[str, Checkpoint],
+        *,
+        throttle: Throttle,
+        inflight: BatchesInFlight,
+        stats: RunStats,
+    ) -> None:
+        self.cfg = cfg
+        self.queues = queues
+        self.strategy = strategy
+        self.ledger = ledger
+        self.sink = sink
+        self.checkpoints = checkpoints
+        self.throttle = throttle
+        self.inflight = inflight
+        self.stats = stats
+
+    def reconfigure(self, cfg: SluiceConfig) -> None:
+        """Take a new config's batch sizes and a new strategy built from it."""
+        self.cfg = cfg
+        self.strategy = build_strategy(cfg)
+
+    def feed_once(self) -> bool:
+        """Feed one batch if there is room and a source has one ready; False: none fed."""
+        room = self.throttle.room()
+        if room <= 0:
+            return False
+        want = min(self.cfg.batch.max_items, room)
+        ready = {name: q.buffered for name, q in self.queues.items() if self._ready(q, want)}
+        source = self.strategy.pick(ready)
+        if source is None:
+            return False
+        batch_id = uuid.uuid4().hex
+        size = min(want, ready[source])
+        share = self._tail_share(source, size)
+        # A range of more rows than the room goes alone when nothing else is
+        # in flight: waiting would not make more room. Nor when the batch was
+        # only made smaller to share a source's last rows.
+        items = self.queues[source].next_batch(
+            share, batch_id, at_least_one=self.sink.in_flight() == 0 or share < size
+        )
+        if not items:
+            return False
+        rows = weight(items)
+        manifest = self._claim(source, batch_id, items, rows)
+        crash_point("after_claim")
+        self.strategy.charge(source, rows)
+        self.stats.items[source] = self.stats.items.get(source, 0) + rows
+        if self.stats.first_batch_at is None:
+            self.stats.first_batch_at = time.monotonic()
+        if manifest is None:
+            self.queues[source].ack(batch_id)
+            return True
+        self.inflight.dispatch(manifest, begun=True)
+        self.throttle.observe()
+        return True
+
+    def _tail_share(self, source: str, size: int) -> int:
+        """The batch size for ``source``: ``size``, less at its end.
+
+        Once a keyset walk's last rows are buffered, one full batch after
+        another would leave the last one importing alone while the sink
+        could run ``parallel`` imports: the rest is split among them instead
+        (shrinking as slots free up), down to a quarter of
+        ``batch.max_items``. The source's batches still importing count
+        with half their rows (half done, on average): a slot that frees up
+        beside one that just took a full batch takes a matching share, not
+        half of what is left while the other slot's batch runs on alone.
+        Not for sources whose end is only for now (incremental, sweep, SQS):
+        a trickle of changes would be split too.
+        """
+        queue = self.queues[source]
+        parallel = self.sink.parallel
+        if parallel < 2 or not self._walks_ranges(source) or not queue.at_end or queue.refilling:
+            return size
+        importing = self.inflight.importing(source)
+        share = -(-(queue.buffered + importing // 2) // parallel)
+        return min(size, max(share, self.cfg.batch.max_items // 4, 1))
+
+    def _walks_ranges(self, source: str) -> bool:
+        """A keyset source: its batches are key ranges, and its end is final."""
+        src_cfg = self.cfg.sources[source]
+        return src_cfg.kind == "sql" and src_cfg.mode == "keyset"
+
+    def _ready(self, queue: QueueingLimitedSource, want: int) -> bool:
+        """A source has a batch ready: a full one, or a partial one that may not wait."""
+        buffered = queue.buffered
+        if buffered == 0:
+            return False
+        if buffered >= want or queue.full:
+            return True
+        if queue.at_end and not queue.refilling:
+            return True  # no more is coming soon: waiting would only delay
+        age = queue.oldest_age()
+        return age is not None and age >= self.cfg.batch.max_wait
+
+    def _claim(self, source: str, batch_id: str, items: list[Item], rows: int) -> Manifest | None:
+        src_cfg = self.cfg.sources[source]
+        if self._walks_ranges(source):
+            return self._claim_range(source, src_cfg.target, batch_id, items, rows)
+        keys = [key_values(item) for item in items]
+        versions = [item.version for item in items]
+        payloads = [item.payload for item in items] if src_cfg.kind == "sqs" else None
+        for _ in range(5):
+            try:
+                return self.ledger.claim_keys(
+                    batch_id, source, src_cfg.target, keys, versions=versions,
+                    payloads=payloads, begin=True,
+                )
+            except ClaimConflict:
+                # Another daemon inserted some of these keys between our look-up
+                # and our insert; the next look-up skips them.
+                log.info("source %s: lost a key claim race; claiming the rest", source)
+        raise ClaimConflict(f"source {source!r}: lost the key claim five times in a row")
+
+    def _claim_range(
+        self, source: str, target: str, batch_id: str, items: list[Item], rows: int
+    ) -> Manifest | None:
+        """Claim ``(high-water, last key]`` (``rows`` rows) by compare-and-set on the mark.
+
+        ``items`` are adjacent ranges. When another daemon walks the same
+        table its claims move the mark under us: re-read it and claim what is
+        left above it. Ranges at or below the mark belong to the other
+        daemon's batches and are dropped (our walk keeps going forward, so
+        nothing is skipped).
+        """
+        hi = key_values(items[-1])
+        for _ in range(5):
+            checkpoint = self.checkpoints[source]
+            if checkpoint.high_water is not None and tuple(hi) <= tuple(checkpoint.high_water):
+                return None  # all of it claimed by another daemon already
+            try:
+                if checkpoint.high_water is not None:
+                    mark = tuple(checkpoint.high_water)
+                    rows = weight([i for i in items if tuple(key_values(i)) > mark]) or rows
+                manifest, self.checkpoints[source] = self.ledger.claim_range(
+                    batch_id, source, target, checkpoint, hi, rows, begin=True
+                )
+                return manifest
+            except ClaimConflict:
+                self.checkpoints[source] = self.ledger.sources.checkpoint(source)
+                log.info("source %s: another daemon claimed up to %s; claiming above it",
+                         source, self.checkpoints[source].high_water)
+        raise ClaimConflict(f"source {source!r}: lost the range claim five times in a row")
+
+
+def weight(items: list[Item]) -> int:
+    """Rows in ``items``: one per key, a range's own count for a range."""
+    return sum(item.rows for item in items)
+
+
+def key_values(item: Item) -> list[Any]:
+    """An item's key as the list of its column values (how manifests carry keys)."""
+    return list(item.key) if isinstance(item.key, tuple) else [item.key]

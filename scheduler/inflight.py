@@ -1,0 +1,181 @@
+"""The batches the main loop handed to the sink, and how each one's end is recorded.
+
+:meth:`BatchesInFlight.dispatch` runs on the loop's thread; :meth:`BatchesInFlight._on_done`
+runs on the sink's threads when an import ends. It writes the end to the
+ledger, releases the batch's items from their buffer, counts it in the run's
+stats and wakes the loop. :meth:`BatchesInFlight.drain` is the wait for in-flight
+batches when the loop stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+
+from config.errors import ClaimConflict, SinkUnavailable
+from config.faults import crash_point
+from config.models import RetryConfig
+from scheduler.ledger import Ledger
+from scheduler.stats import RunStats
+from sinks.abc import Sink
+from sources.queueing import QueueingLimitedSource
+from spark_jobs.import_job import ImportResult
+from spark_jobs.manifest import Manifest
+
+# The loop's logger: these lines are the loop's, as they were before this module existed.
+log = logging.getLogger("sluice.loop")
+
+
+class BatchesInFlight:
+    """Batches submitted to the sink and not yet ended; thread-safe.
+
+    ``die`` stops the loop and wakes it (no batch can import); ``halt`` stops
+    it without waking it, for a ledger that failed while a batch ended: the
+    sink thread wakes the loop itself once it has let go of the batch.
+    ``retry`` is the loop's current retry config (the loop replaces it on a
+    reload).
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        sink: Sink,
+        queues: Mapping[str, QueueingLimitedSource],
+        stats: RunStats,
+        retry: RetryConfig,
+        wake: threading.Event,
+        *,
+        die: Callable[[BaseException], None],
+        halt: Callable[[BaseException], None],
+    ) -> None:
+        self.ledger = ledger
+        self.sink = sink
+        self.queues = queues
+        self.stats = stats
+        self.retry = retry
+        self.wake = wake
+        self._die = die
+        self._halt = halt
+        self._lock = threading.Lock()  # sink threads remove the batches that end
+        self._inflight: dict[str, Manifest] = {}
+
+    def busy(self) -> bool:
+        """Whether any batch is still importing."""
+        with self._lock:
+            return bool(self._inflight)
+
+    def holds(self, batch_id: str) -> bool:
+        """Whether ``batch_id`` is importing here already."""
+        with self._lock:
+            return batch_id in self._inflight
+
+    def importing(self, source: str) -> int:
+        """Rows of ``source``'s batches still importing."""
+        with self._lock:
+            return sum(m.items for m in self._inflight.values() if m.source == source)
+
+    def dispatch(self, manifest: Manifest, *, begun: bool = False) -> None:
+        """Hand a batch to the sink; ``begun``: it was claimed as importing already."""
+        try:
+            started = manifest if begun else self.ledger.begin(manifest.batch_id)
+        except ClaimConflict as conflict:
+            log.info("batch %s taken by another daemon: %s", manifest.batch_id, conflict)
+            return
+        with self._lock:
+            self._inflight[started.batch_id] = started
+        future = self.sink.submit(started)
+        future.add_done_callback(lambda f, m=started: self._on_done(m, f))  # type: ignore[misc]
+
+    def drain(self, timeout: float | None) -> None:
+        """Wait for in-flight batches to end (they are recorded by ``_on_done``)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if not self._inflight:
+                    return
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                log.warning("stopping with %d batches still importing", len(self._inflight))
+                return
+            self.wake.wait(0.5 if remaining is None else min(0.5, remaining))
+            self.wake.clear()
+
+    def _on_done(self, manifest: Manifest, future: Future[ImportResult]) -> None:
+        """Runs on a sink thread when an import ends."""
+        try:
+            error = future.exception()
+            queue = self.queues.get(manifest.source)
+            if error is None:
+                result = future.result()
+                rejected = getattr(result, "rows_rejected", 0)
+                crash_point("before_ledger_done")
+                self.ledger.finish(manifest.batch_id, result.rows_written, rejected,
+                                   token=manifest.token)
+                if queue is not None:
+                    queue.ack(manifest.batch_id)
+                with self._lock:
+                    s = self.stats
+                    s.batches_done += 1
+                    s.rows_rejected += rejected
+                    s.rows_by_source[manifest.source] = (
+                        s.rows_by_source.get(manifest.source, 0) + result.rows_written
+                    )
+                    s.rows_by_target[manifest.target] = (
+                        s.rows_by_target.get(manifest.target, 0) + result.rows_written
+                    )
+                log.debug("batch %s done: %d rows", manifest.batch_id, result.rows_written)
+            else:
+                unavailable = isinstance(error, SinkUnavailable)
+                state = self.ledger.fail(manifest.batch_id, str(error), self.retry,
+                                         token=manifest.token, counted=not unavailable)
+                log.warning("batch %s of %s %s: %s", manifest.batch_id, manifest.source,
+                            state, error)
+                if unavailable:
+                    log.critical("no batch can import: %s", error)
+                    self._die(error)
+                with self._lock:
+                    if state == "dead":
+                        self.stats.batches_dead += 1
+                        if queue is not None:
+                            queue.ack(manifest.batch_id)  # the ledger keeps it for `retry`
+                    else:
+                        self.stats.batches_failed += 1
+        except ClaimConflict as conflict:
+            # Our lease ran out and another daemon took the batch over (and
+            # may have finished it): it is theirs now; we go on.
+            log.warning("batch %s was taken over by another daemon: %s",
+                        manifest.batch_id, conflict)
+            self._let_go(manifest)
+        except BaseException as error:  # the ledger itself failed: stop loudly
+            log.critical("cannot record the end of batch %s: %s", manifest.batch_id, error)
+            self._halt(error)
+        finally:
+            with self._lock:
+                self._inflight.pop(manifest.batch_id, None)
+            self.wake.set()
+
+    def _let_go(self, manifest: Manifest) -> None:
+        """Stop holding the items of a batch another daemon took over.
+
+        Done by them: our items are done too (SQS: their messages are
+        deleted). Still theirs to import: the items go back to the source
+        (SQS: visible again; a redelivery finds the key held by their batch
+        and is left invisible, and deleted once that batch is done), so
+        nothing stays held here for good.
+        """
+        queue = self.queues.get(manifest.source)
+        if queue is None:
+            return
+        try:
+            done = self.ledger.reads.state_of(manifest.batch_id) == "done"
+        except Exception as error:  # a read failing here must not stop the loop
+            log.warning("batch %s: cannot read its state (%s); giving its items back",
+                        manifest.batch_id, error)
+            done = False
+        if done:
+            queue.ack(manifest.batch_id)
+        else:
+            queue.release(manifest.batch_id, to_source=True)

@@ -1,0 +1,173 @@
+"""Opening a run's sources: each built and checked, then all registered, then buffered.
+
+Registered sources resume after their claim high-water mark and are read
+through a :class:`~sources.queueing.QueueingLimitedSource`. Sources look the
+ledger up to skip what is claimed already (sweep) or to know which messages
+may be deleted (SQS).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from config.errors import SourceError
+from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig
+from scheduler.background import Background
+from scheduler.ledger import Checkpoint, Ledger, encode_key, fingerprint
+from sources.abc import LimitedSource
+from sources.queueing import QueueingLimitedSource
+
+if TYPE_CHECKING:
+    from sources.sql import SqlSource
+    from sources.sqs import SqsSource
+
+KeyTuple = tuple[Any, ...]
+
+
+class SourceOpener:
+    """Builds the configured sources, wired to the ledger's look-ups, and buffers them.
+
+    ``on_refill`` and ``on_failed`` are each buffer's callbacks (a refill
+    landed; the refills were given up), called on its refill thread. An SQS
+    source's visibility heartbeat is added to ``background``'s jobs.
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        background: Background,
+        config_path: str,
+        *,
+        on_refill: Callable[[], None],
+        on_failed: Callable[[SourceError], None],
+    ) -> None:
+        self.ledger = ledger
+        self.background = background
+        self.config_path = config_path
+        self._on_refill = on_refill
+        self._on_failed = on_failed
+
+    def open(
+        self, cfg: SluiceConfig, queues: dict[str, QueueingLimitedSource]
+    ) -> dict[str, Checkpoint]:
+        """Open every source of ``cfg`` into ``queues``; their claim checkpoints.
+
+        Raises what a source's check raises, with every source built so far closed.
+        """
+        # Every source is checked before any is registered in the ledger: a
+        # start that fails a check (a wrong key column) must leave no
+        # fingerprint behind, or fixing the config would be refused with
+        # "sluice reset" although nothing was ever claimed.
+        sources: dict[str, LimitedSource] = {}
+        try:
+            for name, src_cfg in cfg.sources.items():
+                sources[name] = self._make_source(name, src_cfg, cfg)
+            checkpoints = {
+                name: self.ledger.sources.register(
+                    name, fingerprint(src_cfg), config_path=self.config_path
+                )
+                for name, src_cfg in cfg.sources.items()
+            }
+        except BaseException:
+            for source in sources.values():
+                source.close()
+            raise
+        for name, source in sources.items():
+            _resume(source, checkpoints[name])
+            src_cfg = cfg.sources[name]
+            queues[name] = QueueingLimitedSource(
+                source,
+                capacity=src_cfg.buffer.capacity,
+                replenish_below=src_cfg.buffer.replenish_below,
+                on_refill=self._on_refill,
+                on_failed=self._on_failed,
+            )
+        return checkpoints
+
+    def _make_source(self, name: str, src_cfg: object, cfg: SluiceConfig) -> LimitedSource:
+        """Build a source and check that it can be read (raises what ``check()`` raises)."""
+        if isinstance(src_cfg, SqlSourceConfig):
+            from sources.sql import SqlSource
+
+            source = SqlSource(
+                name, src_cfg, is_done=self._done_lookup(name),
+                range_rows=range_rows(src_cfg, cfg),
+            )  # fmt: skip
+            _check(source)
+            return source
+        from sources.sqs import SqsSource
+
+        assert isinstance(src_cfg, SqsSourceConfig)
+        sqs = SqsSource(
+            name, src_cfg, claims=claims_lookup(self.ledger, name),
+            on_poison=self.ledger.sources.record_poison,
+        )
+        _check(sqs)
+        # Keep claimed messages invisible while their batch is imported.
+        self.background.every(
+            max(1.0, src_cfg.visibility_timeout / 3), sqs.extend_visibility, f"heartbeat-{name}"
+        )
+        return sqs
+
+    def _done_lookup(self, name: str) -> Callable[[Sequence[KeyTuple]], set[KeyTuple]]:
+        """For sweep mode: which of these keys some batch already claimed."""
+
+        def lookup(keys: Sequence[KeyTuple]) -> set[KeyTuple]:
+            encoded = {encode_key(key): key for key in keys}
+            taken = self.ledger.reads.claimed_keys(name, list(encoded))
+            return {encoded[text] for text in taken}
+
+        return lookup
+
+
+# Batch states whose keys' messages may be deleted. Dead too: the loop deleted
+# a dead batch's messages when it died (the ledger keeps the payloads for
+# `sluice retry`); a late duplicate held back would cycle on the queue until an
+# operator acts, and the source would never count as drained.
+_MESSAGES_DONE = frozenset({"done", "dead"})
+
+
+def range_rows(src_cfg: SqlSourceConfig, cfg: SluiceConfig) -> int:
+    """Rows per range a keyset source plans: a page, but never more than a batch or the gate's room.
+
+    A range is the smallest piece a batch is made of, so a larger one could
+    never be fed whole.
+    """
+    return max(1, min(src_cfg.page_size, cfg.batch.max_items, cfg.backpressure.max_pending))
+
+
+def claims_lookup(
+    ledger: Ledger, name: str
+) -> Callable[[list[KeyTuple]], dict[KeyTuple, bool]]:
+    """For an SQS source: which keys some batch claimed, each with whether it is done.
+
+    "Done" here means its messages may be deleted: the batch is done or dead.
+    A key held by a batch that is claimed, importing or failed maps to False,
+    and its messages are kept until that batch ends (see
+    :class:`sources.sqs.SqsSource`). One ledger query per call.
+    """
+
+    def lookup(keys: list[KeyTuple]) -> dict[KeyTuple, bool]:
+        encoded = {encode_key(key): key for key in keys}
+        states = ledger.reads.key_states(name, list(encoded))
+        return {encoded[text]: state in _MESSAGES_DONE for text, state in states.items()}
+
+    return lookup
+
+
+def _check(source: SqlSource | SqsSource) -> None:
+    """Run the source's start check; close its connections if it fails."""
+    try:
+        source.check()
+    except BaseException:
+        source.close()
+        raise
+
+
+def _resume(source: LimitedSource, checkpoint: Checkpoint) -> None:
+    """Start a keyset or incremental SQL source after its claim high-water mark."""
+    from sources.sql import SqlSource
+
+    if isinstance(source, SqlSource) and checkpoint.high_water is not None:
+        source.reset(tuple(checkpoint.high_water))
