@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from scheduler.ledger.reads import StateCounts
+from scheduler.ledger.reads import LedgerReads, StateCounts
 from sources.queueing import QueueingLimitedSource
 
 if TYPE_CHECKING:
@@ -56,6 +56,9 @@ class SluiceCollector(Collector):
         self.ledger_ttl = ledger_ttl
         self.clock = clock
         self._ledger_lock = threading.Lock()  # one query at a time, however many scrapes
+        # Not the daemon's reads, which wait out a ledger outage for minutes: a
+        # scrape answers at once, with the last counts while the ledger is away.
+        self._reads = LedgerReads(loop.ledger.engine)
         self._ledger_counts: StateCounts = {}
         self._ledger_read_at: float | None = None
         self._ledger_errors = 0
@@ -160,7 +163,7 @@ class SluiceCollector(Collector):
             if self._ledger_read_at is not None and now - self._ledger_read_at < self.ledger_ttl:
                 return self._ledger_counts
             try:
-                self._ledger_counts = self.loop.ledger.reads.state_counts(list(self.queues))
+                self._ledger_counts = self._reads.state_counts(list(self.queues))
             except Exception as error:  # a scrape must answer; keep the last counts
                 self._ledger_errors += 1
                 log.warning("metrics: cannot read the ledger: %s", error)
