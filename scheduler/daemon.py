@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from config.errors import SourceError
+from config.errors import LedgerError, SourceError
 from config.models import SluiceConfig, SqlSourceConfig
 from config.secrets import config_secrets, redact_text
 from scheduler.background import Background
@@ -141,6 +141,9 @@ class Daemon:
             self.loop.die(error)
 
     def _stop_loop(self) -> None:
+        # A stop must not wait for a ledger that is away: the drain waits for
+        # the imports in flight only (see scheduler/ledger/outage.py).
+        self.ledger.patience.stop_waiting()
         if self.loop is not None:
             self.loop.request_stop()
 
@@ -195,6 +198,15 @@ class Daemon:
             queue.start()
         try:
             stats = self.loop.run(until_drained=until_drained)
+        except LedgerError as error:
+            # A stop asked while the ledger was away ends its waits (and so
+            # the writer): that is the stop's outcome, not a failure of the run.
+            if self.signal is None or not self.ledger.patience.stopped:
+                raise
+            stats = self.loop.stats
+            log.warning("stopped while the ledger was unreachable (%s): the batches whose "
+                        "end it could not record are reconciled from the target by the "
+                        "next run", error)  # fmt: skip
         finally:
             self._shutdown()
         if self.reporter is not None:

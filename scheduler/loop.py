@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from queue import Empty, SimpleQueue
 
+from config.errors import LedgerError
 from config.models import SluiceConfig
 from scheduler.collector import TickCollector
 from scheduler.feeder import Feeder
@@ -167,23 +168,30 @@ class MainLoop:
     def run(self, *, until_drained: bool = False, drain_timeout: float | None = None) -> RunStats:
         """Feed until stopped (or, with ``until_drained``, until nothing is left)."""
         self._resume_unfinished()
-        # Garbage is collected here, between ticks, so that no collection
-        # (whichever thread would have set it off) lands inside a tick.
-        with self.collector as collector:
-            while not self._stopping.is_set():
-                self.wake.clear()
-                collector.between_ticks()
-                if self.fatal is not None:
-                    break
-                self._apply_new_config()
-                self._retry_due()
-                self._take_adopted()
-                if self._feed_once():
-                    continue
-                if until_drained and self._drained():
-                    break
-                self._poke_exhausted(until_drained)
-                self.wake.wait(self._idle_timeout())
+        try:
+            # Garbage is collected here, between ticks, so that no collection
+            # (whichever thread would have set it off) lands inside a tick.
+            with self.collector as collector:
+                while not self._stopping.is_set():
+                    self.wake.clear()
+                    collector.between_ticks()
+                    if self.fatal is not None:
+                        break
+                    self._apply_new_config()
+                    self._retry_due()
+                    self._take_adopted()
+                    if self._feed_once():
+                        continue
+                    if until_drained and self._drained():
+                        break
+                    self._poke_exhausted(until_drained)
+                    self.wake.wait(self._idle_timeout())
+        except LedgerError as error:
+            # The ledger is gone (for longer than the grace, or a stop came
+            # while it was away): the batches in flight still finish their
+            # imports, and their ends are not waited for in the ledger.
+            self.ledger.patience.stop_waiting()
+            self.fatal = self.fatal or error
         self.inflight.drain(drain_timeout)
         if self.fatal is not None:
             raise self.fatal

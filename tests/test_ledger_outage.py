@@ -6,6 +6,7 @@ connection reset, new ones refused) and restores.
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -88,8 +89,11 @@ def test_a_connection_lost_while_committing_is_not_retried(pg_url: str, proxy: T
         ledger.close()
 
 
+ROWS, BATCHES = 600, 12
+
+
 def _migration(tmp_path: Path, ledger_url: str, shop: str, target: str, spark) -> Daemon:  # type: ignore[no-untyped-def]
-    """A daemon moving 1,500 rows in 30 batches, one at a time."""
+    """A daemon moving :data:`ROWS` rows in batches of 50, one at a time."""
     path, cfg = write_config(tmp_path, f"""
 ledger: {ledger_url}
 sources:
@@ -123,7 +127,7 @@ def test_a_migration_rides_out_a_ledger_restart(  # type: ignore[no-untyped-def]
     tmp_path: Path, pg_url: str, pg_target: str, pg_factory, proxy: TcpProxy, spark
 ) -> None:
     shop = pg_factory.create("outage_shop")
-    seed_orders(shop, 1500)
+    seed_orders(shop, ROWS)
     daemon = _migration(tmp_path, proxy.url_for(pg_url), shop, pg_target, spark)
     outcome: list[object] = []
     runner = threading.Thread(target=lambda: outcome.append(daemon.run(until_drained=True)))
@@ -140,7 +144,7 @@ def test_a_migration_rides_out_a_ledger_restart(  # type: ignore[no-untyped-def]
                 daemon.loop.request_stop()
             runner.join(60)
         daemon.close()
-    assert 3 <= done_at_cut < 30, "the cut must fall in the middle of the run"
+    assert 3 <= done_at_cut < BATCHES, "the cut must fall in the middle of the run"
     assert proxy.refused > 0
     assert outcome, "the daemon's run raised: see the log above"
     summary = outcome[0]
@@ -150,8 +154,8 @@ def test_a_migration_rides_out_a_ledger_restart(  # type: ignore[no-untyped-def]
         states = dict(conn.execute(
             sa.text("SELECT state, count(*) FROM sluice_batches GROUP BY state")).all())
     direct.dispose()
-    assert states == {"done": 30}, states
-    assert assert_same_rows(shop, "orders", pg_target, "orders") == 1500
+    assert states == {"done": BATCHES}, states
+    assert assert_same_rows(shop, "orders", pg_target, "orders") == ROWS
 
 
 @pytest.mark.spark
@@ -161,7 +165,7 @@ def test_a_ledger_gone_for_good_ends_the_run_with_a_ledger_error(  # type: ignor
 ) -> None:
     monkeypatch.setattr(outage, "GRACE", 2.0)
     shop = pg_factory.create("gone_shop")
-    seed_orders(shop, 1500)
+    seed_orders(shop, ROWS)
     daemon = _migration(tmp_path, proxy.url_for(pg_url), shop, pg_target, spark)
     outcome: list[object] = []
 
@@ -184,3 +188,71 @@ def test_a_ledger_gone_for_good_ends_the_run_with_a_ledger_error(  # type: ignor
     ended = outcome[0]
     # The CLI prints a SluiceError as one "error:" line: no traceback.
     assert isinstance(ended, LedgerError), ended
+
+
+@pytest.mark.spark
+def test_a_stop_during_a_ledger_outage_drains_without_waiting_for_the_ledger(  # type: ignore[no-untyped-def]
+    tmp_path: Path, pg_url: str, pg_target: str, pg_factory, proxy: TcpProxy, spark
+) -> None:
+    """SIGTERM while the ledger is away: exit 143 at once, not after the 5-minute grace.
+
+    The batches whose end could not be recorded are reconciled from the
+    target by the next run: every row arrives once.
+    """
+    shop = pg_factory.create("stop_shop")
+    seed_orders(shop, ROWS)
+    daemon = _migration(tmp_path, proxy.url_for(pg_url), shop, pg_target, spark)
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(daemon.run(until_drained=True))
+        except BaseException as error:  # noqa: BLE001 - what the CLI would get
+            outcome.append(error)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(conn: sa.Connection) -> None:
+        # Holds the single writer in a transaction's body, so that the cut
+        # cannot land on a COMMIT (that would be CommitUnknown, a stop of
+        # its own); its query then fails on the cut connection, and waits.
+        if not entered.is_set():
+            entered.set()
+            release.wait(60)
+        conn.execute(sa.text("SELECT 1"))
+
+    try:
+        assert _wait_for_done(pg_url, 2) >= 2
+        daemon.ledger.writer.submit(hold)
+        assert entered.wait(60)
+        proxy.pause()  # the ledger goes away, for longer than this test waits
+        release.set()
+        daemon.signal_handlers._handle(signal.SIGTERM, None)  # what a SIGTERM runs
+        runner.join(120)
+        stopped_in_time = not runner.is_alive()
+    finally:
+        proxy.resume()
+        runner.join(600)
+        daemon.close()
+    assert stopped_in_time, "the stop waited for the ledger to come back"
+    assert outcome and getattr(outcome[0], "exit_code", None) == 143, outcome
+
+    # The next run: on another host or after the process ended, the stopped
+    # daemon's batches are free at once (here its owner row goes, as a dead pid would).
+    direct = sa.create_engine(pg_url)
+    with direct.begin() as conn:
+        conn.execute(sa.text("DELETE FROM sluice_owners"))
+    (tmp_path / "again").mkdir()
+    again = _migration(tmp_path / "again", pg_url, shop, pg_target, spark)
+    try:
+        assert again.run(until_drained=True).exit_code == 0
+    finally:
+        again.close()
+    with direct.connect() as conn:
+        states = dict(conn.execute(
+            sa.text("SELECT state, count(*) FROM sluice_batches GROUP BY state")).all())
+    direct.dispose()
+    assert states == {"done": BATCHES}, states
+    assert assert_same_rows(shop, "orders", pg_target, "orders") == ROWS

@@ -13,12 +13,14 @@ See docs/architecture.md, "The ledger".
 """
 
 from scheduler.ledger.checkpoints import Checkpoint, SourceBook, fingerprint
+from scheduler.ledger.outage import LedgerUnreachable, Patience
 from scheduler.ledger.owners import DEAD_AFTER, Owners
 from scheduler.ledger.reads import LedgerReads, SourceProgress
 from scheduler.ledger.schema import SCHEMA, STATES, UNFINISHED, decode_key, encode_key
 from scheduler.ledger.store import Ledger
 
 __all__ = [
-    "DEAD_AFTER", "SCHEMA", "STATES", "UNFINISHED", "Checkpoint", "Ledger", "LedgerReads", "Owners",
-    "SourceBook", "SourceProgress", "decode_key", "encode_key", "fingerprint",
+    "DEAD_AFTER", "SCHEMA", "STATES", "UNFINISHED", "Checkpoint", "Ledger", "LedgerReads",
+    "LedgerUnreachable", "Owners", "Patience", "SourceBook", "SourceProgress", "decode_key",
+    "encode_key", "fingerprint",
 ]

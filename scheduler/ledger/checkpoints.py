@@ -97,7 +97,7 @@ class SourceBook:
                     sa.select(t.c.high_water, t.c.version).where(t.c.name == name)
                 ).one()
 
-        row = ride_out(read, self.writer.grace)
+        row = ride_out(read, self.writer.patience)
         return Checkpoint(decode_key(row.high_water), row.version)
 
     def reset(self, name: str) -> int:

@@ -9,12 +9,16 @@ query fails at once. A write whose connection is lost while it commits is
 not retried: whether it committed is unknown (:class:`CommitUnknown`), and
 the daemon stops so that a restart reads the truth from the ledger. Commands
 an operator runs (``status``, ``plan``) do not wait: they report the error.
+A stop asked during an outage ends every wait at once (:meth:`Patience.stop_waiting`):
+the drain waits for the imports in flight, not for the ledger; what their
+ends could not record, the next run reconciles from the target.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -48,19 +52,49 @@ def unreachable(error: BaseException) -> bool:
     )
 
 
-def ride_out(fn: Callable[[], T], grace: float) -> T:
-    """``fn()``, retried while the ledger is unreachable, for up to ``grace`` seconds.
+class Patience:
+    """How long a ledger's callers wait out an outage: ``grace`` seconds, or until a stop.
 
-    Raises :class:`LedgerUnreachable` once that is over (with ``grace`` 0, the
-    database's own error at once).
+    One per ledger, shared by its reads and its writer, so that one stop
+    ends every wait.
+    """
+
+    def __init__(self, grace: float = 0.0) -> None:
+        self.grace = grace
+        self._stopped = threading.Event()
+
+    def stop_waiting(self) -> None:
+        """From now on an unreachable ledger is an error at once (a stop was asked)."""
+        self._stopped.set()
+
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop_waiting` was called."""
+        return self._stopped.is_set()
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds``, or less if :meth:`stop_waiting` is called meanwhile."""
+        self._stopped.wait(seconds)
+
+
+def ride_out(fn: Callable[[], T], patience: Patience) -> T:
+    """``fn()``, retried while the ledger is unreachable, for as long as ``patience`` lasts.
+
+    Raises :class:`LedgerUnreachable` once that is over (with a grace of 0,
+    the database's own error at once).
     """
     try:
-        return retrying(fn, should_retry=unreachable, backoff=BACKOFF, grace=grace,
-                        on_retry=_waiting)  # fmt: skip
+        return retrying(fn, should_retry=lambda e: unreachable(e) and not patience.stopped,
+                        backoff=BACKOFF, grace=patience.grace, on_retry=_waiting,
+                        sleep=patience.sleep)  # fmt: skip
     except sa.exc.DBAPIError as error:
-        if grace > 0 and unreachable(error):
+        if patience.grace > 0 and unreachable(error):
+            if patience.stopped:
+                raise LedgerUnreachable(
+                    f"a stop was asked while the ledger was unreachable: {_cause(error)}"
+                ) from error
             raise LedgerUnreachable(
-                f"the ledger stayed unreachable for over {grace:g} s: {_cause(error)}"
+                f"the ledger stayed unreachable for over {patience.grace:g} s: {_cause(error)}"
             ) from error
         raise
 
@@ -75,7 +109,7 @@ def _waiting(attempt: int, delay: float, error: BaseException) -> None:
 
 
 def reads_ride_out(cls: type[T]) -> type[T]:
-    """Class decorator: every public method rides out an outage for ``self.grace`` seconds."""
+    """Class decorator: every public method rides out an outage as ``self.patience`` says."""
     for name, method in list(vars(cls).items()):
         if name.startswith("_") or not callable(method):
             continue
@@ -86,6 +120,6 @@ def reads_ride_out(cls: type[T]) -> type[T]:
 def _riding(method: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return ride_out(lambda: method(self, *args, **kwargs), self.grace)
+        return ride_out(lambda: method(self, *args, **kwargs), self.patience)
 
     return wrapper

@@ -100,7 +100,7 @@ class Owners:
                     )
                 )
 
-        return ride_out(read, self.writer.grace)
+        return ride_out(read, self.writer.patience)
 
     def lapsed(self, conn: sa.Connection, now: float, dead_after: float) -> sa.ColumnElement[bool]:
         """SQL: a batch's owner has lost it, so that another owner may take it over.

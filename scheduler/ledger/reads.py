@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from scheduler.ledger.migrate import revision
-from scheduler.ledger.outage import reads_ride_out
+from scheduler.ledger.outage import Patience, reads_ride_out
 from scheduler.ledger.schema import (
     STATES,
     batches_table,
@@ -89,13 +89,13 @@ class RecordedSource:
 class LedgerReads:
     """Read-only queries on the ``sluice_*`` tables of ``engine``.
 
-    ``grace``: seconds each read waits for an unreachable ledger
-    (:mod:`.outage`); 0, for commands an operator runs, reports it at once.
+    ``patience``: how long each read waits for an unreachable ledger
+    (:mod:`.outage`); none, for commands an operator runs, reports it at once.
     """
 
-    def __init__(self, engine: sa.Engine, grace: float = 0.0) -> None:
+    def __init__(self, engine: sa.Engine, patience: Patience | None = None) -> None:
         self.engine = engine
-        self.grace = grace
+        self.patience = patience or Patience()
 
     def has_tables(self) -> bool:
         """Whether a ledger was ever created in this database."""

@@ -67,8 +67,10 @@ class Ledger:
         self.lease_ttl = lease_ttl
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.engine = migrate.open_upgraded(url, clock)
-        self.writer = SerialWriter(self.engine, on_death=on_writer_death, grace=outage.GRACE)
-        self.reads = LedgerReads(self.engine, grace=outage.GRACE)
+        # One patience for the reads and the writes: a stop ends every wait.
+        self.patience = outage.Patience(outage.GRACE)
+        self.writer = SerialWriter(self.engine, on_death=on_writer_death, patience=self.patience)
+        self.reads = LedgerReads(self.engine, patience=self.patience)
         self.owners = Owners(self.engine, self.writer, self.owner, clock, lease_ttl)
         self.sources = SourceBook(self.engine, self.writer, clock)
 

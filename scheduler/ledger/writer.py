@@ -25,7 +25,13 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 
 from config.errors import LedgerError
-from scheduler.ledger.outage import CommitUnknown, LedgerUnreachable, ride_out, unreachable
+from scheduler.ledger.outage import (
+    CommitUnknown,
+    LedgerUnreachable,
+    Patience,
+    ride_out,
+    unreachable,
+)
 from scheduler.ledger.schema import WRITE_OPTION
 
 log = logging.getLogger("sluice.ledger")
@@ -45,10 +51,10 @@ class SerialWriter:
         max_queue: int = 10_000,
         max_group: int = 500,
         on_death: Callable[[BaseException], None] | None = None,
-        grace: float = 0.0,
+        patience: Patience | None = None,
     ) -> None:
         self.engine = engine
-        self.grace = grace
+        self.patience = patience or Patience()
         self.max_group = max_group
         self.on_death = on_death
         self.failure: BaseException | None = None
@@ -111,7 +117,7 @@ class SerialWriter:
         failure stays with its own request.
         """
         try:
-            results = ride_out(lambda: self._transaction(group), self.grace)
+            results = ride_out(lambda: self._transaction(group), self.patience)
         except (CommitUnknown, LedgerUnreachable) as error:
             self._die(error, group)  # a restart reads what committed
             raise _Died from error
