@@ -468,7 +468,7 @@ ledger: sqlite:///ledger.db
 sources:
   events: {{kind: sqs, queue_url: "{queue}", endpoint_url: "{endpoint}", key: id,
            access_key_id: testing, secret_access_key: testing, wait_time: 1s,
-           visibility_timeout: 10s, target: out.events}}
+           visibility_timeout: 10s, drain_quiet: 1s, target: out.events}}
 targets:
   out: {{kind: jdbc, url: '{url}'}}
 batch: {{max_items: {SLUICE_BATCH}}}

@@ -90,6 +90,9 @@ class SqsSourceConfig(Model):
     key: str = "id"
     wait_time: Duration = 20.0
     visibility_timeout: Duration = 60.0
+    # Drained: no message received for this long (default visibility_timeout,
+    # so that a killed daemon's invisible messages are back within it).
+    drain_quiet: Duration | None = None
     max_receives: int = Field(default=5, gt=0)
     dead_letter_queue_url: str | None = None
     buffer: BufferConfig = BufferConfig(capacity=2000, replenish_below=500)

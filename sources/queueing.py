@@ -285,8 +285,10 @@ class QueueingLimitedSource:
                     # reserved above and only this (single) refill offers.
                     log.debug("%s: %d duplicate keys skipped", self.name, len(items) - accepted)
             # A source that returns little per call (SQS: 10) is asked again
-            # at once while it has more; an empty answer waits for a trigger.
-            again = bool(items) and self._claim_refill()
+            # at once while it has more, or while it is not at its end yet
+            # (SQS waiting out its quiet period); at its end, an empty
+            # answer waits for a trigger.
+            again = (bool(items) or not exhausted) and self._claim_refill()
         if leftover:
             self._call_hook(self.wrapped.release, leftover)
         if again:

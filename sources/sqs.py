@@ -64,8 +64,12 @@ class SqsSource(LimitedSource):
     (another daemon's, or one this daemon resumed from the ledger) is neither
     handed out nor deleted, and does not count towards ``max_receives``: its
     message stays invisible for ``visibility_timeout`` and is looked up again
-    when it comes back. ``exhausted`` after two empty receives in a row, once
-    no message received elsewhere (a killed daemon's) is still invisible.
+    when it comes back. ``exhausted`` once two receives in a row came back
+    empty, the second made ``drain_quiet`` (default ``visibility_timeout``)
+    or more after the last message: a message a killed daemon had received
+    is visible again within its visibility timeout. SQS's approximate counts
+    lag by up to a minute on real SQS, so they never make that decision
+    (they are logged while waiting).
 
     ``ack``, ``release`` and ``extend_visibility`` may run on other threads
     than ``next_batch``; they block on SQS but do not raise for SQS failures:
@@ -95,7 +99,12 @@ class SqsSource(LimitedSource):
         self._in_flight = InFlight(self._visibility, cfg.max_receives, done_cache_size)
         self._poison = PoisonSetAside(name, self._sqs, cfg.dead_letter_queue_url, on_poison)
         self._counts = QueueCounts(name, self._sqs, held=self._in_flight.messages)
+        self._quiet = cfg.visibility_timeout if cfg.drain_quiet is None else cfg.drain_quiet
+        # From the start: a daemon killed just before this one started may hold
+        # messages that come back only after their visibility timeout.
+        self._last_message = clock()
         self._empty_streak = 0
+        self._drained = False
 
     @property
     def client(self) -> Any:
@@ -104,8 +113,8 @@ class SqsSource(LimitedSource):
 
     @property
     def exhausted(self) -> bool:
-        """The last two receives came back empty."""
-        return self._empty_streak >= 2
+        """Two empty receives in a row, the second a quiet period after the last message."""
+        return self._drained
 
     def in_flight(self) -> int:
         """Keys handed out and not yet acked or released."""
@@ -144,7 +153,11 @@ class SqsSource(LimitedSource):
         """Receive until ``limit`` new items or an empty receive (blocking: see the class)."""
         items: list[Item] = []
         wait = self.cfg.wait_time
+        if self._empty_streak >= 2 and not self._drained:
+            # Waiting out the quiet period: one long poll, not a busy loop.
+            wait = max(wait, self._quiet - (self._clock() - self._last_message), 1.0)
         while len(items) < limit:
+            asked_at = self._clock()
             try:
                 messages = self._sqs.receive(min(BATCH, limit - len(items)), wait, self._visibility)
             except SluiceError:
@@ -158,14 +171,22 @@ class SqsSource(LimitedSource):
             wait = min(wait, _FOLLOW_UP_WAIT)
             if not messages:
                 self._empty_streak += 1
+                # Asked a quiet period after the last message: every message
+                # received elsewhere before it would have been visible again.
+                quiet_for = asked_at - self._last_message
+                self._drained = self._empty_streak >= 2 and quiet_for >= self._quiet
                 # One empty receive ends a refill that found something; a
-                # refill that found nothing asks once more, so that a drained
-                # queue is reported after two empty receives in a row, and
-                # keeps asking while messages received elsewhere are out.
-                if items or (self._empty_streak >= 2 and not self._counts.left_elsewhere()):
+                # refill that found nothing asks once more. Not drained yet,
+                # the next refill comes at once and long-polls (see above).
+                if items or self._empty_streak >= 2:
+                    if not items and not self._drained:
+                        self._counts.log_waiting(self._quiet - quiet_for)
                     break
                 continue
             self._empty_streak = 0
+            self._drained = False
+            self._last_message = self._clock()
+            self._counts.quiet_ended()
             items.extend(self._sort(messages))
         return items
 

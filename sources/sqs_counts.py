@@ -1,7 +1,8 @@
 """How many messages an SQS queue holds, as SQS counts them (approximately).
 
-:class:`QueueCounts` answers two questions: the backlog ``sluice plan``
-reports, and whether a queue that gave two empty receives is drained.
+:class:`QueueCounts` answers the backlog ``sluice plan`` reports, and
+says what may still be out while the source waits for a quiet period
+before calling the queue drained (the counts never decide it).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from config.errors import SluiceError
 from sources.sqs_calls import QueueCalls
 
 # One logger name for the whole SQS source (see sources.sqs_calls).
@@ -42,24 +44,30 @@ class QueueCounts:
         )
         return int(attrs.get("ApproximateNumberOfMessages", 0))
 
-    def left_elsewhere(self) -> int:
-        """Messages on the queue beyond those the source holds, as SQS counts them.
+    def log_waiting(self, left: float) -> None:
+        """Say, once per wait, that the queue is not called drained for ``left`` more seconds.
 
-        Two empty receives do not mean the queue is drained: a daemon killed
-        with ``kill -9`` between receive and claim (or another daemon, or a
-        delete that failed) leaves messages invisible until their visibility
-        timeout, and ``--until-drained`` would end with those records never
-        migrated. Visible and delayed messages count too, so that messages
-        coming back just after an empty receive are not missed.
+        The counts SQS gives are approximate (they lag by up to a minute on
+        real SQS), so they only say what may be out; they decide nothing. A
+        failure to read them is not worth a refill's failure.
         """
-        attrs = self._sqs.attributes("count the messages of", self._sqs.cfg.queue_url, _ALL)
-        left = max(0, sum(int(attrs.get(name, 0)) for name in _ALL) - self._held())
-        if left and not self._waiting:
-            log.info(
-                "source %s: %d messages received elsewhere are not back yet; "
-                "the queue is not drained until they are",
-                self.name,
-                left,
-            )
-        self._waiting = left > 0
-        return left
+        if self._waiting:
+            return
+        self._waiting = True
+        try:
+            attrs = self._sqs.attributes("count the messages of", self._sqs.cfg.queue_url, _ALL)
+        except SluiceError:
+            attrs = {}
+        out = max(0, sum(int(attrs.get(name, 0)) for name in _ALL) - self._held())
+        log.info(
+            "source %s: no message for now; the queue is called drained after %.0f s more "
+            "without one (messages received elsewhere come back within their visibility "
+            "timeout; SQS counts about %d out)",
+            self.name,
+            left,
+            out,
+        )
+
+    def quiet_ended(self) -> None:
+        """A message came, or the queue was called drained: the next wait is logged again."""
+        self._waiting = False

@@ -282,7 +282,7 @@ sources:
   accounts: {{kind: sql, url: "{shop}", table: accounts, key: id, target: warehouse.accounts}}
   events: {{kind: sqs, queue_url: "{queue}", endpoint_url: "{moto_server}",
            access_key_id: chaos-key-id, secret_access_key: chaos-secret, wait_time: 1s,
-           target: warehouse.events}}
+           drain_quiet: 1s, target: warehouse.events}}
 targets:
   warehouse: {{kind: jdbc, url: "{warehouse}"}}
 batch: {{max_items: 100, max_wait: 100ms}}

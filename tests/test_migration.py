@@ -170,6 +170,7 @@ sources:
     key: id
     wait_time: 1s
     visibility_timeout: 30s
+    drain_quiet: 1s  # no other consumer: drained one quiet second after the last message
     buffer: {{capacity: 120, replenish_below: 40}}
     target: lake.events
 targets:

@@ -34,6 +34,9 @@ def make_cfg(endpoint: str | None, queue_url: str, **overrides: Any) -> SqsSourc
         "secret_access_key": "testing",
         "wait_time": 0,  # moto answers at once; long polls are not what is tested here
         "visibility_timeout": 30,
+        # Drained at the second empty receive: no other consumer here, but for
+        # the tests of the quiet period itself.
+        "drain_quiet": 0,
         "target": "warehouse.events",
     }
     fields.update(overrides)
@@ -140,6 +143,85 @@ def test_an_empty_queue_is_exhausted_after_two_empty_receives(
     source = SqsSource("events", make_cfg(moto_server, sqs_queue()))
     assert source.next_batch(10) == []
     assert source.exhausted
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_queue_is_drained_only_after_a_quiet_period_without_a_message(
+    moto_server: str, sqs_queue: MakeQueue, sqs: Any
+) -> None:
+    url = sqs_queue()
+    clock = _Clock()
+    source = SqsSource("events", make_cfg(moto_server, url, drain_quiet=30), clock=clock)
+    assert source.next_batch(10) == [] and not source.exhausted  # quiet since the start: 0 s
+    clock.now += 29
+    assert source.next_batch(10) == [] and not source.exhausted
+    send(sqs, url, [{"id": 1}])
+    clock.now += 5
+    assert keys_of(source.next_batch(10)) == [(1,)]  # a message: the quiet starts again
+    clock.now += 29
+    assert source.next_batch(10) == [] and not source.exhausted
+    clock.now += 1
+    assert source.next_batch(10) == [] and source.exhausted
+    source.close()
+
+
+class _CountsDouble:
+    """An SQS client whose approximate counts are wrong (or late, as real SQS's are)."""
+
+    def __init__(self, client: Any, counts: int) -> None:
+        self._client = client
+        self.counts = counts
+
+    def get_queue_attributes(self, **params: Any) -> dict[str, Any]:
+        answer = self._client.get_queue_attributes(**params)
+        for name in answer["Attributes"]:
+            if name.startswith("ApproximateNumberOf"):
+                answer["Attributes"][name] = str(self.counts)
+        return answer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+@pytest.mark.parametrize("counts", [0, 7], ids=["says-nothing-is-out", "says-7-are-out"])
+def test_drain_ends_when_every_message_is_taken_whatever_the_counts_say(
+    moto_server: str, sqs_queue: MakeQueue, sqs: Any, counts: int
+) -> None:
+    """Messages a killed daemon had received come back and are taken before the
+    queue is called drained, though the counts say nothing is out; and counts
+    that never come down do not keep it from being drained."""
+    url = sqs_queue()
+    send(sqs, url, [{"id": i} for i in range(8)])
+    taken = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=5, VisibilityTimeout=2)
+    assert len(taken["Messages"]) == 5  # received, then that daemon died
+    double = _CountsDouble(plain_client(moto_server), counts)
+    cfg = make_cfg(moto_server, url, visibility_timeout=2, drain_quiet=None)
+    source = SqsSource("events", cfg, client=double)
+    refilled = threading.Event()
+    buffer = QueueingLimitedSource(source, capacity=100, replenish_below=20, on_refill=refilled.set)
+    got: list[Item] = []
+    buffer.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not buffer.exhausted:
+            assert time.monotonic() < deadline, f"never called drained: {buffer.health()}"
+            refilled.wait(0.2)
+            refilled.clear()
+            batch = buffer.next_batch(100, f"b{len(got)}")
+            if batch:
+                buffer.ack(f"b{len(got)}")  # imported: its messages are deleted
+                got += batch
+    finally:
+        assert buffer.stop(timeout=30)
+    assert keys_of(got) == [(i,) for i in range(8)]
+    source.close()
 
 
 def test_duplicate_deliveries_give_one_item_and_ack_deletes_them_all(
