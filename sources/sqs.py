@@ -30,7 +30,7 @@ from typing import Any
 from config.errors import ConfigError, SluiceError, SourceError
 from config.models import SqsSourceConfig
 from sources.abc import Item, LimitedSource
-from sources.sqs_calls import BATCH, Message, QueueCalls
+from sources.sqs_calls import BATCH, MAX_WAIT, Message, QueueCalls
 from sources.sqs_counts import QueueCounts
 from sources.sqs_inflight import InFlight
 from sources.sqs_messages import KeyField, KeyTuple, PoisonHandler, PoisonSetAside
@@ -62,9 +62,10 @@ class SqsSource(LimitedSource):
     known done (acked here, or reported done by ``claims`` behind an LRU cache)
     is deleted at once. A key ``claims`` reports held by a batch not done yet
     (another daemon's, or one this daemon resumed from the ledger) is neither
-    handed out nor deleted, and does not count towards ``max_receives``: its
-    message stays invisible for ``visibility_timeout`` and is looked up again
-    when it comes back. ``exhausted`` once two receives in a row came back
+    handed out nor deleted, and does not count towards ``max_receives``: it
+    is held off, kept invisible by :meth:`extend_visibility` (not received
+    again and again: a redrive policy would dead-letter it) until that batch
+    is done (deleted) or let go (visible again). ``exhausted`` once two receives in a row came back
     empty, the second made ``drain_quiet`` (default ``visibility_timeout``)
     or more after the last message: a message a killed daemon had received
     is visible again within its visibility timeout. SQS's approximate counts
@@ -154,8 +155,10 @@ class SqsSource(LimitedSource):
         items: list[Item] = []
         wait = self.cfg.wait_time
         if self._empty_streak >= 2 and not self._drained:
-            # Waiting out the quiet period: one long poll, not a busy loop.
-            wait = max(wait, self._quiet - (self._clock() - self._last_message), 1.0)
+            # Waiting out the quiet period, or for batches elsewhere to end
+            # (held-off messages): one long poll, not a busy loop.
+            left = self._quiet - (self._clock() - self._last_message)
+            wait = MAX_WAIT if self._in_flight.held_off() else max(wait, left, 1.0)
         while len(items) < limit:
             asked_at = self._clock()
             try:
@@ -174,7 +177,11 @@ class SqsSource(LimitedSource):
                 # Asked a quiet period after the last message: every message
                 # received elsewhere before it would have been visible again.
                 quiet_for = asked_at - self._last_message
-                self._drained = self._empty_streak >= 2 and quiet_for >= self._quiet
+                self._drained = (
+                    self._empty_streak >= 2
+                    and quiet_for >= self._quiet
+                    and not self._in_flight.held_off()
+                )
                 # One empty receive ends a refill that found something; a
                 # refill that found nothing asks once more. Not drained yet,
                 # the next refill comes at once and long-polls (see above).
@@ -204,7 +211,10 @@ class SqsSource(LimitedSource):
         Call it every ``visibility_timeout / 3`` or so. Returns how many
         messages were extended; a late heartbeat (some visibility already ran
         out, so SQS may have delivered those messages again) is logged.
+        Held-off messages are settled first: deleted once the batch holding
+        their key is done, made visible once no batch holds it.
         """
+        self._settle_held_off()
         handles, lapsed = self._in_flight.renew(self._clock())
         if lapsed:
             log.warning(
@@ -219,6 +229,27 @@ class SqsSource(LimitedSource):
     def close(self) -> None:
         """Close the HTTP connections of a client this source created."""
         self._sqs.close()
+
+    def _settle_held_off(self) -> None:
+        keys = self._in_flight.held_off()
+        if not keys:
+            return
+        try:
+            claimed = self._look_up_claims(keys)
+        except SourceError as error:  # the heartbeat goes on: they stay held off
+            log.warning("source %s: cannot look up held-off keys: %s", self.name, error)
+            return
+        to_delete, to_release = self._in_flight.settle(claimed)
+        self._sqs.delete(to_delete)
+        self._sqs.set_visibility("release", to_release, 0)
+        log.debug(
+            "source %s: held off %d keys (batches elsewhere not done), %d messages deleted "
+            "(done), %d given back (let go)",
+            self.name,
+            len(keys),
+            len(to_delete),
+            len(to_release),
+        )
 
     def _sort(self, messages: list[Message]) -> list[Item]:
         """Turn one receive into new items; set aside duplicates, claimed keys and poison."""
@@ -237,11 +268,10 @@ class SqsSource(LimitedSource):
         poison += intake.too_often
         if intake.held_off:
             log.debug(
-                "source %s: %d messages of keys held by a batch not done yet left invisible "
-                "for %d s",
+                "source %s: %d messages of keys held by a batch not done yet held off "
+                "until it is",
                 self.name,
                 intake.held_off,
-                self._visibility,
             )
         to_delete += self._poison.set_aside(poison)
         self._sqs.delete(to_delete)

@@ -51,7 +51,7 @@ class QueueCounts:
         real SQS), so they only say what may be out; they decide nothing. A
         failure to read them is not worth a refill's failure.
         """
-        if self._waiting:
+        if self._waiting or left <= 0:
             return
         self._waiting = True
         try:

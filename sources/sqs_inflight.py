@@ -3,7 +3,11 @@
 Receipt handles never leave :class:`InFlight`'s owner: it remembers every
 handle of every key handed out (SQS may deliver a message twice, and
 producers may send the same key twice) until the key's batch is acked (its
-handles are deleted) or released (they become visible again).
+handles are deleted) or released (they become visible again). Messages of
+keys a batch elsewhere holds (another daemon's) are *held off*: kept, and
+kept invisible by the heartbeat, until that batch is done (deleted) or let
+go (made visible); received again and again instead, they would reach a
+redrive policy's ``maxReceiveCount`` and the dead-letter queue.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ class Intake:
     too_often: list[tuple[Message, str]] = field(default_factory=list)
     """Received more than ``max_receives`` times: poison, with the reason."""
     held_off: int = 0
-    """Messages of keys some batch elsewhere holds and has not done yet: left invisible."""
+    """Messages of keys some batch elsewhere holds and has not done yet: held off."""
 
 
 class InFlight:
@@ -47,6 +51,10 @@ class InFlight:
         # by the handle of its latest delivery.
         self._handles: dict[KeyTuple, dict[str, str]] = {}
         self._expires: dict[KeyTuple, float] = {}  # clock() when the key's first message reappears
+        self._held_off: dict[KeyTuple, dict[str, str]] = {}  # as _handles, for others' keys
+        # message id -> receives it had while held off: they do not count
+        # towards max_receives once it is handed out (they say nothing of it).
+        self._held_receives: LRUCache[str, int] = LRUCache(maxsize=done_cache_size)
         self._done: LRUCache[KeyTuple, bool] = LRUCache(maxsize=done_cache_size)
 
     def keys(self) -> int:
@@ -55,9 +63,38 @@ class InFlight:
             return len(self._handles)
 
     def messages(self) -> int:
-        """Messages held for the keys in flight (a key may have several)."""
+        """Messages held for the keys in flight and the keys held off."""
         with self._lock:
-            return sum(len(per_key) for per_key in self._handles.values())
+            held = [*self._handles.values(), *self._held_off.values()]
+            return sum(len(per_key) for per_key in held)
+
+    def held_off(self) -> list[KeyTuple]:
+        """The keys whose messages are held off (a batch elsewhere holds them)."""
+        with self._lock:
+            return list(self._held_off)
+
+    def settle(self, claimed: Mapping[KeyTuple, bool]) -> tuple[list[str], list[str]]:
+        """Given what ``claims`` says now of the held-off keys: the handles to delete and
+        the handles to make visible again.
+
+        A key whose batch is done is remembered as done and its messages are
+        deleted; one no batch claims any more (its batch was let go) becomes
+        visible, to be received and handed out as any other; the rest stay.
+        """
+        to_delete: list[str] = []
+        to_release: list[str] = []
+        with self._lock:
+            for key in list(self._held_off):
+                done = claimed.get(key)
+                if done is False:
+                    continue
+                handles = self._held_off.pop(key).values()
+                if done:
+                    self._done[key] = True
+                    to_delete.extend(handles)
+                else:
+                    to_release.extend(handles)
+        return to_delete, to_release
 
     def sift(
         self, keyed: list[tuple[Message, KeyTuple]], to_delete: list[str]
@@ -95,13 +132,17 @@ class InFlight:
                 if done is False:
                     # Its batch (taken over by another daemon, say) imports
                     # from its manifest: deleting now would break "deleted once
-                    # done", buffering would import it twice. The receive left
-                    # it invisible for our visibility timeout; it is looked up
-                    # again when it comes back. Checked before max_receives:
-                    # these receives say nothing about the message itself.
+                    # done", buffering would import it twice. Held off: kept
+                    # invisible until that batch is done or let go (settle).
+                    # Checked before max_receives: its receives say nothing
+                    # about the message itself.
+                    self._held_off.setdefault(key, {})[message["MessageId"]] = message[
+                        "ReceiptHandle"
+                    ]
+                    self._held_receives[message["MessageId"]] = _receives(message)
                     intake.held_off += 1
                     continue
-                count = int(message.get("Attributes", {}).get("ApproximateReceiveCount", 1))
+                count = _receives(message) - self._held_receives.get(message["MessageId"], 0)
                 if count > self._max_receives:
                     reason = f"received {count} times (max_receives {self._max_receives})"
                     intake.too_often.append((message, reason))
@@ -128,11 +169,13 @@ class InFlight:
     def renew(self, now: float) -> tuple[list[str], int]:
         """Count every key in flight invisible for the visibility timeout from ``now``.
 
-        Returns every handle held, to extend in SQS, and how many keys' first
-        messages had become visible again before ``now``.
+        Returns every handle held (held-off ones too), to extend in SQS, and
+        how many in-flight keys' first messages had become visible again
+        before ``now``.
         """
         with self._lock:
-            handles = [h for per_key in self._handles.values() for h in per_key.values()]
+            held = [*self._handles.values(), *self._held_off.values()]
+            handles = [h for per_key in held for h in per_key.values()]
             lapsed = sum(1 for expires in self._expires.values() if expires < now)
             for key in self._expires:
                 self._expires[key] = now + self._visibility
@@ -141,6 +184,9 @@ class InFlight:
     def _known(self, message: Message, key: KeyTuple, to_delete: list[str]) -> bool:
         """Under the lock: file a message of an in-flight or done key; False if neither."""
         handles = self._handles.get(key)
+        if handles is None and key in self._held_off:
+            handles = self._held_off[key]
+            self._held_receives[message["MessageId"]] = _receives(message)
         if handles is not None:
             handles[message["MessageId"]] = message["ReceiptHandle"]
             return True
@@ -152,3 +198,7 @@ class InFlight:
     def _forget(self, key: Any) -> dict[str, str]:
         self._expires.pop(key, None)
         return self._handles.pop(key, {})
+
+
+def _receives(message: Message) -> int:
+    return int(message.get("Attributes", {}).get("ApproximateReceiveCount", 1))
