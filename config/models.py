@@ -52,7 +52,6 @@ from config.targets import (
     WriteConfig,
     split_target,
 )
-from config.windows import parse_window
 
 __all__ = [
     "JOB_GROUP",
@@ -121,6 +120,10 @@ class SluiceConfig(Model):
     @field_validator("windows")
     @classmethod
     def _windows_are_crontabs(cls, value: list[str]) -> list[str]:
+        # Imported here: APScheduler is not shipped to Spark executors, which
+        # import these models too (sinks/pyfiles.py).
+        from config.windows import parse_window
+
         for expression in value:
             parse_window(expression)
         return value

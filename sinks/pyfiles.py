@@ -40,6 +40,7 @@ _EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed times: the same code gives the same byte
 
 EXECUTOR_DEPENDENCIES = (
     "psycopg", "psycopg-binary", "pymysql", "sqlalchemy", "pydantic", "cachetools",
+    "pyyaml",  # the config package's loader, imported with its models
 )
 """Distributions sluice's code imports in executors' Python workers, beyond PySpark's own."""
 

@@ -46,6 +46,41 @@ def test_every_module_that_ships_imports_without_the_database_drivers(tmp_path: 
     assert done.stdout.strip() == "imported"
 
 
+NOT_SHIPPED = {  # distribution: its top-level modules
+    "apscheduler": ("apscheduler",),
+    "typer": ("typer",),
+    "rich": ("rich",),
+    "prometheus-client": ("prometheus_client",),
+    "boto3": ("boto3", "botocore"),
+    "alembic": ("alembic",),
+}
+
+
+def test_what_executors_import_needs_only_what_is_shipped_to_them(tmp_path: Path) -> None:
+    """Spark executors import the jobs and the config's models, with only PySpark's own
+    distributions and ``EXECUTOR_DEPENDENCIES`` (sinks/pyfiles.py) at hand."""
+    from sinks.pyfiles import EXECUTOR_DEPENDENCIES, _closure
+
+    shipped = {d.metadata["Name"].lower() for d in _closure(EXECUTOR_DEPENDENCIES)}
+    assert not shipped & set(NOT_SHIPPED), "the check below would prove nothing"
+    blocked = [module for modules in NOT_SHIPPED.values() for module in modules]
+    done = _run_without_drivers(
+        f"""
+        import importlib, pkgutil, sys
+        for name in {blocked!r}:
+            sys.modules[name] = None
+        importlib.import_module("config.models")
+        jobs = importlib.import_module("spark_jobs")
+        for info in pkgutil.walk_packages(jobs.__path__, "spark_jobs."):
+            importlib.import_module(info.name)
+        print("imported")
+        """,
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "imported"
+
+
 def test_validate_names_each_url_whose_driver_is_missing_and_the_extra(tmp_path: Path) -> None:
     (tmp_path / "needs.yaml").write_text(
         textwrap.dedent(
