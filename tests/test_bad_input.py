@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from config.errors import SluiceError, TargetError
 from tests.conftest import DatabaseFactory
 from tests.helpers import seed_orders
 
@@ -185,7 +186,10 @@ sources:
   orders: {{kind: sql, url: "{shop}", table: orders, key: KEY, target: lake.orders}}
 {TARGETS}"""
     config = write(tmp_path, text.replace("KEY", "order_no"), "sluice.yaml")
-    assert sluice("run", str(config), "--until-drained").returncode == 2
+    failed = sluice("run", str(config), "--until-drained")
+    assert failed.returncode == 2, failed.stderr
+    assert "check query failed: column orders.order_no does not exist" in failed.stderr
+    assert "Traceback" not in failed.stderr
     config.write_text(text.replace("KEY", "id"))  # the user fixes the mistake
     done = sluice("run", str(config), "--until-drained", timeout=300)
     assert "sluice reset" not in done.stderr, done.stderr
@@ -352,7 +356,7 @@ def _import(spark: Any, target_url: str, source: dict[str, Any], batches: list[A
     for manifest in batches:
         try:
             out.append(run_import(spark, cfg, manifest))
-        except Exception as error:  # the assertions say which errors are right
+        except SluiceError as error:  # an error a user would see; the assertions say which
             out.append(error)
     return out
 
@@ -378,8 +382,12 @@ def test_an_sqs_field_new_in_a_later_batch_fails_naming_the_column(
         _payloads("b2", {"id": 2, "n": 6, "extra": "new"}),
     ])
     assert first.rows_written == 1
-    assert isinstance(later, Exception)
-    assert "column 'extra' of the batch is not in the table" in str(later)
+    assert isinstance(later, TargetError), repr(later)  # terminal: a retry cannot help
+    assert not later.transient
+    assert str(later) == (
+        "wh.t: column 'extra' of the batch is not in the table "
+        "(add it to the table, or map the batch's columns with columns:)"
+    )
 
 
 @pytest.mark.spark
@@ -419,8 +427,16 @@ def test_a_fraction_is_not_silently_rounded_into_an_integer_column(
                         [Manifest("r1", "src", "wh.t", "range", 10, lo=None, hi=[30])])
     with engine.connect() as conn:
         amounts: dict[int, int] = dict(conn.execute(sa.text("SELECT id, amount FROM t")).all())
+        rejects = conn.execute(sa.text("SELECT source, key, reason FROM _sluice_rejects")).all()
     engine.dispose()
-    changed = {k: v for k, v in amounts.items() if v != k / 3 / 4}
-    assert isinstance(result, Exception) or not changed, (
-        f"{len(changed)} amounts silently rounded, e.g. {sorted(changed.items())[:3]}"
-    )
+    # The two whole amounts (1.00, 2.00) go in; the eight others would be
+    # rounded, so they are set aside with the reason, and the batch is done.
+    assert not isinstance(result, Exception), repr(result)
+    assert (result.rows_read, result.rows_written, result.rows_rejected) == (10, 2, 8)
+    assert amounts == {12: 1, 24: 2}
+    reasons = {json.loads(key)[0]: reason for source, key, reason in rejects if source == "src"}
+    assert sorted(reasons) == [3, 6, 9, 15, 18, 21, 27, 30] and len(rejects) == 8
+    prefix = "column 'amount' is INTEGER in the table, which keeps no decimal places: "
+    suffix = " would be rounded (the batch has NUMERIC(12, 2))"
+    assert reasons[3] == f"{prefix}0.25{suffix}"
+    assert all(r.startswith(prefix) and r.endswith(suffix) for r in reasons.values()), reasons

@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import os
 import random
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -138,6 +141,10 @@ def test_hot_hot_two_daemons_give_the_same_target_as_one(scenario: ScenarioMaker
         injected.notes.append(f"{len(injected.conflict_exits)} daemon exits on a lost race")
     verified(sc, injected)
     assert injected.kills == 1
+    # The race happened: a was killed holding batches it had begun and could
+    # no longer finish, and another daemon finished each under a newer token
+    # (hot_hot asserts it batch by batch).
+    assert injected.taken_over >= 1, injected.notes
     # A daemon that lost a race to the other (creating the ledger, a claim, the
     # end of a batch the other took over) must go on, not exit 1: each race is
     # also shown deterministically by a test below.
@@ -280,9 +287,6 @@ def test_a_dead_daemon_s_batch_is_taken_over_once(tmp_path: Path) -> None:
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("ending", ["import returns", "import fenced off"])
 def test_a_daemon_whose_batch_another_finished_keeps_running(tmp_path: Path, ending: str) -> None:
-    import threading
-    import time
-
     from scheduler.loop import MainLoop
     from scheduler.strategy import build_strategy
     from sinks.abc import MemorySink
@@ -290,10 +294,18 @@ def test_a_daemon_whose_batch_another_finished_keeps_running(tmp_path: Path, end
     from sources.queueing import QueueingLimitedSource
     from spark_jobs.target import StaleToken
 
+    arrived = threading.Event()
+
+    class Watched(MemorySink):
+        def submit(self, manifest: Any) -> Any:
+            future = super().submit(manifest)
+            arrived.set()
+            return future
+
     cfg = _crashed_batch(tmp_path)
     a = Ledger(cfg.ledger, owner="a")
     a.owners.register()
-    sink = MemorySink(auto_complete=False)
+    sink = Watched(auto_complete=False)
     queue = QueueingLimitedSource(MemorySource("orders", []), 400, 100)
     loop = MainLoop(cfg, {"orders": queue}, build_strategy(cfg), a, sink,
                     {"orders": a.sources.checkpoint("orders")})
@@ -308,10 +320,8 @@ def test_a_daemon_whose_batch_another_finished_keeps_running(tmp_path: Path, end
 
     runner = threading.Thread(target=run, daemon=True)
     runner.start()
-    deadline = time.monotonic() + 10
-    while sink.held() != ["b1"] and time.monotonic() < deadline:
-        runner.join(0.05)  # a resumes the killed daemon's batch
-    assert sink.held() == ["b1"]
+    assert arrived.wait(10), "the killed daemon's batch was never resumed"
+    assert sink.held() == ["b1"]  # a resumed it, and nothing else
     # b's reaper finds a's lease expired (its clock is an hour ahead), takes
     # the batch over, imports it with a newer token and finishes it first.
     b = Ledger(cfg.ledger, owner="b", clock=lambda: time.time() + 3600)
@@ -350,8 +360,6 @@ def test_an_importer_that_lost_its_batch_cannot_end_it(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(30)
 def test_a_lost_key_claim_race_does_not_stop_the_daemon(tmp_path: Path) -> None:
-    import threading
-
     from scheduler.loop import MainLoop
     from scheduler.strategy import build_strategy
     from sinks.abc import MemorySink
@@ -374,20 +382,45 @@ def test_a_lost_key_claim_race_does_not_stop_the_daemon(tmp_path: Path) -> None:
         return set() if calls["n"] == 1 else looked_up(source, pairs)
 
     a.reads.taken = late_look_up  # type: ignore[method-assign]
+    claim = a.claim_keys
+    lost: list[ClaimConflict] = []
+    lost_race = threading.Event()
+
+    def watched_claim(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return claim(*args, **kwargs)
+        except ClaimConflict as conflict:
+            lost.append(conflict)
+            lost_race.set()
+            raise
+
+    a.claim_keys = watched_claim  # type: ignore[method-assign]
+
+    def their_batch_ends() -> None:
+        # Once ours lost the race to it (or after 10 s: a failing run must
+        # still drain and reach the assertions), so that ours can drain.
+        lost_race.wait(10)
+        other.finish("theirs", 10)
+
     sink = MemorySink()
     queue = QueueingLimitedSource(MemorySource("orders", [(k,) for k in range(1, 21)]), 400, 100)
     loop = MainLoop(cfg, {"orders": queue}, build_strategy(cfg), a, sink,
                     {"orders": a.sources.checkpoint("orders")})
     queue.start()
-    finished = threading.Timer(1.0, lambda: other.finish("theirs", 10))
-    finished.start()  # the other daemon's batch ends, so that ours can drain
+    finisher = threading.Thread(target=their_batch_ends, daemon=True)
+    finisher.start()
     try:
         loop.run(until_drained=True, drain_timeout=10)
     finally:
-        finished.join()
+        lost_race.set()
+        finisher.join(10)
         queue.stop(1.0)
         a.close()
         other.close()
+    # The race happened: the insert after the stale look-up lost to the other
+    # daemon's claim, once; the next look-up saw its keys.
+    assert len(lost) == 1 and "claimed by another daemon first" in str(lost[0]), lost
+    assert calls["n"] >= 2
     mine = sorted(k[0] for m in sink.submitted for k in m.keys)
     assert mine == list(range(11, 21))  # the other daemon's keys were not claimed again
 
@@ -456,8 +489,6 @@ def test_an_sqs_outage_in_the_middle_of_a_refill_strands_no_message(
 def test_two_daemons_starting_at_once_on_a_new_postgresql_ledger(
     pg_factory: DatabaseFactory,
 ) -> None:
-    import threading
-
     from scheduler.ledger import migrate
 
     url = pg_factory.create("ledger_race")
@@ -475,8 +506,9 @@ def test_two_daemons_starting_at_once_on_a_new_postgresql_ledger(
             migrate._run_migrations(first)  # the first daemon is creating the tables…
             runner = threading.Thread(target=second_daemon, daemon=True)
             runner.start()
-            runner.join(2.0)  # … while the second one finds none and wants to create them
-            assert runner.is_alive(), "the second daemon did not wait for the upgrade lock"
+            # … while the second one finds none and waits for the upgrade lock.
+            waiting = _waits_for_advisory_lock(engine, migrate._PG_LOCK, runner, timeout=10)
+            assert waiting, f"the second daemon did not wait for the upgrade lock: {outcome}"
         runner.join(30)
         with engine.connect() as conn:
             assert migrate.revision(conn) == migrate.HEAD
@@ -484,3 +516,23 @@ def test_two_daemons_starting_at_once_on_a_new_postgresql_ledger(
         engine.dispose()
     assert not runner.is_alive()
     assert "error" not in outcome, f"the second daemon failed to start: {outcome['error']}"
+
+
+def _waits_for_advisory_lock(engine: sa.Engine, key: int, runner: threading.Thread,
+                             timeout: float) -> bool:
+    """Whether a session of ``engine``'s database comes to wait for advisory lock ``key``
+    within ``timeout`` s (False at once if ``runner`` ends first)."""
+    deadline = time.monotonic() + timeout
+    query = sa.text(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+        "AND classid::bigint = :hi AND objid::bigint = :lo AND objsubid = 1 "
+        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    )
+    with engine.connect() as conn:
+        while time.monotonic() < deadline:
+            if conn.scalar(query, {"hi": key >> 32, "lo": key & 0xFFFF_FFFF}):
+                return True
+            runner.join(0.05)  # another session's progress: nothing to wait on but time
+            if not runner.is_alive():
+                return False
+    return False

@@ -665,28 +665,65 @@ def test_spark_sink_runs_batches_concurrently(spark: Any, tmp_path: Path) -> Non
         {"kind": "parquet", "path": str(tmp_path)},
         spark={"max_concurrent_imports": 2},
     )
-    sink = SparkSink(cfg, spark)
-    seen_in_flight: list[int] = []
-    lock = threading.Lock()
+    # Imports 0 and 1 each wait at the barrier before their Spark work: it
+    # opens only once both are inside an import at the same time (and this
+    # thread has seen that), so a sink that ran them one after the other
+    # breaks it after its timeout. Import 2 waits for ``third``, so that the
+    # moment between "0 and 1 done" and "2 done" is one this thread chooses.
+    both_running = threading.Barrier(3, timeout=60)
+    third = threading.Event()
+    started: list[int] = []
 
-    def on_done(_future: Any) -> None:
-        with lock:
-            seen_in_flight.append(sink.in_flight())
+    class Watched(SparkSink):
+        def _run(self, ticket: int, manifest: Manifest) -> ImportResult:
+            started.append(ticket)
+            if ticket < 2:
+                both_running.wait()
+            elif not third.wait(60):
+                raise TimeoutError("import 2 was never let through")
+            return super()._run(ticket, manifest)
+
+    sink = Watched(cfg, spark)
+    seen_in_flight: list[int] = []
+    finished = [threading.Event() for _ in range(3)]
+
+    def on_done(n: int) -> Callable[[Any], None]:
+        def record(_future: Any) -> None:
+            seen_in_flight.append(sink.in_flight())  # list.append is atomic
+            finished[n].set()
+
+        return record
 
     futures = []
-    for n in range(3):
-        bodies = [json.dumps({"id": n * 100 + i}) for i in range(20)]
-        future = sink.submit(Manifest(f"f{n}", "src", "lake.ev", "payloads", 20, payloads=bodies))
-        future.add_done_callback(on_done)
-        futures.append(future)
-    assert sink.pending_items() in (0, 20, 40, 60)
+    try:
+        for n in range(3):
+            bodies = [json.dumps({"id": n * 100 + i}) for i in range(20)]
+            future = sink.submit(
+                Manifest(f"f{n}", "src", "lake.ev", "payloads", 20, payloads=bodies)
+            )
+            future.add_done_callback(on_done(n))
+            futures.append(future)
 
-    results = [f.result(timeout=120) for f in futures]
-    sink.close(wait=True)
+        both_running.wait()  # imports 0 and 1 run at once; nothing has finished
+        assert sorted(started) == [0, 1]  # two threads: import 2 waits for one of them
+        assert (sink.in_flight(), sink.pending_items()) == (3, 60)
+        # A callback runs after the sink stopped counting its batch.
+        assert finished[0].wait(120) and finished[1].wait(120)
+        assert (sink.in_flight(), sink.pending_items()) == (1, 20)  # import 2 is held
+        third.set()
+        results = [f.result(timeout=120) for f in futures]
+        assert finished[2].wait(120)
+    finally:
+        third.set()
+        both_running.abort()  # a failed assertion above must not leave imports waiting
+        sink.close(wait=True)
 
     assert [r.rows_written for r in results] == [20, 20, 20]
+    assert sorted(started) == [0, 1, 2]
     # A batch's own callback never sees it counted; the last one sees none.
-    assert len(seen_in_flight) == 3 and max(seen_in_flight) <= 2 and min(seen_in_flight) == 0
+    # Imports 0 and 1 end while 2 is held: the later of their callbacks sees
+    # only import 2, the earlier one the other too unless it was forgotten first.
+    assert seen_in_flight[2] == 0 and sorted(seen_in_flight[:2]) in ([1, 1], [1, 2])
     assert (sink.in_flight(), sink.pending_items()) == (0, 0)
     assert spark.read.parquet(str(tmp_path / "ev")).count() == 60
     tracker = spark.sparkContext.statusTracker()
