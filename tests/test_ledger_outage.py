@@ -108,6 +108,21 @@ spark: {{master: "local[2]", max_concurrent_imports: 1}}
     return Daemon(cfg, config_path=str(path), sink=SparkSink(cfg, spark=spark))
 
 
+def _running(daemon: Daemon) -> tuple[threading.Thread, list[object]]:
+    """Run ``daemon`` until drained on a thread; the list gets its summary or its error."""
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(daemon.run(until_drained=True))
+        except BaseException as error:  # noqa: BLE001 - what the CLI would get
+            outcome.append(error)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    return runner, outcome
+
+
 def _wait_for_done(ledger_url: str, batches: int) -> int:
     """Wait until ``batches`` batches are done; returns how many are."""
     direct = sa.create_engine(ledger_url)  # the test's own view, around the proxy
@@ -167,16 +182,7 @@ def test_a_ledger_gone_for_good_ends_the_run_with_a_ledger_error(  # type: ignor
     shop = pg_factory.create("gone_shop")
     seed_orders(shop, ROWS)
     daemon = _migration(tmp_path, proxy.url_for(pg_url), shop, pg_target, spark)
-    outcome: list[object] = []
-
-    def run() -> None:
-        try:
-            outcome.append(daemon.run(until_drained=True))
-        except BaseException as error:  # noqa: BLE001 - what the CLI would get
-            outcome.append(error)
-
-    runner = threading.Thread(target=run)
-    runner.start()
+    runner, outcome = _running(daemon)
     try:
         assert _wait_for_done(pg_url, 2) >= 2
         proxy.pause()
@@ -202,16 +208,7 @@ def test_a_stop_during_a_ledger_outage_drains_without_waiting_for_the_ledger(  #
     shop = pg_factory.create("stop_shop")
     seed_orders(shop, ROWS)
     daemon = _migration(tmp_path, proxy.url_for(pg_url), shop, pg_target, spark)
-    outcome: list[object] = []
-
-    def run() -> None:
-        try:
-            outcome.append(daemon.run(until_drained=True))
-        except BaseException as error:  # noqa: BLE001 - what the CLI would get
-            outcome.append(error)
-
-    runner = threading.Thread(target=run)
-    runner.start()
+    runner, outcome = _running(daemon)
     entered, release = threading.Event(), threading.Event()
 
     def hold(conn: sa.Connection) -> None:
