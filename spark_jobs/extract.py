@@ -28,6 +28,7 @@ from spark_jobs.jdbc import JdbcEndpoint, sql_engine
 from spark_jobs.jdbc_read import SCHEMA_TTL, forget_schema, jdbc_frame
 from spark_jobs.keyorder import row_compare
 from spark_jobs.manifest import Manifest
+from spark_jobs.spark_names import quoted
 
 _INT64 = range(-(2**63), 2**63)
 _MAX_IN_LIST = 1000
@@ -231,7 +232,7 @@ def _sqlite_timestamps(url: str, table: str) -> str:
         column["name"] for column in columns
         if isinstance(column["type"], sa.DateTime)
     ]  # fmt: skip
-    return ", ".join("`" + c.replace("`", "``") + "` TIMESTAMP_NTZ" for c in timestamps)
+    return ", ".join(f"{quoted(c)} TIMESTAMP_NTZ" for c in timestamps)
 
 
 def _is_int(value: Any) -> bool:

@@ -19,6 +19,11 @@ from pyspark.sql import SparkSession
 from config.errors import TargetError
 
 
+def basename(path: str) -> str:
+    """The last part of a path or URL (a folder's own name, trailing slash or not)."""
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
 class LocalFs:
     """Batch files on a local disk: ``os.replace`` publishes atomically."""
 

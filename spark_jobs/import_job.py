@@ -45,6 +45,7 @@ from config.errors import ConfigError, SluiceError, is_transient
 from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig, split_target
 from spark_jobs.extract import SqlReader, extract, extract_ranges
 from spark_jobs.manifest import Manifest
+from spark_jobs.spark_names import quoted
 from spark_jobs.target import TargetTable, Written, stale_token_error
 from spark_jobs.write import committed_batch, sweep_stages, write_batch
 from spark_jobs.write_bulk import may_copy_straight_in
@@ -281,8 +282,7 @@ def apply_columns(df: DataFrame, columns: dict[str, str] | None) -> DataFrame:
     """Apply ``columns: {target_column: Spark SQL expression}``; None keeps every column."""
     if not columns:
         return df
-    quoted = {name: "`" + name.replace("`", "``") + "`" for name in columns}
-    return df.selectExpr(*[f"{expr} AS {quoted[name]}" for name, expr in columns.items()])
+    return df.selectExpr(*[f"{expr} AS {quoted(name)}" for name, expr in columns.items()])
 
 
 def _reason(error: Exception) -> str:

@@ -31,9 +31,10 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from spark_jobs.filesystems import HadoopFs, LocalFs
+from spark_jobs.filesystems import HadoopFs, LocalFs, basename
 from spark_jobs.jdbc_read import SCHEMA_TTL
 from spark_jobs.manifest import Manifest
+from spark_jobs.spark_names import quoted
 from spark_jobs.target import REJECTS_TABLE, TargetTable
 
 MISFIT = "_sluice_misfit"
@@ -102,7 +103,7 @@ def fit_to_table(
         if isinstance(field.dataType, T.NullType):
             casts[name] = F.lit(None).cast(wanted or T.StringType())
         elif wanted is not None and _differ(field.dataType, wanted):
-            column = F.col(_quoted(name))
+            column = F.col(quoted(name))
             cast = column.try_cast(wanted)
             # A value fits when it survives the way there and back: try_cast
             # alone turns 1.5 into the bigint 1 and 2^53 + 1 into a double 2^53.
@@ -177,21 +178,13 @@ def _json(value: Any) -> str:
 
 def _published_file(fs: LocalFs | HadoopFs, listing: list[str]) -> str | None:
     """One published data file of the table (descending into partitions), or None."""
-    visible = [p for p in listing if not _name(p).startswith(("_", "."))]
+    visible = [p for p in listing if not basename(p).startswith(("_", "."))]
     for path in visible:
-        if _name(path).endswith(".parquet"):
+        if basename(path).endswith(".parquet"):
             return path
     for path in visible:
-        if "=" in _name(path):
+        if "=" in basename(path):
             found = _published_file(fs, fs.list(path))
             if found is not None:
                 return found
     return None
-
-
-def _name(path: str) -> str:
-    return path.rstrip("/").rsplit("/", 1)[-1]
-
-
-def _quoted(column: str) -> str:
-    return "`" + column.replace("`", "``") + "`"

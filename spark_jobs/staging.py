@@ -68,8 +68,8 @@ def drop_stale_stages(engine: sa.Engine, manifest: Manifest) -> None:
     prefix = staging_prefix(manifest.batch_id)
     stale = []
     for name in sa.inspect(engine).get_table_names():
-        token, _, attempt = name[len(prefix) :].partition("_")
-        if name.startswith(prefix) and token.isdigit() and attempt and int(token) < manifest.token:
+        parts = _staging_parts(name)
+        if parts is not None and parts[0] == prefix and parts[1] < manifest.token:
             stale.append(name)
     for name in stale:
         drop_staging(engine, sa.Table(name, sa.MetaData()))
@@ -141,10 +141,8 @@ def sweep_committed_stages(
     committed = {staging_prefix(batch_id): token for batch_id, token in rows}
     swept = []
     for name in names:
-        # <prefix><token>_<attempt>, the prefix ending in "_" (its tag may hold more).
-        head, token, attempt = name.rsplit("_", 2)
-        prefix = head + "_"
-        if token.isdigit() and attempt and int(token) <= committed.get(prefix, -1):
+        parts = _staging_parts(name)
+        if parts is not None and parts[1] <= committed.get(parts[0], -1):
             drop_staging(engine, sa.Table(name, sa.MetaData()))
             swept.append(name)
     if swept:
@@ -162,3 +160,17 @@ def index_staging_rows(engine: sa.Engine, staging: sa.Table) -> None:
     index = sa.Index(f"{staging.name}_r", staging.c[ROW_COLUMN])
     with engine.begin() as conn:
         index.create(conn)
+
+
+def _staging_parts(name: str) -> tuple[str, int] | None:
+    """``(prefix, token)`` of a staging table's name; None for any other table.
+
+    The name is ``<prefix><token>_<attempt>`` (:func:`staging_table_name`),
+    the prefix ending in ``_``; its tag may hold more of them.
+    """
+    if not name.startswith(STAGE_PREFIX) or name.count("_") < 3:
+        return None
+    head, token, attempt = name.rsplit("_", 2)
+    if not (token.isdigit() and attempt):
+        return None
+    return head + "_", int(token)

@@ -50,7 +50,7 @@ from pyspark.sql import types as T
 from config.errors import TargetError
 from config.faults import crash_point
 from config.models import ParquetTargetConfig
-from spark_jobs.filesystems import HadoopFs, LocalFs, filesystem
+from spark_jobs.filesystems import HadoopFs, LocalFs, basename, filesystem
 from spark_jobs.manifest import Manifest
 from spark_jobs.parquet_types import (
     established_types,
@@ -60,6 +60,7 @@ from spark_jobs.parquet_types import (
     remember_types,
     set_aside_misfits,
 )
+from spark_jobs.spark_names import quoted
 from spark_jobs.target import (
     COMMITS_TABLE,
     REJECTS_TABLE,
@@ -156,7 +157,7 @@ def write_parquet(
         if flagged is not None:
             flagged.persist()
             rejected = set_aside_misfits(fs, flagged, target, manifest, files.table_dir, files.tag)
-        elif any(_name(p) == REJECTS_TABLE for p in listing):
+        elif any(basename(p) == REJECTS_TABLE for p in listing):
             fs.delete(rejects_path(files.table_dir, files.tag))  # an earlier attempt's, if any
         record = _Record(manifest, rejected)
         if partition_by:
@@ -238,7 +239,7 @@ def _publish_partitioned(
     # All rows of one partition in one task: one file per partition folder,
     # which then has one name per batch, so a re-run replaces it in place.
     (
-        df.repartition(*[F.col(_quoted(c)) for c in partition_by])
+        df.repartition(*[F.col(quoted(c)) for c in partition_by])
         .write.mode("overwrite")
         .option("maxRecordsPerFile", 0)
         .partitionBy(*partition_by)
@@ -357,19 +358,19 @@ def _check_layout(
 ) -> None:
     """Refuse a batch whose layout differs from the table's: Spark cannot read a mix."""
     setting = f"targets.{target.name}.partition_by"
-    folders = [p for p in listing if "=" in _name(p) and not _name(p).startswith(("_", "."))]
+    folders = _partition_folders(listing)
     if not partition_by:
         if folders:
             raise TargetError(
-                f"{target.label}: the table is partitioned (folder {_name(folders[0])!r}) "
+                f"{target.label}: the table is partitioned (folder {basename(folders[0])!r}) "
                 f"but {setting} is empty: set it to the table's partition columns"
             )
         return
-    batches = [p for p in listing if _name(p).startswith("batch-")]
+    batches = [p for p in listing if basename(p).startswith("batch-")]
     if batches:
         raise TargetError(
             f"{target.label}: the table holds unpartitioned batches (such as "
-            f"{_name(batches[0])!r}), so {setting} cannot apply to it: write to a new table"
+            f"{basename(batches[0])!r}), so {setting} cannot apply to it: write to a new table"
         )
     # One level deeper than partition_by: a table partitioned more finely differs too.
     found = _partition_path(fs, folders, len(partition_by) + 1)
@@ -384,15 +385,12 @@ def _partition_path(fs: LocalFs | HadoopFs, folders: list[str], depth: int) -> l
     """The partition columns of the table, read down the first folder of each level."""
     columns: list[str] = []
     while folders and len(columns) < depth:
-        columns.append(_name(folders[0]).split("=", 1)[0])
+        columns.append(basename(folders[0]).split("=", 1)[0])
         below = fs.list(folders[0])
-        folders = [p for p in below if "=" in _name(p) and not _name(p).startswith(("_", "."))]
+        folders = _partition_folders(below)
     return columns
 
 
-def _name(path: str) -> str:
-    return path.rstrip("/").rsplit("/", 1)[-1]
-
-
-def _quoted(column: str) -> str:
-    return "`" + column.replace("`", "``") + "`"
+def _partition_folders(listing: list[str]) -> list[str]:
+    """The ``k=v`` folders a reader sees (not ``_``/``.`` ones) among ``listing``."""
+    return [p for p in listing if "=" in basename(p) and not basename(p).startswith(("_", "."))]

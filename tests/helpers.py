@@ -90,3 +90,13 @@ def write_config(folder: Path, text: str) -> tuple[Path, SluiceConfig]:
     path = folder / "sluice.yaml"
     path.write_text(text)
     return path, load_config_text(text, str(path))
+
+
+class FakeClock:
+    """A clock the test moves (``clock.now += 5``), for code that takes ``clock=``."""
+
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now

@@ -14,16 +14,9 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from config.errors import ConfigError
 from config.models import ProbeConfig
 from scheduler.probe import Probe, build_probe, check_sql
+from tests.helpers import FakeClock
 
 PASSWORD = "probe-s3cret"  # PostgreSQL trusts loopback and ignores it; it must never show
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.mark.postgres
@@ -35,7 +28,7 @@ def test_sql_probe_counts_caches_and_goes_stale(
         conn.execute(sa.text("CREATE TABLE staging (id int)"))
         conn.execute(sa.text("INSERT INTO staging SELECT generate_series(1, 3)"))
     url = sa.make_url(pg_url).set(password=PASSWORD).render_as_string(hide_password=False)
-    clock = Clock()
+    clock = FakeClock()
     probe = build_probe(ProbeConfig(sql="SELECT count(*) FROM staging", url=url, ttl=5),
                         clock=clock)
     assert probe.value() == 0 and probe.reading().value is None  # nothing read yet
@@ -97,7 +90,7 @@ def downstream() -> Iterator[Downstream]:
 
 
 def test_http_probe_reads_a_number_and_treats_failures_as_unknown(downstream: Downstream) -> None:
-    probe = build_probe(ProbeConfig(http=downstream.url, ttl=5), clock=Clock())
+    probe = build_probe(ProbeConfig(http=downstream.url, ttl=5), clock=FakeClock())
     assert probe.refresh().value == 42
     for body, status in ((b"lots", 200), (b"-3", 200), (b"7", 503)):
         downstream.body, downstream.status = body, status

@@ -19,6 +19,7 @@ from config.models import SqsSourceConfig
 from sources.abc import Item
 from sources.queueing import QueueingLimitedSource
 from sources.sqs import SqsSource
+from tests.helpers import FakeClock
 
 pytestmark = pytest.mark.sqs
 
@@ -152,19 +153,11 @@ def test_an_empty_queue_is_exhausted_after_two_empty_receives(
     assert source.exhausted
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_queue_is_drained_only_after_a_quiet_period_without_a_message(
     moto_server: str, sqs_queue: MakeQueue, sqs: Any
 ) -> None:
     url = sqs_queue()
-    clock = _Clock()
+    clock = FakeClock()
     source = SqsSource("events", make_cfg(moto_server, url, drain_quiet=30), clock=clock)
     assert source.next_batch(10) == [] and not source.exhausted  # quiet since the start: 0 s
     clock.now += 29

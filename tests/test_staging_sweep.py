@@ -15,14 +15,7 @@ import sqlalchemy as sa
 
 from spark_jobs.jdbc_tables import commits_table, ensure_own_tables
 from spark_jobs.staging import STAGES_SWEPT_EVERY, staging_table_name, sweep_committed_stages
-
-
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.helpers import FakeClock
 
 
 def _tables(engine: sa.Engine) -> set[str]:
@@ -58,7 +51,7 @@ def test_a_committed_batchs_leftover_staging_tables_are_swept(
         _stage(engine, committed, 4, "0a0b0c"),  # a newer token still importing
         _stage(engine, open_batch, 1, "112233"),  # a batch not committed yet
     }
-    clock = _Clock()
+    clock = FakeClock()
 
     assert set(sweep_committed_stages(engine, now=clock)) == dead
     assert _tables(engine) == alive
@@ -79,6 +72,6 @@ def test_a_sweep_that_cannot_read_the_target_fails_nothing(pg_url: str) -> None:
     """No ``_sluice_commits`` yet (or a database error): the sweep logs and drops nothing."""
     engine = sa.create_engine(pg_url)
     stage = _stage(engine, "b-1", 1, "abcdef")
-    assert sweep_committed_stages(engine, now=_Clock()) == []
+    assert sweep_committed_stages(engine, now=FakeClock()) == []
     assert _tables(engine) == {stage}
     engine.dispose()
