@@ -151,6 +151,10 @@ def hot_hot(sc: Scenario, rng: random.Random, injected: Injected,
     would, and recorded in ``injected.conflict_exits``: the data must still
     come out right. Both must end with exit 0 once everything is drained.
     """
+    # Closed at the kill's moment, the gate holds every target commit: a's
+    # imports then wait inside theirs, so a surely holds batches it began and
+    # cannot finish (a fast short run could otherwise slip past every look).
+    gate = CommitGate(sc, "orders", "customers", "events", closed=False)
     # Started together on a new ledger: both create its tables at once too
     # (test_two_daemons_starting_at_once_on_a_new_postgresql_ledger).
     a, b = sc.start("hot-a"), sc.start("hot-b")
@@ -158,8 +162,12 @@ def hot_hot(sc: Scenario, rng: random.Random, injected: Injected,
     sc.wait_for(f"{done} batches are done", lambda: sc.states()["done"] >= done, a, timeout)
     delay = rng.uniform(0.0, 2.0)
     assert a.wait(delay) is None, f"{sc.name}: daemon a ended before the kill\n{a.tail()}"
-    owner, held = _stop_holding_begun_batches(sc, a, b, timeout)
-    a.kill()
+    try:
+        gate.close()
+        owner, held = _stop_holding_begun_batches(sc, a, b, timeout)
+        a.kill()
+    finally:
+        gate.open()
     injected.kills += 1
     injected.notes.append(f"a killed {delay:.1f} s after {done} batches were done, holding "
                           f"{len(held)} begun batches")
@@ -331,27 +339,34 @@ def _arm(sc: Scenario, table: str, ddl: str) -> None:
 
 
 class CommitGate:
-    """Holds every write to a target table until :meth:`open`: an event the scenario sets.
+    """Holds every write to target tables while closed: an event the scenario sets.
 
-    Armed before the table exists (like :func:`arm_refusal`): the table's
-    trigger takes a shared advisory lock that this gate holds exclusively,
-    so an import's write to the table waits inside its commit transaction
+    Armed before the tables exist (like :func:`arm_refusal`): each table's
+    trigger takes a shared advisory lock that the closed gate holds
+    exclusively, so an import's write waits inside its commit transaction
     (it neither fails nor uses up an attempt) until the gate opens, then
-    goes on at once. :meth:`waiting` counts the writes held: an import of
-    that table is in flight and cannot be done yet.
+    goes on at once. :meth:`waiting` counts the writes held: imports in
+    flight that cannot be done yet. Made closed unless ``closed=False``.
     """
 
     KEY = 15_015  # advisory locks are per database: one gate per target is enough
 
-    def __init__(self, sc: Scenario, table: str) -> None:
+    def __init__(self, sc: Scenario, *tables: str, closed: bool = True) -> None:
         self._engine = sa.create_engine(sc.target_url, isolation_level="AUTOCOMMIT")
         self._conn = self._engine.connect()
+        for table in tables:
+            _arm(sc, table, f'CREATE TRIGGER chaos_gate BEFORE INSERT OR UPDATE ON '
+                            f'public."{table}" FOR EACH STATEMENT EXECUTE FUNCTION '
+                            f"chaos_gate('{self.KEY}')")
+        if closed:
+            self.close()
+
+    def close(self) -> None:
+        """Hold every later write (waits for writes already past the gate)."""
         self._conn.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": self.KEY})
-        _arm(sc, table, f'CREATE TRIGGER chaos_gate BEFORE INSERT OR UPDATE ON public."{table}" '
-                        f"FOR EACH STATEMENT EXECUTE FUNCTION chaos_gate('{self.KEY}')")
 
     def waiting(self) -> int:
-        """Writes to the table waiting at the gate now."""
+        """Writes to the tables waiting at the gate now."""
         return int(self._conn.scalar(sa.text(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
             "AND classid::bigint = 0 AND objid::bigint = :k AND objsubid = 1 "
@@ -359,8 +374,8 @@ class CommitGate:
         ), {"k": self.KEY}))
 
     def open(self) -> None:
-        """Let every held write through, and every later one (the trigger stays: it no
-        longer waits). Idempotent."""
+        """Let every held write through, and every later one (the triggers stay: they no
+        longer wait). Idempotent."""
         if not self._conn.closed:
             self._conn.close()  # ends the session, and its advisory lock with it
             self._engine.dispose()
