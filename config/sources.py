@@ -49,6 +49,9 @@ class SqlSourceConfig(Model):
     mode: Literal["keyset", "sweep", "incremental"] = "keyset"
     where: str | None = None
     cursor: str | None = None
+    # Incremental: a restart resumes at the checkpoint written this long
+    # before (source transactions that commit late are read again).
+    checkpoint_lag: Duration = 60.0
     sweep_pause: Duration = 30.0
     page_size: int = Field(default=10000, gt=0)
     buffer: BufferConfig = BufferConfig()
@@ -70,6 +73,8 @@ class SqlSourceConfig(Model):
             raise ValueError("mode incremental needs cursor: (a column such as updated_at)")
         if self.mode != "incremental" and self.cursor:
             raise ValueError(f"cursor: is only used by mode incremental, not {self.mode}")
+        if self.mode != "incremental" and "checkpoint_lag" in self.model_fields_set:
+            raise ValueError(f"checkpoint_lag: is only used by mode incremental, not {self.mode}")
         return self
 
     @property

@@ -27,6 +27,7 @@ from scheduler.background import Background
 from scheduler.ledger import Ledger
 from scheduler.loop import MainLoop
 from scheduler.reload import ConfigReloader
+from scheduler.resume_points import ResumePoints
 from scheduler.signals import SignalHandlers
 from scheduler.source_opener import SourceOpener, range_rows
 from scheduler.stats import RunStats
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from scheduler.probe import Probe
 
 log = logging.getLogger("sluice.daemon")
+RESUME_POINTS_EVERY = 10.0
+"""Seconds between looks at the incremental sources' resume points."""
 
 Reporter = Callable[[RunStats, dict[str, QueueingLimitedSource]], None]
 
@@ -82,6 +85,7 @@ class Daemon:
         self._sink = sink
         self.queues: dict[str, QueueingLimitedSource] = {}
         self.loop: MainLoop | None = None
+        self.resume_points: ResumePoints | None = None
         self.signal_handlers = SignalHandlers(stop=self._stop_loop, reload=self.reload)
         self.background = Background(self.ledger, self.queues, cfg.lease.ttl)
         self.reloader = ConfigReloader(cfg, config_path, self._reconfigure)
@@ -168,6 +172,7 @@ class Daemon:
         """Run until drained (or stopped); returns the summary and the exit code."""
         self.ledger.owners.register()
         checkpoints = self.opener.open(self.cfg, self.queues)
+        self.resume_points = ResumePoints.of(self.cfg, self.queues, self.ledger.sources)
         # The sources answered: an in-process sink starts its JVM now, on a
         # thread of its own. Its seconds of start-up are the longest wait
         # before the first batch; the loop and the first refills get ready
@@ -191,6 +196,8 @@ class Daemon:
                 self.report_every, lambda: reporter(loop.stats, self.queues), "progress"
             )
         self.background.keep_leases(self.loop)
+        if self.resume_points is not None:
+            self.background.every(RESUME_POINTS_EVERY, self.resume_points.save, "resume-points")
         if self.reloader.watched:
             self.background.every(2.0, self.reloader.watch, "config-reload")
         self.background.start()
@@ -227,6 +234,8 @@ class Daemon:
         for queue in self.queues.values():
             queue.stop(timeout=5.0)
         self.background.stop_probe_and_metrics()
+        if self.resume_points is not None:
+            self.resume_points.save()  # the drain is over: what is held stays held
         # Buffered items no batch claimed: the refills are stopped, so none
         # lands after this; held ones stay with their (failed) batch, whose
         # retry reads its manifest. Before close: SQS needs its client.

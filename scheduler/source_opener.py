@@ -1,6 +1,7 @@
 """Opening a run's sources: each built and checked, then all registered, then buffered.
 
-Registered sources resume after their claim high-water mark and are read
+Registered sources resume after their claim high-water mark (keyset) or
+their resume point (incremental) and are read
 through a :class:`~sources.queueing.QueueingLimitedSource`. Sources look the
 ledger up to skip what is claimed already (sweep) or to know which messages
 may be deleted (SQS).
@@ -8,6 +9,7 @@ may be deleted (SQS).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +25,8 @@ if TYPE_CHECKING:
     from sources.sqs import SqsSource
 
 KeyTuple = tuple[Any, ...]
+# The daemon's logger: opening sources is part of its start.
+log = logging.getLogger("sluice.daemon")
 
 
 class SourceOpener:
@@ -166,8 +170,13 @@ def _check(source: SqlSource | SqsSource) -> None:
 
 
 def _resume(source: LimitedSource, checkpoint: Checkpoint) -> None:
-    """Start a keyset or incremental SQL source after its claim high-water mark."""
+    """Start a keyset SQL source after its claim high-water mark, an incremental
+    one after its resume point (every version read before it is done)."""
     from sources.sql import SqlSource
 
-    if isinstance(source, SqlSource) and checkpoint.high_water is not None:
-        source.reset(tuple(checkpoint.high_water))
+    if not isinstance(source, SqlSource):
+        return
+    after = checkpoint.resume_after if source.cfg.mode == "incremental" else checkpoint.high_water
+    if after is not None:
+        source.reset(tuple(after))
+        log.info("source %s: resuming after %s", source.name, after)

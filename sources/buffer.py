@@ -8,6 +8,7 @@ from operator import attrgetter
 
 from sources.abc import Item
 from sources.rangequeue import RangeQueue
+from sources.resume import ReadMark, ResumePoint, resume_point
 from sources.setqueue import Offer, SetQueue
 
 
@@ -39,6 +40,7 @@ class ItemBuffer:
         self._clock = clock
         self._chunks: deque[list[float]] = deque()
         self._batch_enqueued: dict[Hashable, float] = {}
+        self._last_read: ReadMark | None = None  # incremental: the last item stored
 
     def take(self, n: int, batch_id: Hashable, at_least_one: bool) -> list[Item]:
         """Take up to ``n`` items (rows, for ranges) from the front, held under ``batch_id``.
@@ -86,9 +88,21 @@ class ItemBuffer:
     def store(self, offer: Offer[Item], at: float) -> int:
         """Queue what fits of a prepared offer, read at ``at``; return how many items."""
         accepted = self._queue.offer_prepared(offer)
+        if offer.values and isinstance(mark := offer.values[-1].handle, ReadMark):
+            # Refused ones too: a twin of theirs is queued, held or parked.
+            self._last_read = mark
         if accepted:
             self._chunks.append([accepted, at])
         return accepted
+
+    def resume_point(self) -> ResumePoint | None:
+        """Where an incremental walk may resume: before the first item read and not done.
+
+        None when no incremental item was stored (see :mod:`sources.resume`).
+        """
+        if self._last_read is None or isinstance(self._queue, RangeQueue):
+            return None
+        return resume_point(self._queue.values(), self._last_read)
 
     def oldest_age(self) -> float | None:
         """Seconds the item at the front has waited; None when nothing is queued."""

@@ -28,6 +28,7 @@ from config.retrying import Backoff
 from sources.abc import Item, LimitedSource
 from sources.buffer import ItemBuffer
 from sources.refill import RefillWorker
+from sources.resume import ResumePoint
 
 log = logging.getLogger(__name__)
 
@@ -174,8 +175,7 @@ class QueueingLimitedSource:
     def give_back(self) -> int:
         """Hand every buffered (not held) item back to the wrapped source; return how many.
 
-        Part of shutdown, after :meth:`stop`: unprocessed items become
-        available to others again (SQS: visibility reset).
+        Part of shutdown, after :meth:`stop` (SQS: their visibility is reset).
         """
         with self._lock:
             items = self._buffer.drain()
@@ -195,6 +195,11 @@ class QueueingLimitedSource:
         if go:
             self._worker.launch()
         return go
+
+    def resume_point(self) -> ResumePoint | None:
+        """Incremental: where a restart may resume (:mod:`sources.resume`); else None."""
+        with self._lock:
+            return self._buffer.resume_point()
 
     def oldest_age(self) -> float | None:
         """Seconds the item at the head of the buffer has waited; None when empty."""
@@ -237,14 +242,10 @@ class QueueingLimitedSource:
         with self._lock:
             worker = self._worker
             return RefillHealth(
-                buffered=self._buffer.rows(),
-                held=self._buffer.held_count(),
-                parked=self._buffer.parked_count(),
-                refilling=worker.busy,
-                errors=worker.errors,
-                consecutive_errors=worker.consecutive_errors,
-                last_error=worker.last_error,
-                last_refill_at=worker.last_refill_at,
+                buffered=self._buffer.rows(), held=self._buffer.held_count(),
+                parked=self._buffer.parked_count(), refilling=worker.busy,
+                errors=worker.errors, consecutive_errors=worker.consecutive_errors,
+                last_error=worker.last_error, last_refill_at=worker.last_refill_at,
                 exhausted=self._worker.at_end and self._buffer.rows() == 0,
                 hook_errors=self._hook_errors,
                 failed=None if worker.failure is None else str(worker.failure),
@@ -284,10 +285,8 @@ class QueueingLimitedSource:
                     # Only keys already queued or held are refused: room was
                     # reserved above and only this (single) refill offers.
                     log.debug("%s: %d duplicate keys skipped", self.name, len(items) - accepted)
-            # A source that returns little per call (SQS: 10) is asked again
-            # at once while it has more, or while it is not at its end yet
-            # (SQS waiting out its quiet period); at its end, an empty
-            # answer waits for a trigger.
+            # Asked again at once while it has more (SQS: 10 per call) or is
+            # not at its end (SQS's quiet period); at its end, on a trigger.
             again = (bool(items) or not exhausted) and self._claim_refill()
         if leftover:
             self._call_hook(self.wrapped.release, leftover)

@@ -229,6 +229,13 @@ class SetQueue(Generic[V]):
             self._queued.clear()
             return values
 
+    def values(self) -> list[V]:
+        """Every value queued, held or parked, in no particular order (a snapshot)."""
+        with self._lock:
+            queued = self._keys[self._head :] if self._key is None else self._vals[self._head :]
+            held = [v for _, vals in self._held.values() for v in vals]
+            return [*cast("list[V]", queued), *held, *self._parked.values()]
+
     def free(self) -> int:
         """Room left: ``capacity - queued - held`` (held keys count against capacity)."""
         with self._lock:

@@ -18,6 +18,7 @@ from cachetools import LRUCache
 from config.models import SqlSourceConfig
 from sources.abc import Item, LimitedSource
 from sources.keyqueries import KeyQueries, KeyTuple
+from sources.resume import ReadMark
 from sources.sqldb import SourceDatabase
 
 
@@ -75,6 +76,7 @@ class SqlSource(LimitedSource):
         self._done: LRUCache[KeyTuple, bool] = LRUCache(maxsize=done_cache_size)
         self._is_done = is_done
         self._found_in_pass = False
+        self._reads = 0  # incremental: rows read, the read marks' sequence
 
     @property
     def position(self) -> KeyTuple | None:
@@ -121,11 +123,7 @@ class SqlSource(LimitedSource):
             return self._sweep(limit)
         if self.cfg.mode == "keyset":
             return self._plan(limit)
-        rows = self._queries.read(self._position, limit)
-        self._exhausted = len(rows) < limit
-        if rows:
-            self._position = rows[-1]
-        return [Item(self.name, row[1:], version=str(row[0])) for row in rows]
+        return self._next_changes(limit)
 
     def ack(self, items: Sequence[Item]) -> None:
         if self.cfg.mode == "sweep":
@@ -166,6 +164,21 @@ class SqlSource(LimitedSource):
         # one index probe, and knowing it now lets the loop share the last
         # rows among parallel imports (not only on the next, empty, refill).
         self._exhausted = not self._queries.read(self._position, 1)
+        return items
+
+    # -- incremental ---------------------------------------------------------
+
+    def _next_changes(self, limit: int) -> list[Item]:
+        """Rows past :attr:`position`, each with its cursor as version and a read mark."""
+        rows = self._queries.read(self._position, limit)
+        self._exhausted = len(rows) < limit
+        items: list[Item] = []
+        before, seq = self._position, self._reads
+        for row in rows:
+            mark = ReadMark(seq, before, row)
+            items.append(Item(self.name, row[1:], version=str(row[0]), handle=mark))
+            before, seq = row, seq + 1
+        self._position, self._reads = before, seq
         return items
 
     # -- sweep ---------------------------------------------------------------

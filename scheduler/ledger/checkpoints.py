@@ -1,4 +1,5 @@
-"""Sources in the ledger: their fingerprints, their claim high-water marks, their poison.
+"""Sources in the ledger: their fingerprints, their claim high-water marks,
+their resume points, their poison.
 
 A source is recorded on its first run with a fingerprint of what defines its
 progress; a later run with a different table, key, mode or ``where`` is
@@ -7,9 +8,12 @@ refused rather than resumed from a mark that means something else.
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import hashlib
 import json
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,10 +34,54 @@ from scheduler.ledger.writer import SerialWriter
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """A source's claim high-water mark and the version that guards it."""
+    """A source's claim high-water mark and the version that guards it.
+
+    ``resume_after``: an incremental source's walk position before which
+    every row version read is done (None: from the start).
+    """
 
     high_water: list[Any] | None
     version: int
+    resume_after: list[Any] | None = None
+
+
+# Cursor values are timestamps as often as numbers: a resume point keeps their
+# type, so that the restarted walk binds a timestamp, not text, to compare.
+_TYPED: dict[str, tuple[type, Callable[[Any], str], Callable[[str], Any]]] = {
+    "datetime": (dt.datetime, dt.datetime.isoformat, dt.datetime.fromisoformat),
+    "date": (dt.date, dt.date.isoformat, dt.date.fromisoformat),
+    "time": (dt.time, dt.time.isoformat, dt.time.fromisoformat),
+    "decimal": (decimal.Decimal, str, decimal.Decimal),
+    "uuid": (uuid.UUID, str, uuid.UUID),
+    "bytes": (bytes, bytes.hex, bytes.fromhex),
+}
+
+
+def encode_position(position: Sequence[Any]) -> str:
+    """A walk position as JSON that :func:`decode_position` gives back with its types."""
+
+    def typed(value: Any) -> Any:
+        # datetime before date: a datetime is a date too.
+        for tag, (kind, dump, _) in _TYPED.items():
+            if isinstance(value, kind):
+                return {"$" + tag: dump(value)}
+        return value
+
+    return json.dumps([typed(v) for v in position], separators=(",", ":"))
+
+
+def decode_position(text: str | None) -> list[Any] | None:
+    """A stored walk position back as its typed values (None stays None)."""
+    if text is None:
+        return None
+
+    def typed(value: Any) -> Any:
+        if isinstance(value, dict) and len(value) == 1:
+            (tag, raw), = value.items()
+            return _TYPED[tag[1:]][2](raw)
+        return value
+
+    return [typed(v) for v in json.loads(text)]
 
 
 def fingerprint(cfg: SqlSourceConfig | SqsSourceConfig) -> str:
@@ -85,7 +133,21 @@ class SourceBook:
                 f"recorded its progress; to start it over run: "
                 f"sluice reset {config_path} --source {name}"
             )
-        return Checkpoint(decode_key(row.high_water), row.version)
+        return Checkpoint(
+            decode_key(row.high_water), row.version, decode_position(row.resume_after)
+        )
+
+    def save_resume_point(self, name: str, after: Sequence[Any] | None) -> None:
+        """Record where a restart resumes an incremental source's walk (None: the start).
+
+        The last writer wins: every daemon's point is safe to resume from
+        (see :mod:`sources.resume`), a later one only saves reading.
+        """
+        t = sources_table
+        text = None if after is None else encode_position(after)
+        self.writer.call(lambda conn: conn.execute(
+            t.update().where(t.c.name == name).values(resume_after=text, updated_at=self.clock())
+        ))
 
     def checkpoint(self, name: str) -> Checkpoint:
         """The current high-water mark of a source."""

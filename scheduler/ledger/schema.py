@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from config.sqlite import sqlite_engine
 
-SCHEMA = "0002"
+SCHEMA = "0003"
 """The schema revision these tables are (``migrate.REVISIONS[-1]``; a test holds them equal)."""
 UNFINISHED = ("claimed", "importing")
 STATES = ("claimed", "importing", "done", "failed", "dead")
@@ -30,6 +30,7 @@ sources_table = sa.Table(
     sa.Column("high_water", sa.Text, nullable=True),  # JSON list of key values
     sa.Column("version", sa.Integer, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
+    sa.Column("resume_after", sa.Text, nullable=True),  # schema 0003: incremental, typed JSON
 )
 
 batches_table = sa.Table(
