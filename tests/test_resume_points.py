@@ -20,8 +20,7 @@ from config.loader import load_config
 from config.models import SqlSourceConfig
 from scheduler.daemon import Daemon
 from scheduler.ledger import Ledger, fingerprint
-from scheduler.ledger.checkpoints import decode_position
-from scheduler.ledger.schema import sources_table
+from scheduler.ledger.schema import decode_position, sources_table
 from scheduler.resume_points import ResumePoints
 from sinks.abc import MemorySink
 from sources.queueing import QueueingLimitedSource
@@ -208,6 +207,16 @@ def test_a_restart_reads_past_the_resume_point_and_still_sees_changes(
         conn.execute(sa.text("INSERT INTO items VALUES (201, 'new', :at)"), {"at": _at(1001)})
     assert _drain(config) == {"claimed": 6, "imported": 6}
     assert _drain(config) == {"claimed": 0, "imported": 0}
+
+    from typer.testing import CliRunner
+
+    from scheduler.cli import app
+
+    with engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO items VALUES (202, 'new', :at)"), {"at": _at(1002)})
+    planned = CliRunner().invoke(app, ["plan", str(config)])
+    assert planned.exit_code == 0, planned.output
+    assert "past the resume point" in planned.output and " 1 " in planned.output, planned.output
 
 
 def test_checkpoint_lag_belongs_to_incremental_sources_only() -> None:

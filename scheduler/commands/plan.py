@@ -37,6 +37,7 @@ class LedgerView:
     note: str
     fingerprints: dict[str, str] = field(default_factory=dict)
     high_water: dict[str, list[Any] | None] = field(default_factory=dict)
+    resume_after: dict[str, list[Any] | None] = field(default_factory=dict)  # incremental
     unfinished: dict[str, tuple[int, int]] = field(default_factory=dict)  # batches, items
     claimed_keys: dict[str, int] = field(default_factory=dict)
 
@@ -111,6 +112,7 @@ def read_ledger(url: str) -> LedgerView:
         f"ledger {shown}: checkpoints read",
         fingerprints={name: r.fingerprint for name, r in recorded.items()},
         high_water={name: r.high_water for name, r in recorded.items()},
+        resume_after={name: r.resume_after for name, r in recorded.items()},
         unfinished=unfinished,
         claimed_keys=keys,
     )
@@ -140,8 +142,9 @@ def _measure_sql(
     if engine is None:
         raise SourceError(f"source {name}: database file {sa.make_url(src.url).database} "
                           "does not exist")
-    high_water = None if changed else view.high_water.get(name)
-    after = tuple(high_water) if src.mode == "keyset" and high_water is not None else None
+    marks = {"keyset": view.high_water, "incremental": view.resume_after}.get(src.mode, {})
+    mark = None if changed else marks.get(name)
+    after = None if mark is None else tuple(mark)
     source = SqlSource(name, src, after=after, engine=engine)
     try:
         count = source.backlog()
@@ -152,11 +155,11 @@ def _measure_sql(
         detail = f"rows{where} past {list(after)}" if after else f"rows{where} from the start"
         pending = count
     elif src.mode == "incremental":
-        # The ledger keeps no cursor position: a run reads every row again and
-        # claims only (key, cursor) pairs it has not claimed before.
-        claimed = view.claimed_keys.get(name, 0)
-        detail = f"rows with {src.cursor} set, {claimed:,} (key, {src.cursor}) pairs claimed before"
-        pending = max(0, count - claimed)
+        # A run reads past the resume point and claims only (key, cursor)
+        # pairs not claimed before: some of those rows may be among them.
+        past = f"past the resume point {list(after)}" if after else "from the start"
+        detail = f"rows with {src.cursor} set{where}, {past}"
+        pending = count
     else:
         claimed = view.claimed_keys.get(name, 0)
         detail = f"rows{where}, {claimed:,} keys claimed before"

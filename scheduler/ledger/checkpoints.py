@@ -8,11 +8,8 @@ refused rather than resumed from a mark that means something else.
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
 import hashlib
 import json
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +22,8 @@ from scheduler.ledger.outage import ride_out
 from scheduler.ledger.schema import (
     batches_table,
     decode_key,
+    decode_position,
+    encode_position,
     keys_table,
     poison_table,
     sources_table,
@@ -43,45 +42,6 @@ class Checkpoint:
     high_water: list[Any] | None
     version: int
     resume_after: list[Any] | None = None
-
-
-# Cursor values are timestamps as often as numbers: a resume point keeps their
-# type, so that the restarted walk binds a timestamp, not text, to compare.
-_TYPED: dict[str, tuple[type, Callable[[Any], str], Callable[[str], Any]]] = {
-    "datetime": (dt.datetime, dt.datetime.isoformat, dt.datetime.fromisoformat),
-    "date": (dt.date, dt.date.isoformat, dt.date.fromisoformat),
-    "time": (dt.time, dt.time.isoformat, dt.time.fromisoformat),
-    "decimal": (decimal.Decimal, str, decimal.Decimal),
-    "uuid": (uuid.UUID, str, uuid.UUID),
-    "bytes": (bytes, bytes.hex, bytes.fromhex),
-}
-
-
-def encode_position(position: Sequence[Any]) -> str:
-    """A walk position as JSON that :func:`decode_position` gives back with its types."""
-
-    def typed(value: Any) -> Any:
-        # datetime before date: a datetime is a date too.
-        for tag, (kind, dump, _) in _TYPED.items():
-            if isinstance(value, kind):
-                return {"$" + tag: dump(value)}
-        return value
-
-    return json.dumps([typed(v) for v in position], separators=(",", ":"))
-
-
-def decode_position(text: str | None) -> list[Any] | None:
-    """A stored walk position back as its typed values (None stays None)."""
-    if text is None:
-        return None
-
-    def typed(value: Any) -> Any:
-        if isinstance(value, dict) and len(value) == 1:
-            (tag, raw), = value.items()
-            return _TYPED[tag[1:]][2](raw)
-        return value
-
-    return [typed(v) for v in json.loads(text)]
 
 
 def fingerprint(cfg: SqlSourceConfig | SqsSourceConfig) -> str:

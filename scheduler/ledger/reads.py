@@ -20,6 +20,7 @@ from scheduler.ledger.schema import (
     STATES,
     batches_table,
     decode_key,
+    decode_position,
     keys_table,
     owners_table,
     poison_table,
@@ -79,10 +80,12 @@ class SourceFigures:
 
 @dataclass(frozen=True)
 class RecordedSource:
-    """A source as the ledger recorded it: its fingerprint and claim high-water mark."""
+    """A source as the ledger recorded it: its fingerprint, claim high-water mark
+    and (incremental, schema 0003 on) resume point."""
 
     fingerprint: str
     high_water: list[Any] | None
+    resume_after: list[Any] | None = None
 
 
 @reads_ride_out
@@ -197,8 +200,18 @@ class LedgerReads:
         """Every source the ledger knows, by name."""
         t = sources_table
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(t.c.name, t.c.fingerprint, t.c.high_water)).all()
-        return {r.name: RecordedSource(r.fingerprint, decode_key(r.high_water)) for r in rows}
+            # Read-only commands read older ledgers as they are: before 0003, no resume points.
+            have = {c["name"] for c in sa.inspect(conn).get_columns(t.name)}
+            resume = t.c.resume_after if "resume_after" in have else sa.null()
+            rows = conn.execute(
+                sa.select(t.c.name, t.c.fingerprint, t.c.high_water, resume.label("resume"))
+            ).all()
+        return {
+            r.name: RecordedSource(
+                r.fingerprint, decode_key(r.high_water), decode_position(r.resume)
+            )
+            for r in rows
+        }
 
     def poison_count(self, source: str) -> int:
         """Messages of a source recorded as poison."""

@@ -7,8 +7,11 @@ the migrations (:mod:`scheduler.ledger.migrate`): a change here needs one there.
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import json
-from collections.abc import Iterable
+import uuid
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -97,6 +100,45 @@ def encode_key(key: Iterable[Any]) -> str:
 def decode_key(text: str | None) -> list[Any] | None:
     """A stored key back as a list of values (None stays None)."""
     return None if text is None else json.loads(text)
+
+
+# Cursor values are timestamps as often as numbers: a resume point keeps their
+# type, so that the restarted walk binds a timestamp, not text, to compare.
+_TYPED: dict[str, tuple[type, Callable[[Any], str], Callable[[str], Any]]] = {
+    "datetime": (dt.datetime, dt.datetime.isoformat, dt.datetime.fromisoformat),
+    "date": (dt.date, dt.date.isoformat, dt.date.fromisoformat),
+    "time": (dt.time, dt.time.isoformat, dt.time.fromisoformat),
+    "decimal": (decimal.Decimal, str, decimal.Decimal),
+    "uuid": (uuid.UUID, str, uuid.UUID),
+    "bytes": (bytes, bytes.hex, bytes.fromhex),
+}
+
+
+def encode_position(position: Sequence[Any]) -> str:
+    """A walk position as JSON that :func:`decode_position` gives back with its types."""
+
+    def typed(value: Any) -> Any:
+        # datetime before date: a datetime is a date too.
+        for tag, (kind, dump, _) in _TYPED.items():
+            if isinstance(value, kind):
+                return {"$" + tag: dump(value)}
+        return value
+
+    return json.dumps([typed(v) for v in position], separators=(",", ":"))
+
+
+def decode_position(text: str | None) -> list[Any] | None:
+    """A stored walk position back as its typed values (None stays None)."""
+    if text is None:
+        return None
+
+    def typed(value: Any) -> Any:
+        if isinstance(value, dict) and len(value) == 1:
+            (tag, raw), = value.items()
+            return _TYPED[tag[1:]][2](raw)
+        return value
+
+    return [typed(v) for v in json.loads(text)]
 
 
 WRITE_OPTION = "sluice_ledger_write"
