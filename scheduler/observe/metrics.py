@@ -132,9 +132,6 @@ class SluiceCollector(Collector):
                                    "dead": stats.batches_dead})
         yield _counter("sluice_rows_rejected", "Rows the targets refused in this run.",
                        None, {"": stats.rows_rejected})
-        ticks = getattr(stats, "ticks", None)  # counted by loops that keep it
-        if ticks is not None:
-            yield _counter("sluice_loop_ticks", "Main loop iterations.", None, {"": ticks})
         yield _gauge("sluice_run_seconds", "Seconds since this run started.", stats.elapsed())
 
     def _ledger(self) -> Iterable[Metric]:
