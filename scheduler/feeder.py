@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from config.errors import ClaimConflict
+from config.errors import ClaimConflict, SourceError
 from config.faults import crash_point
 from config.models import SluiceConfig
 from scheduler.inflight import BatchesInFlight
@@ -26,10 +26,14 @@ from scheduler.throttle import Throttle
 from sinks.abc import Sink
 from sources.abc import Item
 from sources.queueing import QueueingLimitedSource
+from sources.sql import SqlSource
 from spark_jobs.manifest import Manifest
 
 # The loop's logger: these lines are the loop's, as they were before this module existed.
 log = logging.getLogger("sluice.loop")
+
+# Seconds a source rests after its database failed to count the rows left to claim.
+_REST = 1.0
 
 
 class Feeder:
@@ -61,6 +65,10 @@ class Feeder:
         self.throttle = throttle
         self.inflight = inflight
         self.stats = stats
+        # Sources whose mark (``checkpoints``) another daemon set: our walk's
+        # ranges may lie below it, so the source counts our rows past it.
+        self._marked_by_others: set[str] = set()
+        self._rest_until: dict[str, float] = {}  # throttle.clock() until which a source rests
 
     def reconfigure(self, cfg: SluiceConfig) -> None:
         """Take a new config's batch sizes and a new strategy built from it."""
@@ -89,7 +97,16 @@ class Feeder:
         if not items:
             return False
         rows = weight(items)
-        manifest = self._claim(source, batch_id, items, rows)
+        try:
+            manifest = self._claim(source, batch_id, items, rows)
+        except SourceError as error:
+            # After a lost range race the source's database counts the rows
+            # left to claim; it failed: the batch waits in the buffer, and the
+            # source rests a moment rather than be asked again every tick.
+            log.warning("source %s: %s; claiming its batch later", source, error)
+            self.queues[source].release(batch_id)
+            self._rest_until[source] = self.throttle.clock() + _REST
+            return False
         crash_point("after_claim")
         self.strategy.charge(source, rows)
         self.stats.items[source] = self.stats.items.get(source, 0) + rows
@@ -132,7 +149,7 @@ class Feeder:
     def _ready(self, queue: QueueingLimitedSource, want: int) -> bool:
         """A source has a batch ready: a full one, or a partial one that may not wait."""
         buffered = queue.buffered
-        if buffered == 0:
+        if buffered == 0 or (self._rest_until and self._resting(queue.name)):
             return False
         if buffered >= want or queue.full:
             return True
@@ -140,6 +157,10 @@ class Feeder:
             return True  # no more is coming soon: waiting would only delay
         age = queue.oldest_age()
         return age is not None and age >= self.cfg.batch.max_wait
+
+    def _resting(self, source: str) -> bool:
+        """Whether ``source`` rests after its database failed a count (see :meth:`feed_once`)."""
+        return self.throttle.clock() < self._rest_until.get(source, 0.0)
 
     def _claim(self, source: str, batch_id: str, items: list[Item], rows: int) -> Manifest | None:
         src_cfg = self.cfg.sources[source]
@@ -165,30 +186,50 @@ class Feeder:
     ) -> Manifest | None:
         """Claim ``(high-water, last key]`` (``rows`` rows) by compare-and-set on the mark.
 
-        ``items`` are adjacent ranges. When another daemon walks the same
-        table its claims move the mark under us: re-read it and claim what is
-        left above it. Ranges at or below the mark belong to the other
-        daemon's batches and are dropped (our walk keeps going forward, so
-        nothing is skipped).
+        ``items`` are adjacent ranges of our walk. While the mark is ours (the
+        one the walk resumed from, or our last claim) they follow it, and the
+        compare-and-set alone decides: no key is compared. When another
+        daemon walks the same table its claims move the mark under us: once a
+        compare-and-set is lost, the mark is theirs, and until we claim again
+        the source says how many rows of ours lie past it (only the source
+        knows its key order: a text key's collation sorts 'a' before 'B',
+        Python does not). We claim ``(their mark, last key]`` with those rows,
+        or drop the batch when none is left (their batches hold it; our walk
+        keeps going forward, so nothing is skipped).
         """
         hi = key_values(items[-1])
         for _ in range(5):
             checkpoint = self.checkpoints[source]
-            if checkpoint.high_water is not None and tuple(hi) <= tuple(checkpoint.high_water):
-                return None  # all of it claimed by another daemon already
+            if source in self._marked_by_others:
+                rows = self._rows_past(source, checkpoint.high_water, items)
+                if rows == 0:
+                    return None  # all of it claimed by another daemon already
             try:
-                if checkpoint.high_water is not None:
-                    mark = tuple(checkpoint.high_water)
-                    rows = weight([i for i in items if tuple(key_values(i)) > mark]) or rows
                 manifest, self.checkpoints[source] = self.ledger.claim_range(
                     batch_id, source, target, checkpoint, hi, rows, begin=True
                 )
-                return manifest
             except ClaimConflict:
                 self.checkpoints[source] = self.ledger.sources.checkpoint(source)
+                self._marked_by_others.add(source)
                 log.info("source %s: another daemon claimed up to %s; claiming above it",
                          source, self.checkpoints[source].high_water)
+            else:
+                self._marked_by_others.discard(source)
+                return manifest
         raise ClaimConflict(f"source {source!r}: lost the range claim five times in a row")
+
+    def _rows_past(self, source: str, mark: list[Any] | None, items: list[Item]) -> int:
+        """Rows of the batch ``items`` past ``mark``, in the source's key order.
+
+        A SQL source's database counts them (one query over the key's index,
+        up to the batch's last key). An in-memory source (the tests' fake)
+        hands its keys out in Python's order, so Python may compare them.
+        """
+        after = None if mark is None else tuple(mark)
+        wrapped = self.queues[source].wrapped
+        if isinstance(wrapped, SqlSource):
+            return wrapped.rows_between(after, tuple(key_values(items[-1])))
+        return weight([i for i in items if after is None or tuple(key_values(i)) > after])
 
 
 def weight(items: list[Item]) -> int:

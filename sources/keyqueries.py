@@ -89,9 +89,16 @@ class KeyQueries:
             return None
         return tuple(row[:-1]), int(row[-1])
 
-    def count(self, after: KeyTuple | None) -> int:
-        """How many rows are past ``after``."""
+    def count(self, after: KeyTuple | None, through: KeyTuple | None = None) -> int:
+        """How many rows are past ``after`` (and not past ``through``, when given).
+
+        Both bounds are compared by the database, in its own order (a text
+        key's collation): 0 when ``through`` is not past ``after``.
+        """
         stmt = self._filter(sa.select(sa.func.count()).select_from(self._table), after)
+        if through is not None:
+            dialect = self._db.engine.dialect.name
+            stmt = stmt.where(row_compare(self._order_cols, through, "<=", dialect))
 
         def run() -> int:
             with self._db.engine.connect() as conn:

@@ -116,6 +116,16 @@ class SqlSource(LimitedSource):
         """
         return self._queries.count(None if self.cfg.mode == "sweep" else self._position)
 
+    def rows_between(self, after: KeyTuple | None, last: KeyTuple) -> int:
+        """Rows past ``after`` (None: from the start) up to ``last``, in the database's key order.
+
+        The database compares the keys, in the key's own collation (Python
+        orders text otherwise: 'B' < 'a'); 0 when ``last`` is not past
+        ``after``. Keyset mode. One count over the key's index; blocks on the
+        database and raises :class:`SourceError` like :meth:`next_batch`.
+        """
+        return self._queries.count(after, last)
+
     def next_batch(self, limit: int) -> list[Item]:
         if limit <= 0:
             return []
