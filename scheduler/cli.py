@@ -139,6 +139,12 @@ def demo(
     typer.echo(f"demo: {rows:,} rows in {setup.folder} (config: {setup.config})", err=True)
     cfg = load_config(setup.config)
     tty = is_tty()
+    if tty:
+        from sinks.children import send_spark_output_to
+
+        # Spark's JVM would write its start-up lines across the bars.
+        send_spark_output_to(setup.folder / "spark.log")
+        typer.echo(f"demo: Spark's own output goes to {setup.folder / 'spark.log'}", err=True)
     bars = BarProgress(setup.rows) if tty else None
     daemon = Daemon(
         cfg, config_path=str(setup.config), reporter=bars or LogProgress(),

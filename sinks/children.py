@@ -19,11 +19,24 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 _installed = threading.Lock()
+_output: list[Path] = []  # where JVMs started from now on write their stdout and stderr
+
+
+def send_spark_output_to(path: Path | None) -> None:
+    """Spark JVMs started from now on write their output to ``path`` (None: the terminal).
+
+    The JVM writes its start-up lines (``WARNING: Using incubator
+    modules``, ``Setting default log level``) and its log to the file
+    descriptors it inherits: across a live progress display, unless they
+    go to a file. Takes effect through :func:`deafen_spark_jvm`.
+    """
+    _output[:] = [] if path is None else [path]
 
 
 def ignore_stop_signals() -> None:
@@ -46,7 +59,11 @@ class _DeafPopen(subprocess.Popen):
 
     def __init__(self, args: Any, **kwargs: Any) -> None:
         kwargs["preexec_fn"] = _chain(kwargs.get("preexec_fn"))
-        super().__init__(args, **kwargs)
+        if not _output or "stdout" in kwargs or "stderr" in kwargs:
+            super().__init__(args, **kwargs)
+            return
+        with _output[0].open("ab") as log:  # the child keeps its own copy of the descriptor
+            super().__init__(args, stdout=log, stderr=subprocess.STDOUT, **kwargs)
 
 
 def deafen_spark_jvm() -> None:
