@@ -93,6 +93,8 @@ class SluiceConfig(Model):
     """A whole sluice config file."""
 
     ledger: str = "sqlite:///sluice-ledger.db"
+    # How long the daemon waits out an unreachable ledger before it stops.
+    ledger_outage: Duration = 600.0
     work_dir: str = "./.sluice"
     log_format: Literal["text", "json"] = "text"
     metrics_port: int | None = Field(default=None, gt=0, lt=65536)

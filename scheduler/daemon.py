@@ -81,7 +81,8 @@ class Daemon:
         self.reporter = reporter
         self.report_every = report_every
         Path(cfg.work_dir).mkdir(parents=True, exist_ok=True)
-        self.ledger = Ledger(cfg.ledger, lease_ttl=cfg.lease.ttl, on_writer_death=self._died)
+        self.ledger = Ledger(cfg.ledger, lease_ttl=cfg.lease.ttl, on_writer_death=self._died,
+                             outage_grace=cfg.ledger_outage)
         self._sink = sink
         self.queues: dict[str, QueueingLimitedSource] = {}
         self.loop: MainLoop | None = None

@@ -402,3 +402,21 @@ def test_sizes_left_out_follow_the_batch_and_the_sink(
     kept = load_config(write(tmp_path, given, "given.yaml"), env={}).backpressure
     resume = max(7000 - max_items, 3500)  # one batch under it, at least half of it
     assert (kept.max_pending, kept.resume_below, kept.max_importing_batches) == (7000, resume, 2)
+
+
+def test_the_daemon_rides_out_the_configured_ledger_outage(tmp_path: Path) -> None:
+    from scheduler.daemon import Daemon
+    from sinks.abc import MemorySink
+
+    config = tmp_path / "sluice.yaml"
+    config.write_text(
+        f"ledger: sqlite:///{tmp_path / 'ledger.db'}\nledger_outage: 90s\n"
+        "sources:\n  s: {kind: sql, url: 'sqlite:///s.db', table: t, key: id, target: lake.t}\n"
+        "targets:\n  lake: {kind: parquet, path: ./lake}\n"
+    )
+    daemon = Daemon(load_config(config), config_path=str(config), sink=MemorySink())
+    try:
+        assert daemon.ledger.patience.grace == 90.0
+    finally:
+        daemon.close()
+    assert SluiceConfig.model_fields["ledger_outage"].default == 600.0  # 10 minutes

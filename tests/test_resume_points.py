@@ -227,3 +227,4 @@ def test_checkpoint_lag_belongs_to_incremental_sources_only() -> None:
             target="lake.items",
         )  # type: ignore[arg-type]
     assert _config("sqlite://", "90s").checkpoint_lag == 90.0
+

@@ -1,7 +1,7 @@
 """Riding out a ledger that goes away for a while (a restart, a failover, a network cut).
 
 A daemon's reads and writes of the ledger are retried with backoff while the
-database is unreachable, for up to :data:`GRACE` seconds; the loop and the
+database is unreachable, for up to ``ledger_outage`` (:data:`GRACE`) seconds; the loop and the
 imports wait meanwhile (nothing can be claimed or recorded without the
 ledger), and go on where they were once it is back. Only errors
 :func:`config.errors.is_transient` calls transient are retried: a refused
@@ -30,8 +30,9 @@ from config.retrying import Backoff, retrying
 log = logging.getLogger("sluice.ledger")
 
 T = TypeVar("T")
-GRACE = 300.0
-"""Seconds the ledger may stay unreachable before the daemon gives up on it."""
+GRACE = 600.0
+"""Seconds the ledger may stay unreachable before the daemon gives up on it
+(the default of the config's ``ledger_outage``)."""
 BACKOFF = Backoff(0.25, 10.0, jitter=True)
 
 

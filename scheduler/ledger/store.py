@@ -51,7 +51,8 @@ class Ledger:
     daemon may take it over (with a new fencing token). Only the batch's
     current owner may end it (:meth:`finish`, :meth:`fail`); an importer that
     lost its batch gets :class:`ClaimConflict`. Sources' checkpoints are in
-    :attr:`sources`. Opening upgrades an older ledger (:func:`.migrate.upgrade`).
+    :attr:`sources`. Opening upgrades an older ledger (:func:`.migrate.upgrade`);
+    an unreachable ledger is waited for up to ``outage`` seconds.
     """
 
     def __init__(
@@ -62,13 +63,14 @@ class Ledger:
         lease_ttl: float = 600.0,
         owner: str | None = None,
         on_writer_death: Callable[[BaseException], None] | None = None,
+        outage_grace: float | None = None,
     ) -> None:
         self.clock = clock
         self.lease_ttl = lease_ttl
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.engine = migrate.open_upgraded(url, clock)
         # One patience for the reads and the writes: a stop ends every wait.
-        self.patience = outage.Patience(outage.GRACE)
+        self.patience = outage.Patience(outage.GRACE if outage_grace is None else outage_grace)
         self.writer = SerialWriter(self.engine, on_death=on_writer_death, patience=self.patience)
         self.reads = LedgerReads(self.engine, patience=self.patience)
         self.owners = Owners(self.engine, self.writer, self.owner, clock, lease_ttl)
@@ -213,14 +215,9 @@ class Ledger:
         )
 
     def fail(
-        self,
-        batch_id: str,
-        error: str,
-        retry: RetryConfig,
-        *,
-        token: int | None = None,
-        counted: bool = True,
-    ) -> str:
+        self, batch_id: str, error: str, retry: RetryConfig, *,
+        token: int | None = None, counted: bool = True,
+    ) -> str:  # fmt: skip
         """Record a failed attempt; returns the new state, ``failed`` or ``dead``.
 
         Owner and ``token`` are checked as in :meth:`finish`. ``counted=False``:
