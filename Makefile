@@ -67,7 +67,9 @@ clean:
 
 # The long exactly-once scenarios (tests/test_exactly_once.py with CHAOS=long:
 # 200,000 / 50,000 / 1,000 rows, ten random kills, each crash point, hot-hot,
-# outages, a dead batch) and their table. CHAOS_SEED=n replays a run's kills.
+# outages, a dead batch, the ledger cut under two daemons, hot rows of an
+# incremental source changing during the run) and their table.
+# CHAOS_SEED=n replays a run's kills.
 .PHONY: chaos
 chaos: venv jars java
 	CHAOS=long $(PY) -m pytest tests/test_exactly_once.py -p tests.chaos.report -rxX

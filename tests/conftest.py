@@ -249,3 +249,17 @@ def sqs_queue(moto_server: str) -> Iterator[Callable[..., str]]:
     for url in made:
         client.delete_queue(QueueUrl=url)
     client.close()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave out the ``chaos_only`` scenarios unless ``CHAOS`` is set (``make chaos``).
+
+    Deselected, not skipped: ``make test`` does not run them by design (they
+    run daemons for minutes), and a skip would read as something missing.
+    """
+    if os.environ.get("CHAOS"):
+        return
+    kept = [item for item in items if item.get_closest_marker("chaos_only") is None]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+        items[:] = kept

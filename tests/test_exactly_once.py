@@ -4,13 +4,19 @@ Every test migrates the same three real sources (PostgreSQL keyset, MariaDB
 sweep, SQS with duplicates and poison) into a fresh PostgreSQL target with a
 fresh PostgreSQL ledger, by running ``sluice run CONFIG --until-drained`` as
 real processes, and then checks the target against the sources
-(:meth:`tests.chaos.harness.Scenario.verify`).
+(:meth:`tests.chaos.harness.Scenario.verify`). Two scenarios differ: the
+ledger going away under two daemons (``-k ledger_outage``), and hot rows of
+an incremental source changing during the run (``-k hot_rows``, its own
+table: :mod:`tests.chaos.hot_rows`).
 
 ``make test`` runs the short form (20,000 / 5,000 / 300 rows, one random
 kill); ``make chaos`` runs the long form (``CHAOS=long``: 200,000 / 50,000 /
 1,000, ten random kills, each crash point on its own) and prints the table.
 Select them with ``pytest tests/test_exactly_once.py`` (``-k crash``,
 ``-k hot_hot``…). ``CHAOS_SEED`` replays the random kills of a run.
+The ledger-outage and hot-rows scenarios run only when ``CHAOS`` is set:
+long under ``CHAOS=long``, short under ``CHAOS=short`` (even short, each
+runs daemons for half a minute and more, which ``make test`` cannot afford).
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from config.models import SluiceConfig
 from scheduler.ledger import Ledger, fingerprint
 from tests.chaos import scenarios
 from tests.chaos.harness import Scenario
+from tests.chaos.hot_rows import HotRows, churn
+from tests.chaos.ledger_cuts import ledger_cuts
 from tests.chaos.world import World, build_world, sizes
 from tests.conftest import DatabaseFactory, need, spark_missing_reason
 from tests.tcp_proxy import TcpProxy
@@ -44,6 +52,9 @@ pytestmark = [
     pytest.mark.spark, pytest.mark.postgres, pytest.mark.mariadb, pytest.mark.sqs,
     pytest.mark.timeout(3600 if LONG else 420),
 ]
+# Runs daemons for half a minute even short: only under CHAOS=long (make chaos)
+# or CHAOS=short; tests/conftest.py deselects it otherwise.
+chaos_only = pytest.mark.chaos_only
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +91,7 @@ def rng_for(name: str) -> random.Random:
     return random.Random(f"{SEED}:{name}")
 
 
-def verified(sc: Scenario, injected: scenarios.Injected) -> None:
+def verified(sc: Scenario | HotRows, injected: scenarios.Injected) -> None:
     """Check the target, add the line to the chaos table, and fail on any finding."""
     check = sc.verify()
     sc.record(injected.total, check, injected.notes)
@@ -191,6 +202,65 @@ def test_a_batch_that_always_fails_ends_dead_and_retry_completes_it(
     scenarios.dead_then_retry(sc, key, injected)
     sc.run_to_end("after-retry")
     verified(sc, injected)
+
+
+# -- the ledger goes away under two daemons -----------------------------------------------
+
+# Long: away 20 s, 20 s, then 60 s. With lease.ttl 30s a daemon renews its
+# leases, and its reaper looks for dead owners, every min(5 s, ttl / 3) = 5 s;
+# the reaper calls an owner dead after 6 heartbeats = 30 s without one
+# (begin()'s own bound, scheduler.ledger.DEAD_AFTER, is 30 s too). So the
+# 60 s cut outlasts both the lease and the liveness bound, and each daemon
+# may take the other's batches over once the ledger is back; the 20 s cuts
+# are shorter than both. Short (CHAOS=short): 2 s, 2 s and 7 s with lease.ttl 3s
+# (renewals every 1 s, an owner dead after 6 s; DEAD_AFTER stays 30 s).
+# Each cut once 8 more batches are done and both daemons hold batches; short,
+# once 1 more is done and either does (its 12 batches are soon all with one).
+CUTS, CUT_LEASE, CUT_MORE = ([20.0, 20.0, 60.0], "30s", 8) if LONG else ([2.0, 2.0, 7.0], "3s", 1)
+
+
+@chaos_only
+def test_two_daemons_ride_out_ledger_outages_longer_than_a_lease(
+    scenario: ScenarioMaker, pg_factory: DatabaseFactory
+) -> None:
+    """A ledger (PostgreSQL, behind a TCP proxy) cut three times under two daemons.
+
+    Each cut lands mid-run, with batches in flight (long: held by both
+    daemons). Both must exit 0, and the ledger end with every batch done.
+    One daemon on a ledger cut for 5 s is tests/test_ledger_outage.py's.
+    """
+    admin = pg_factory.admin_url
+    with TcpProxy((admin.host or "127.0.0.1", admin.port or 5432)) as proxy:
+        sc = scenario("ledger-outage", ledger_via=proxy.url_for, lease_ttl=CUT_LEASE)
+        injected = scenarios.Injected()
+        ledger_cuts(sc, proxy, injected, CUTS, more=CUT_MORE, both=LONG)
+    verified(sc, injected)
+
+
+# -- hot rows: an incremental source changing under the migration ---------------------------
+
+# Rows seeded, rows the writer keeps changing, seconds it writes, kill -9s meanwhile.
+HOT = (50_000, 200, 90.0, 2) if LONG else (2_000, 40, 6.0, 0)
+
+
+@chaos_only
+def test_hot_rows_changed_during_an_incremental_run_end_at_their_last_version(
+    pg_factory: DatabaseFactory, tmp_path: Path
+) -> None:
+    """A writer keeps changing hot rows and adding rows while the daemon migrates them
+    (long: killed twice meanwhile); once it stops, every target row equals its source row."""
+    need(spark_missing_reason() is None, spark_missing_reason() or "")
+    rows, hot, seconds, kills = HOT
+    rng = rng_for("hot-rows")
+    sc = HotRows("hot-rows", tmp_path / "hot-rows", pg_factory.create, rows=rows, hot=hot,
+                 rng=rng, size_label=SIZES.label)
+    try:
+        injected = scenarios.Injected()
+        churn(sc, rng, injected, seconds=seconds, kills=kills)
+        verified(sc, injected)
+    finally:
+        sc.close()
+    assert injected.kills == kills
 
 
 # -- SQS messages a killed daemon had received --------------------------------------------

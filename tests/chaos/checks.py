@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 if TYPE_CHECKING:
-    from tests.chaos.harness import Scenario
+    from tests.chaos.harness import Migration, Scenario
 
 
 @dataclass
@@ -52,10 +52,8 @@ class Check:
 def verify(sc: Scenario) -> Check:
     """Compare the target with the sources; see the module docstring."""
     check = Check()
-    _check_ledger(sc, check)
-    done = _done_batches(sc)
     with sc.target() as conn:
-        _check_commits(conn, done, check)
+        done = check_batches(sc, conn, check)
         _check_table(conn, "orders", "id", _orders(sc), done, check)
         _check_table(conn, "customers", "id", _customers(sc), done, check)
         _check_table(conn, "events", "id", _events(sc), done, check)
@@ -68,14 +66,25 @@ def verify(sc: Scenario) -> Check:
     return check
 
 
-def _check_ledger(sc: Scenario, check: Check) -> None:
+def check_batches(sc: Migration, conn: sa.Connection, check: Check) -> list[dict[str, Any]]:
+    """Every batch done, and one committed row in the target (``conn``) per done batch.
+
+    Returns the done batches (id, source, rows, manifest).
+    """
+    _check_ledger(sc, check)
+    done = _done_batches(sc)
+    _check_commits(conn, done, check)
+    return done
+
+
+def _check_ledger(sc: Migration, check: Check) -> None:
     states = sc.states()
     left = {s: n for s, n in states.items() if s != "done"}
     if left:
         check.problems.append(f"ledger: batches not done: {left}")
 
 
-def _done_batches(sc: Scenario) -> list[dict[str, Any]]:
+def _done_batches(sc: Migration) -> list[dict[str, Any]]:
     with sc.ledger() as conn:
         rows = conn.execute(sa.text(
             "SELECT id, source, rows, manifest FROM sluice_batches WHERE state = 'done'"

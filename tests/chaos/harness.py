@@ -1,12 +1,14 @@
 """A scenario: one migration of the shared sources into a fresh target.
 
-A :class:`Scenario` owns a PostgreSQL ledger and target of its own, an SQS
-queue filled with the world's bodies, and the YAML config that ties them to
-the shared SQL sources (directly, or through TCP proxies the scenario cuts).
-:meth:`Scenario.start` runs ``sluice run CONFIG --until-drained`` as a real
-process (:mod:`tests.chaos.procs`); :meth:`Scenario.verify` checks the
-target against the sources (:mod:`tests.chaos.checks`); :meth:`Scenario.record`
-adds the scenario's line to the chaos table.
+A :class:`Migration` is ``sluice run`` processes on one config, with a
+PostgreSQL ledger and target of their own: :meth:`Migration.start` runs
+``sluice run CONFIG --until-drained`` as a real process
+(:mod:`tests.chaos.procs`) and :meth:`Migration.record` adds the scenario's
+line to the chaos table. A :class:`Scenario` is the migration of the world:
+an SQS queue filled with the world's bodies, and the YAML config that ties
+them to the shared SQL sources (directly, or through TCP proxies the
+scenario cuts; the ledger too); :meth:`Scenario.verify` checks the target
+against the sources (:mod:`tests.chaos.checks`).
 """
 
 from __future__ import annotations
@@ -57,83 +59,42 @@ def sqs_client(endpoint: str) -> Any:
                         aws_access_key_id="testing", aws_secret_access_key="testing")
 
 
-class Scenario:
-    """One migration of the world into a fresh target, with a fresh ledger and queue.
+class Migration:
+    """``sluice run`` processes on one config, with the ledger and target they write.
 
-    ``make_db(name)`` creates a throwaway PostgreSQL database and returns its
-    URL. ``legacy_url`` and ``sqs_endpoint`` replace the MariaDB URL and the
-    SQS endpoint (a proxy's). ``yaml_extra`` is appended to the config
-    (top-level keys such as ``retry:``).
+    ``ledger_url`` and ``target_url`` are PostgreSQL databases the harness
+    reads directly (never through a proxy the daemons may be given). The
+    subclass writes :attr:`config` before the first :meth:`start`.
     """
 
-    def __init__(
-        self,
-        name: str,
-        world: World,
-        folder: Path,
-        make_db: Callable[[str], str],
-        moto_url: str,
-        *,
-        legacy_url: str | None = None,
-        sqs_endpoint: str | None = None,
-        retry: str = "{max_attempts: 8, backoff: 1s, max_backoff: 4s}",
-        lease_ttl: str = "20s",
-    ) -> None:
+    def __init__(self, name: str, folder: Path, ledger_url: str, target_url: str) -> None:
         self.name = name
-        self.world = world
         self.folder = folder
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.ledger_url = make_db("ledger")
-        self.target_url = make_db("target")
-        self.client = sqs_client(moto_url)
-        self.queue_url = self.client.create_queue(
-            QueueName=f"chaos-{re.sub(r'[^A-Za-z0-9_-]', '-', name)}-{uuid.uuid4().hex[:8]}"[:80]
-        )["QueueUrl"]
-        self._send(world.bodies)
-        endpoint = sqs_endpoint or moto_url
-        # The queue URL names the endpoint too (a proxy's, when there is one).
-        queue = endpoint + "/" + self.queue_url.split("/", 3)[3]
+        self.ledger_url = ledger_url
+        self.target_url = target_url
         self.config = folder / "sluice.yaml"
-        self.config.write_text(
-            CONFIG.format(
-                ledger=self.ledger_url, shop=world.shop_url,
-                legacy=legacy_url or world.legacy_url, target=self.target_url,
-                queue=queue, endpoint=endpoint, retry=retry, ttl=lease_ttl,
-                spark_conf=_SHORT_JVM if world.sizes.label == "short" else "", batch=BATCH_ITEMS,
-            )
-        )
         self.procs: list[Proc] = []
         self.started = time.monotonic()
 
-    def _send(self, bodies: list[str]) -> None:
-        for start in range(0, len(bodies), 10):
-            entries = [
-                {"Id": str(n), "MessageBody": body}
-                for n, body in enumerate(bodies[start : start + 10])
-            ]
-            failed = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
-            assert not failed.get("Failed"), failed
-
     def close(self) -> None:
-        """Delete the queue; the databases go with the session's factory."""
+        """Kill every daemon still running; the databases go with the session's factory."""
         for proc in self.procs:
             if proc.poll() is None:
                 proc.kill()
-        try:
-            self.client.delete_queue(QueueUrl=self.queue_url)
-        finally:
-            self.client.close()
 
     # -- running -------------------------------------------------------------------
 
-    def start(self, label: str = "run", fault: str | None = None, **env: str) -> Proc:
-        """Start ``sluice run CONFIG --until-drained`` (with ``SLUICE_FAULT=fault``)."""
+    def start(self, label: str = "run", fault: str | None = None, *,
+              until_drained: bool = True, **env: str) -> Proc:
+        """Start ``sluice run CONFIG --until-drained`` (with ``SLUICE_FAULT=fault``);
+        without ``until_drained``, as a daemon that runs until a signal."""
         extra = dict(env)
         if fault:
             extra["SLUICE_FAULT"] = fault
         log_path = self.folder / f"{len(self.procs) + 1:02d}-{label}.log"
-        proc = Proc([SLUICE, "run", str(self.config), "--until-drained"], base_env(**extra),
-                    log_path)
+        drained = ["--until-drained"] if until_drained else []
+        proc = Proc([SLUICE, "run", str(self.config), *drained], base_env(**extra), log_path)
         self.procs.append(proc)
         return proc
 
@@ -208,12 +169,6 @@ class Scenario:
             if time.monotonic() > deadline:
                 raise AssertionError(f"{self.name}: timed out waiting until {what}")
 
-    # -- the checks -------------------------------------------------------------------
-
-    def verify(self) -> Check:
-        """Compare the target with the sources (see :mod:`tests.chaos.checks`)."""
-        return verify(self)
-
     def record(self, injected: int, check: Check, notes: list[str] | None = None) -> Outcome:
         """Add this scenario's line to the chaos table."""
         outcome = Outcome(
@@ -224,6 +179,72 @@ class Scenario:
         return outcome
 
 
+class Scenario(Migration):
+    """One migration of the world into a fresh target, with a fresh ledger and queue.
+
+    ``make_db(name)`` creates a throwaway PostgreSQL database and returns its
+    URL. ``legacy_url`` and ``sqs_endpoint`` replace the MariaDB URL and the
+    SQS endpoint (a proxy's); ``ledger_via(url)`` gives the ledger URL the
+    daemons use (a proxy's, ``TcpProxy.url_for``) from the ledger's own.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        world: World,
+        folder: Path,
+        make_db: Callable[[str], str],
+        moto_url: str,
+        *,
+        legacy_url: str | None = None,
+        sqs_endpoint: str | None = None,
+        ledger_via: Callable[[str], str] | None = None,
+        retry: str = "{max_attempts: 8, backoff: 1s, max_backoff: 4s}",
+        lease_ttl: str = "20s",
+    ) -> None:
+        super().__init__(name, folder, make_db("ledger"), make_db("target"))
+        self.world = world
+        self.client = sqs_client(moto_url)
+        self.queue_url = self.client.create_queue(
+            QueueName=f"chaos-{re.sub(r'[^A-Za-z0-9_-]', '-', name)}-{uuid.uuid4().hex[:8]}"[:80]
+        )["QueueUrl"]
+        self._send(world.bodies)
+        endpoint = sqs_endpoint or moto_url
+        # The queue URL names the endpoint too (a proxy's, when there is one).
+        queue = endpoint + "/" + self.queue_url.split("/", 3)[3]
+        self.config.write_text(
+            CONFIG.format(
+                ledger=ledger_via(self.ledger_url) if ledger_via else self.ledger_url,
+                shop=world.shop_url, legacy=legacy_url or world.legacy_url,
+                target=self.target_url, queue=queue, endpoint=endpoint, retry=retry,
+                ttl=lease_ttl, spark_conf=short_jvm(world.sizes.label), batch=BATCH_ITEMS,
+            )
+        )
+
+    def _send(self, bodies: list[str]) -> None:
+        for start in range(0, len(bodies), 10):
+            entries = [
+                {"Id": str(n), "MessageBody": body}
+                for n, body in enumerate(bodies[start : start + 10])
+            ]
+            failed = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
+            assert not failed.get("Failed"), failed
+
+    def close(self) -> None:
+        """Kill the daemons and delete the queue; the databases go with the session's factory."""
+        super().close()
+        try:
+            self.client.delete_queue(QueueUrl=self.queue_url)
+        finally:
+            self.client.close()
+
+    # -- the checks -------------------------------------------------------------------
+
+    def verify(self) -> Check:
+        """Compare the target with the sources (see :mod:`tests.chaos.checks`)."""
+        return verify(self)
+
+
 # Each short run is mostly a JVM starting: without the C2 compiler the Spark
 # driver comes up and runs small batches ~7 s sooner (measured here: 20-27 s a
 # run instead of 28-33 s). The long form keeps the default, for throughput.
@@ -231,6 +252,12 @@ BATCH_ITEMS = 2500
 """``batch.max_items`` of every scenario: 8 orders batches in the short form, 80 in the long."""
 
 _SHORT_JVM = ', spark.driver.extraJavaOptions: "-XX:TieredStopAtLevel=1"'
+
+
+def short_jvm(label: str) -> str:
+    """The ``spark.conf`` entry the short form adds (``label``: ``short`` or ``long``)."""
+    return _SHORT_JVM if label == "short" else ""
+
 
 # Six batches may be in flight with two import threads: orders ranges wait
 # for a thread together and share Spark jobs, the path crashes must hit.

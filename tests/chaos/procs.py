@@ -71,6 +71,12 @@ class Proc:
         self.popen.wait(timeout=60)
         self.wait_group_gone()
 
+    def stop(self) -> None:
+        """SIGTERM to the daemon alone (its first signal drains), as systemd's
+        ``KillMode=mixed`` does: sent to the group, it would kill the Spark JVM at once."""
+        with suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGTERM)
+
     def wait_group_gone(self, timeout: float = 30.0) -> None:
         """Wait until no process of the group runs (a crash point kills its group itself)."""
         deadline = time.monotonic() + timeout

@@ -188,13 +188,13 @@ def hot_hot(sc: Scenario, rng: random.Random, injected: Injected,
             for proc in running.values():
                 proc.kill()
             raise AssertionError(f"{sc.name}: daemons still running after {timeout} s")
-    by_b = _assert_taken_over(sc, owner, held, _owner_prefix(b))
+    by_b = _assert_taken_over(sc, owner, held, owner_prefix(b))
     injected.taken_over += len(held)
     injected.notes.append(f"a's begun batches finished by b: {by_b}, by a restarted: "
                           f"{len(held) - by_b}")
 
 
-def _owner_prefix(proc: Proc) -> str:
+def owner_prefix(proc: Proc) -> str:
     """How the ledger's owner names of ``proc`` begin (``host:pid:``, see scheduler.ledger)."""
     return f"{socket.gethostname()}:{proc.pid}:"
 
@@ -212,7 +212,7 @@ def _stop_holding_begun_batches(sc: Scenario, a: Proc, b: Proc, timeout: float
     b must hold batches too (any state): the two daemons ran at once.
     Until then a runs on, and the check is made again.
     """
-    mine, theirs = _owner_prefix(a), _owner_prefix(b)
+    mine, theirs = owner_prefix(a), owner_prefix(b)
     deadline = _deadline(timeout)
     while True:
         os.killpg(a.pid, signal.SIGSTOP)  # no more ledger or target writes from a
