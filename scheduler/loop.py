@@ -232,8 +232,8 @@ class MainLoop:
             except Empty:
                 return
             if not self.inflight.holds(manifest.batch_id):
-                log.warning("taking over batch %s of %s from a dead owner",
-                            manifest.batch_id, manifest.source)
+                log.warning("batch %s of %s: its owner's lease lapsed or the owner is gone; "
+                            "trying to take it over", manifest.batch_id, manifest.source)
                 self.inflight.dispatch(manifest)
 
     def _drained(self) -> bool:

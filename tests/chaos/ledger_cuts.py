@@ -30,9 +30,10 @@ from tests.tcp_proxy import TcpProxy
 # committed. A supervisor restarts it; the scenario does the same.
 COMMIT_UNKNOWN = "whether it did is unknown"
 # The daemons' own words (scheduler/loop.py, inflight.py, ledger/outage.py).
-# The loop says "taking over" before begin()'s compare-and-set decides, and
-# a batch may be handed to it by several reaper runs: batch ids, counted once.
-TRIED = re.compile(r"taking over batch (\w+) of \w+ from a dead owner")
+# The loop says "trying to take it over" before begin()'s compare-and-set
+# decides, and a batch may be handed to it by several reaper runs: batch ids,
+# counted once.
+TRIED = re.compile(r"batch (\w+) of \w+: its owner's lease lapsed .*trying to take it over")
 REFUSED = re.compile(r"batch (\w+) taken by another daemon")
 LOST = re.compile(r"batch (\w+) was taken over by another daemon")
 WAITED = re.compile(r"the ledger is unreachable \(\d+ tries\)")
