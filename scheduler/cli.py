@@ -209,8 +209,11 @@ def _open_ledger(cfg: SluiceConfig) -> Ledger | None:
 def status(
     config: ConfigPath,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
+    backlog: Annotated[
+        bool, typer.Option(help="Count what is left in each source (read-only), for the ETA.")
+    ] = True,
 ) -> None:
-    """Where each source stands, from the ledger: batches per state, rows, rate, errors."""
+    """Where each source stands, from the ledger: batches per state, rows, rate, ETA, errors."""
     import sqlalchemy as sa
     from rich.console import Console
 
@@ -227,7 +230,8 @@ def status(
         reads = None if engine is None else LedgerReads(engine)
         if reads is not None and not reads.has_tables():
             reads = None
-        report = collect_status(cfg, reads)
+        left = _rows_left(cfg, str(config)) if backlog and reads is not None else None
+        report = collect_status(cfg, reads, backlog=left)
     except sa.exc.SQLAlchemyError as error:
         cause = redact_text(str(getattr(error, "orig", None) or error).splitlines()[0],
                             config_secrets(cfg))  # fmt: skip
@@ -241,6 +245,23 @@ def status(
         Console().print(render_table(report))
     else:
         typer.echo(render_text(report))
+
+
+def _rows_left(cfg: SluiceConfig, config_path: str) -> dict[str, int]:
+    """Rows each source has left: not yet claimed (its backlog) and in unfinished batches.
+
+    Read-only, as ``sluice plan`` reads them; a source whose backlog cannot
+    be read is left out (its ETA is unknown).
+    """
+    from scheduler.commands.plan import measure, read_ledger
+
+    view = read_ledger(cfg.ledger)
+    left = {}
+    for name in cfg.sources:
+        measured = measure(name, cfg, view, config_path)
+        if measured.error is None:
+            left[name] = measured.pending + view.unfinished.get(name, (0, 0))[1]
+    return left
 
 
 @app.command()

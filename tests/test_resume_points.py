@@ -212,6 +212,11 @@ def test_a_restart_reads_past_the_resume_point_and_still_sees_changes(
 
     from scheduler.cli import app
 
+    shown = CliRunner().invoke(app, ["status", str(config)])
+    assert shown.exit_code == 0, shown.output
+    assert [line.split()[10] for line in shown.output.splitlines()
+            if line.startswith("items")] == ["done"], shown.output
+
     with engine.begin() as conn:
         conn.execute(sa.text("INSERT INTO items VALUES (202, 'new', :at)"), {"at": _at(1002)})
     planned = CliRunner().invoke(app, ["plan", str(config)])

@@ -113,6 +113,27 @@ def test_status_counts_states_rows_rate_and_errors(filled: tuple[Path, SluiceCon
     assert "unknown" in render_text(status)
 
 
+def test_eta_from_the_rows_left_and_done_when_nothing_is(
+    filled: tuple[Path, SluiceConfig],
+) -> None:
+    _, cfg = filled
+    ledger = Ledger(cfg.ledger)
+    try:
+        status = collect_status(cfg, ledger.reads, now=T0 + 20,
+                                backlog={"orders": 150, "customers": 0, "events": 0})
+    finally:
+        ledger.close()
+    orders, customers, events = status.sources
+    assert (orders.left, orders.eta_s, orders.done) == (150, pytest.approx(30.0), False)
+    # Nothing left to read, but a batch imports and one waits for its retry.
+    assert (customers.eta_s, customers.done) == (None, False)
+    assert (events.eta_s, events.done) == (0.0, True)
+    assert status.totals()["eta_s"] == pytest.approx(30.0)
+    rows = {line.split()[0]: line.split() for line in render_text(status).splitlines() if line}
+    assert rows["orders"][10] == "0m30s" and rows["customers"][10] == "unknown"
+    assert rows["events"][10] == "done"
+
+
 def test_status_command_text_and_json(filled: tuple[Path, SluiceConfig]) -> None:
     path, _ = filled
     text = sluice("status", str(path))

@@ -21,7 +21,7 @@ from rich.text import Text
 
 from config.models import SluiceConfig
 from config.secrets import config_secrets, redact_text, redact_url
-from scheduler.ledger import SCHEMA, STATES, LedgerReads
+from scheduler.ledger import SCHEMA, STATES, UNFINISHED, LedgerReads
 from scheduler.ledger.reads import DeadBatch, Owner, SourceFigures
 
 RATE_WINDOW = 300.0
@@ -44,6 +44,8 @@ class SourceStatus:
     poison: int
     high_water: list[Any] | None  # keyset: the last key claimed
     dead: list[DeadBatch] = field(default_factory=list)
+    left: int | None = None  # rows (keys, messages) still to migrate; None: not measured
+    done: bool = False  # nothing left and no batch unfinished
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,19 @@ class Status:
             "rejected": sum(src.rejected for src in self.sources),
             "rows_per_s": sum(src.rows_per_s for src in self.sources),
             "poison": sum(src.poison for src in self.sources),
+            "eta_s": self.eta_s(),
+            "done": all(src.done for src in self.sources),
         }
+
+    def eta_s(self) -> float | None:
+        """Every source's rows left at the sources' rates together; None when unknown."""
+        if all(src.done for src in self.sources):
+            return 0.0
+        if any(src.left is None for src in self.sources):
+            return None
+        rate = sum(src.rows_per_s for src in self.sources)
+        left = sum(src.left or 0 for src in self.sources)
+        return left / rate if rate > 0 else None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (``sluice status --json``)."""
@@ -107,23 +121,26 @@ def collect_status(
         span = max(1.0, now - max(now - window, row.first_created or now))
         rate = row.recent_rows / span
         left = (backlog or {}).get(name)
-        eta = left / rate if left is not None and rate > 0 else None
-        result.append(_source(cfg.sources[name].target, name, row, rate, eta, secrets))
+        result.append(_source(cfg.sources[name].target, name, row, rate, left, secrets))
     schema = None if reads is None else reads.schema()
     return Status(redact_url(cfg.ledger), now, window, result, owners, schema)
 
 
 def _source(
-    target: str, name: str, row: SourceFigures, rate: float, eta: float | None, secrets: list[str]
+    target: str, name: str, row: SourceFigures, rate: float, left: int | None, secrets: list[str]
 ) -> SourceStatus:
     def clean(text: str | None) -> str | None:
         return None if text is None else redact_text(text, secrets)
+
+    done = left == 0 and not any(row.states.get(s, 0) for s in (*UNFINISHED, "failed"))
+    eta = 0.0 if done else (left / rate if left is not None and rate > 0 else None)
 
     return SourceStatus(
         source=name, target=target, states=row.states, items=row.items, rows=row.rows,
         rejected=row.rejected, rows_per_s=rate, eta_s=eta, last_error=clean(row.last_error),
         poison=row.poison, high_water=row.high_water,
         dead=[DeadBatch(d.id, d.attempts, clean(d.error), d.updated_at) for d in row.dead],
+        left=left, done=done,
     )
 
 
@@ -137,8 +154,8 @@ _COLUMNS = (
 def _cells(src: SourceStatus) -> list[str]:
     return [
         src.source, src.target, *(f"{src.states[s]:,}" for s in STATES), f"{src.rows:,}",
-        f"{src.rejected:,}", f"{src.rows_per_s:,.1f}", _eta(src.eta_s), f"{src.poison:,}",
-        _short(src.last_error),
+        f"{src.rejected:,}", f"{src.rows_per_s:,.1f}", _eta(src.eta_s, src.done),
+        f"{src.poison:,}", _short(src.last_error),
     ]
 
 
@@ -146,7 +163,8 @@ def _total_cells(status: Status) -> list[str]:
     t = status.totals()
     return [
         "total", "", *(f"{t['states'][s]:,}" for s in STATES), f"{t['rows']:,}",
-        f"{t['rejected']:,}", f"{t['rows_per_s']:,.1f}", "", f"{t['poison']:,}", "",
+        f"{t['rejected']:,}", f"{t['rows_per_s']:,.1f}", _eta(t["eta_s"], t["done"]),
+        f"{t['poison']:,}", "",
     ]
 
 
@@ -208,7 +226,9 @@ def _dead_lines(status: Status) -> list[str]:
     return lines
 
 
-def _eta(seconds: float | None) -> str:
+def _eta(seconds: float | None, done: bool = False) -> str:
+    if done:
+        return "done"
     if seconds is None:
         return "unknown"
     minutes, secs = divmod(int(seconds), 60)
