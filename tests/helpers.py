@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from botocore.exceptions import ClientError
 
 from config.loader import load_config_text
 from config.models import SluiceConfig
+from sinks.abc import MemorySink
+from spark_jobs.manifest import Manifest
 
 
 def seed_orders(url: str, rows: int, table: str = "orders") -> None:
@@ -100,3 +107,156 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def wait_until(
+    condition: Callable[[], object],
+    what: str,
+    *,
+    event: threading.Event | None = None,
+    timeout: float = 30.0,
+    poll: float = 0.05,
+) -> None:
+    """Wait until ``condition()`` holds; fail naming ``what`` if it has not after ``timeout`` s.
+
+    With ``event`` (one the test owns, set by whatever may make the condition
+    true) each look waits for it; without one the condition is polled every
+    ``poll`` s: for state that has no hook (another process, a database, a
+    periodic job). The timeout only bounds a test that fails: nothing is timed.
+    """
+    deadline = time.monotonic() + timeout
+    pause = threading.Event() if event is None else event
+    while True:
+        if event is not None:
+            event.clear()  # before the look: a change after it sets it again
+        if condition():
+            return
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"waited {timeout:g} s for {what}, in vain")
+        pause.wait(left if event is not None else min(left, poll))
+
+
+class WatchedSink(MemorySink):
+    """A :class:`MemorySink` that sets :attr:`arrived` whenever a batch is submitted."""
+
+    def __init__(self, auto_complete: bool = True) -> None:
+        super().__init__(auto_complete)
+        self.arrived = threading.Event()
+
+    def submit(self, manifest: Manifest) -> Any:
+        future = super().submit(manifest)
+        self.arrived.set()
+        return future
+
+
+class SqsClock(FakeClock):
+    """SQS visibility timeouts on a fake clock, over a real queue (moto_server).
+
+    Wrap each boto3 client whose receives matter in :meth:`watch`: every
+    message it receives is counted invisible until ``now`` plus its visibility
+    timeout, on this clock; its visibility changes and deletes are followed the
+    same way. :meth:`advance` moves the clock and makes each message whose
+    timeout ran out on it visible again (``ChangeMessageVisibility`` 0, with
+    its newest receipt handle), as SQS would have. For this to be the only way
+    a timeout runs out, the timeouts asked of the queue must outlast the test
+    (a minute or more). Share the clock with the code under test (``clock=``)
+    so that both see the same time. Move it with :meth:`advance`, not ``now``.
+    """
+
+    def __init__(self, now: float = 100.0) -> None:
+        super().__init__(now)
+        self._lock = threading.Lock()
+        # message id -> (invisible until, queue url, newest receipt handle, client)
+        self._invisible: dict[str, tuple[float, str, str, Any]] = {}
+        self._ids: dict[str, str] = {}  # receipt handle -> message id
+
+    def watch(self, client: Any) -> Any:
+        """``client``, with the visibility of what it receives kept on this clock."""
+        return _WatchedSqs(client, self)
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock; messages whose visibility ran out become visible again."""
+        with self._lock:
+            self.now += seconds
+            due = [mid for mid, (until, *_) in self._invisible.items() if until <= self.now]
+            lapsed = [self._invisible.pop(mid) for mid in due]
+        for _, url, handle, client in lapsed:
+            with contextlib.suppress(ClientError):  # deleted meanwhile by a client not watched
+                client.change_message_visibility(
+                    QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0
+                )
+
+    def _received(
+        self, client: Any, url: str, messages: list[dict[str, Any]], seconds: int
+    ) -> None:
+        with self._lock:
+            for message in messages:
+                handle = message["ReceiptHandle"]
+                self._ids[handle] = message["MessageId"]
+                self._invisible[message["MessageId"]] = (self.now + seconds, url, handle, client)
+
+    def _changed(self, handle: str, seconds: int | None) -> None:
+        """``seconds`` None: deleted."""
+        with self._lock:
+            mid = self._ids.get(handle)
+            if mid is None or mid not in self._invisible:
+                return
+            if seconds is None or seconds == 0:
+                del self._invisible[mid]
+            else:
+                _, url, newest, client = self._invisible[mid]
+                self._invisible[mid] = (self.now + seconds, url, newest, client)
+
+
+class _WatchedSqs:
+    """A boto3 SQS client whose receives, visibility changes and deletes an
+    :class:`SqsClock` follows; everything else goes to the client as it is."""
+
+    def __init__(self, client: Any, clock: SqsClock) -> None:
+        self._client = client
+        self._clock = clock
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def receive_message(self, **params: Any) -> Any:
+        answer = self._client.receive_message(**params)
+        seconds = params.get("VisibilityTimeout")
+        if seconds is None:  # the queue's own
+            attrs = self._client.get_queue_attributes(
+                QueueUrl=params["QueueUrl"], AttributeNames=["VisibilityTimeout"]
+            )["Attributes"]
+            seconds = attrs["VisibilityTimeout"]
+        self._clock._received(
+            self._client, params["QueueUrl"], answer.get("Messages", []), int(seconds)
+        )
+        return answer
+
+    def change_message_visibility(self, **params: Any) -> Any:
+        answer = self._client.change_message_visibility(**params)
+        self._clock._changed(params["ReceiptHandle"], int(params["VisibilityTimeout"]))
+        return answer
+
+    def change_message_visibility_batch(self, **params: Any) -> Any:
+        answer = self._client.change_message_visibility_batch(**params)
+        for entry in _succeeded(params, answer):
+            self._clock._changed(entry["ReceiptHandle"], int(entry["VisibilityTimeout"]))
+        return answer
+
+    def delete_message(self, **params: Any) -> Any:
+        answer = self._client.delete_message(**params)
+        self._clock._changed(params["ReceiptHandle"], None)
+        return answer
+
+    def delete_message_batch(self, **params: Any) -> Any:
+        answer = self._client.delete_message_batch(**params)
+        for entry in _succeeded(params, answer):
+            self._clock._changed(entry["ReceiptHandle"], None)
+        return answer
+
+
+def _succeeded(params: dict[str, Any], answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The entries of a ``*_batch`` request that SQS carried out."""
+    done = {entry["Id"] for entry in answer.get("Successful", [])}
+    return [entry for entry in params["Entries"] if entry["Id"] in done]

@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from spark_jobs.import_job import (
 )
 from spark_jobs.target import StaleToken
 from spark_jobs.write import write_batch
+from tests.helpers import wait_until
 from tests.test_import_job import (
     ORDERS_DDL,
     ORDERS_INSERT,
@@ -191,11 +191,10 @@ batch: {{max_items: {ROWS}}}
         stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 180
-        while _copying(admin, database) == 0:
-            assert time.monotonic() < deadline, "no COPY was ever seen running"
-            assert proc.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
-            time.sleep(0.01)  # polling another process's COPY: nothing to wait on
+        # Another process's COPY has no hook: polled, finely, for it is short.
+        wait_until(lambda: proc.poll() is not None or _copying(admin, database) > 0,
+                   "a COPY into the target", timeout=180, poll=0.01)
+        assert proc.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,7 +15,7 @@ import pytest
 from config.loader import load_config
 from scheduler.daemon import Daemon
 from sinks.abc import MemorySink
-from tests.helpers import seed_orders
+from tests.helpers import SqsClock, WatchedSink, seed_orders, wait_until
 
 CONFIG = """
 sources:
@@ -34,16 +33,6 @@ def write(path: Path, max_items: int = 100, extra: str = "") -> None:
     path.write_text(CONFIG.format(max_items=max_items, extra=extra))
 
 
-def wait_for(condition, timeout: float = 20.0) -> bool:  # type: ignore[no-untyped-def]
-    """Poll a condition another thread makes true (the daemon has no hook for tests)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
-
-
 @pytest.mark.timeout(60)
 def test_a_changed_config_is_picked_up_and_an_invalid_one_ignored(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
@@ -51,21 +40,24 @@ def test_a_changed_config_is_picked_up_and_an_invalid_one_ignored(
     seed_orders(f"sqlite:///{tmp_path / 'shop.db'}", 3000)
     config = tmp_path / "sluice.yaml"
     write(config, max_items=100)
-    sink = MemorySink(auto_complete=False)  # nothing completes: the daemon keeps running
+    sink = WatchedSink(auto_complete=False)  # nothing completes: the daemon keeps running
     daemon = Daemon(load_config(config), config_path=str(config), sink=sink)
     runner = threading.Thread(target=daemon.run, daemon=True)
     runner.start()
-    assert wait_for(lambda: len(sink.held()) >= 1)
+    wait_until(lambda: len(sink.held()) >= 1, "a first batch", event=sink.arrived)
     assert all(m.items <= 100 for m in sink.submitted)
 
+    # The file watcher is a periodic job: polled for, it has no hook.
     write(config, max_items=50, extra="retry: {max_attempts: 9}")
-    assert wait_for(lambda: daemon.cfg.batch.max_items == 50)  # the file watcher saw it
+    wait_until(lambda: daemon.cfg.batch.max_items == 50, "the file watcher to see the change")
     assert daemon.loop is not None
-    assert wait_for(lambda: daemon.loop is not None and daemon.loop.cfg.retry.max_attempts == 9)
+    wait_until(lambda: daemon.loop is not None and daemon.loop.cfg.retry.max_attempts == 9,
+               "the loop to take the new retry settings")
 
     caplog.set_level(logging.WARNING, logger="sluice.daemon")
     config.write_text(CONFIG.format(max_items="lots", extra=""))
-    assert wait_for(lambda: "reload" in caplog.text and "ignored" in caplog.text)
+    wait_until(lambda: "reload" in caplog.text and "ignored" in caplog.text,
+               "the invalid config to be logged and ignored")
     assert "max_items" in caplog.text and daemon.cfg.batch.max_items == 50
     assert daemon.reload("SIGHUP") is False  # still invalid: still ignored
 
@@ -90,9 +82,23 @@ def test_nothing_is_fed_outside_the_windows(tmp_path: Path) -> None:
     )
     runner = threading.Thread(target=daemon.run, kwargs={"until_drained": True}, daemon=True)
     runner.start()
-    assert wait_for(lambda: daemon.loop is not None and daemon.queues["orders"].buffered > 0)
+    wait_until(lambda: daemon.loop is not None, "the daemon's loop")
     assert daemon.loop is not None
-    time.sleep(0.3)  # the loop had every chance to feed and must not have
+    # The loop had every chance to feed, and must not have: it asked for room
+    # tick after tick with a batch ready in the buffer, and was given none.
+    throttle, queue = daemon.loop.throttle, daemon.queues["orders"]
+    room, answers, asked = throttle.room, [], threading.Event()
+
+    def watched_room() -> int:
+        answer = room()
+        if queue.buffered >= 100:  # a full batch is ready
+            answers.append(answer)
+            asked.set()
+        return answer
+
+    throttle.room = watched_room  # type: ignore[method-assign]
+    wait_until(lambda: len(answers) >= 3, "three ticks with a batch ready", event=asked)
+    assert set(answers) == {0}
     assert sink.submitted == []
     clock[0] = datetime(2026, 1, 5, 1, 30, tzinfo=UTC)
     runner.join(timeout=30)
@@ -144,9 +150,14 @@ def send_ids(client: Any, queue: str, ids: Iterable[int]) -> None:
 
 def on_queue(client: Any, queue: str) -> int:
     """Messages still on the queue, visible or not."""
+    return sum(visible_and_not(client, queue))
+
+
+def visible_and_not(client: Any, queue: str) -> tuple[int, int]:
+    """Messages visible on the queue, and messages received and invisible."""
     names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
     attrs = client.get_queue_attributes(QueueUrl=queue, AttributeNames=names)["Attributes"]
-    return sum(int(attrs[n]) for n in names)
+    return int(attrs[names[0]]), int(attrs[names[1]])
 
 
 def batch_ids(sink: MemorySink, batch_id: str) -> list[int]:
@@ -163,18 +174,18 @@ def test_a_stopping_daemon_gives_buffered_messages_back_at_once(
     queue = sqs_queue("give-back", VisibilityTimeout="300")
     client = sqs_client(moto_server)
     send_ids(client, queue, range(30))
-    sink = MemorySink(auto_complete=False)
+    sink = WatchedSink(auto_complete=False)
     daemon = sqs_daemon(tmp_path, moto_server, queue, sink, visibility="300s")
     runner = threading.Thread(target=daemon.run, daemon=True)
     runner.start()
     # One batch fails (its retry is an hour away: its items stay held), the
     # next one is imported; everything else sits in the buffer.
-    assert wait_for(lambda: len(sink.held()) == 1)
+    wait_until(lambda: len(sink.held()) == 1, "a first batch", event=sink.arrived)
     [failed] = sink.held()
     sink.fail(failed)
-    assert wait_for(lambda: sink.held() not in ([], [failed]))
+    wait_until(lambda: sink.held() not in ([], [failed]), "a second batch", event=sink.arrived)
     [done] = sink.held()
-    assert wait_for(lambda: daemon.queues["events"].buffered == 20)
+    wait_until(lambda: daemon.queues["events"].buffered == 20, "20 items buffered")
     loop = daemon.loop
     assert loop is not None
     # The batch completes once the loop drains: earlier, it could feed another.
@@ -212,17 +223,26 @@ def test_a_stopping_daemon_gives_buffered_messages_back_at_once(
 @pytest.mark.timeout(60)
 def test_a_message_of_a_key_another_daemon_imports_is_deleted_only_once_that_batch_is_done(
     tmp_path: Path, moto_server: str, sqs_queue: Callable[..., str],
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Another daemon took over a batch (key 5) and is importing it; its
     message, visible again, must stay on the queue until that batch is done."""
     from scheduler.ledger import Ledger
+    from sources import sqs_calls
+    from sources.sqs import SqsSource
 
     queue = sqs_queue("taken-over")
     client = sqs_client(moto_server)
-    sink = MemorySink(auto_complete=False)
+    # The daemon's SQS client has its visibility timeouts (300 s) run out on a
+    # clock the test moves; its heartbeat job (every 100 s of real time) does
+    # not come during the test: the test runs each heartbeat itself.
+    clock = SqsClock()
+    make_client = sqs_calls.make_client
+    monkeypatch.setattr(sqs_calls, "make_client",
+                        lambda name, cfg: clock.watch(make_client(name, cfg)))
+    sink = WatchedSink(auto_complete=False)
     # max_receives 1: receives of a message held off must not make it poison.
-    daemon = sqs_daemon(tmp_path, moto_server, queue, sink, visibility="2s", max_receives=1)
+    daemon = sqs_daemon(tmp_path, moto_server, queue, sink, visibility="300s", max_receives=1)
     other = Ledger(daemon.cfg.ledger, owner="other")
     other.owners.register()
     other.claim_keys("theirs", "events", "lake.events", [[5]], payloads=['{"id": 5}'],
@@ -232,19 +252,26 @@ def test_a_message_of_a_key_another_daemon_imports_is_deleted_only_once_that_bat
     runner = threading.Thread(target=daemon.run, daemon=True)
     runner.start()
     try:
-        assert wait_for(lambda: len(sink.held()) == 1)
+        wait_until(lambda: len(sink.held()) == 1, "the batch of key 6", event=sink.arrived)
         [mine] = sink.held()
         assert batch_ids(sink, mine) == [6]
         assert on_queue(client, queue) == 2  # 5 is not deleted while "theirs" imports
-        # Held off: the heartbeat keeps it invisible past its 2 s visibility
+        # Held off: the heartbeat keeps it invisible past its 300 s visibility
         # timeout, so it is not received again (a redrive policy's count).
-        assert wait_for(lambda: caplog.text.count("held off 1 keys") >= 4)
+        source = daemon.queues["events"].wrapped
+        assert isinstance(source, SqsSource)
+        heartbeat = source.extend_visibility
+        for _ in range(4):
+            clock.advance(100)
+            assert heartbeat() == 2  # 5, held off, and 6, importing here
+        assert caplog.text.count("held off 1 keys") >= 4
+        assert visible_and_not(client, queue) == (0, 2)  # 400 s on: neither visible
         assert caplog.text.count("not done yet") == 1
-        assert on_queue(client, queue) == 2
         other.finish("theirs", 1)
-        assert wait_for(lambda: on_queue(client, queue) == 1)  # deleted once done
-        sink.complete(mine)
-        assert wait_for(lambda: on_queue(client, queue) == 0)
+        heartbeat()
+        assert on_queue(client, queue) == 1  # deleted once done
+        sink.complete(mine)  # its end is recorded (and 6 deleted) before this returns
+        assert on_queue(client, queue) == 0
         assert [m.batch_id for m in sink.submitted] == [mine]  # 5 never buffered here
         assert daemon.ledger.reads.poison_count("events") == 0
     finally:

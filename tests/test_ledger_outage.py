@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from scheduler.daemon import Daemon
 from scheduler.ledger import Ledger, outage
 from scheduler.ledger.outage import CommitUnknown, LedgerUnreachable
 from sinks.spark import SparkSink
-from tests.helpers import assert_same_rows, seed_orders, write_config
+from tests.helpers import assert_same_rows, seed_orders, wait_until, write_config
 from tests.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.postgres
@@ -32,23 +31,42 @@ def proxy() -> Iterator[TcpProxy]:
         yield cut
 
 
-def _cut_for(proxy: TcpProxy, seconds: float) -> threading.Thread:
+def _refused_while_waiting(proxy: TcpProxy, call: Callable[[], object]) -> list[object]:
+    """Cut the ledger, run ``call`` on a thread until the ledger refused it twice, restore it.
+
+    Returns what ``call`` returned, or raised, once it is back. Fails if the
+    call ended while the ledger was away: it did not wait.
+    """
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except BaseException as error:  # noqa: BLE001 - the assertions report it
+            outcome.append(error)
+
     proxy.pause()
-    thread = threading.Thread(target=lambda: (time.sleep(seconds), proxy.resume()))
-    thread.start()
-    return thread
+    refused = proxy.refused
+    caller = threading.Thread(target=run)
+    caller.start()
+    try:
+        # Tried again and again (each new connection is refused), not given up.
+        wait_until(lambda: proxy.refused >= refused + 2 or not caller.is_alive(),
+                   "the ledger to be tried twice while it is away")
+        assert caller.is_alive(), f"ended while the ledger was away: {outcome}"
+    finally:
+        proxy.resume()
+        caller.join(60)
+    assert not caller.is_alive()
+    return outcome
 
 
 def test_reads_and_writes_wait_for_the_ledger_to_come_back(pg_url: str, proxy: TcpProxy) -> None:
     ledger = Ledger(proxy.url_for(pg_url))
     try:
         ledger.owners.register()
-        back = _cut_for(proxy, 2.0)
-        started = time.monotonic()
-        assert ledger.owners.heartbeat() == 0  # a write
-        assert ledger.reads.state_counts() == {}  # a read
-        back.join()
-        assert time.monotonic() - started >= 1.5 and proxy.refused > 0
+        assert _refused_while_waiting(proxy, ledger.owners.heartbeat) == [0]  # a write
+        assert _refused_while_waiting(proxy, ledger.reads.state_counts) == [{}]  # a read
         assert ledger.writer.failure is None
     finally:
         ledger.close()
@@ -92,10 +110,13 @@ def test_a_connection_lost_while_committing_is_not_retried(pg_url: str, proxy: T
 ROWS, BATCHES = 600, 12
 
 
-def _migration(tmp_path: Path, ledger_url: str, shop: str, target: str, spark) -> Daemon:  # type: ignore[no-untyped-def]
+def _migration(  # type: ignore[no-untyped-def]
+    tmp_path: Path, ledger_url: str, shop: str, target: str, spark, ledger_outage: str = "10m"
+) -> Daemon:
     """A daemon moving :data:`ROWS` rows in batches of 50, one at a time."""
     path, cfg = write_config(tmp_path, f"""
 ledger: {ledger_url}
+ledger_outage: {ledger_outage}
 sources:
   orders: {{kind: sql, url: "{shop}", table: orders, key: id, target: warehouse.orders,
             buffer: {{capacity: 200, replenish_below: 50}}}}
@@ -124,17 +145,22 @@ def _running(daemon: Daemon) -> tuple[threading.Thread, list[object]]:
 
 
 def _wait_for_done(ledger_url: str, batches: int) -> int:
-    """Wait until ``batches`` batches are done; returns how many are."""
+    """Wait until ``batches`` batches are done (polled: the daemon has no hook); how many are."""
     direct = sa.create_engine(ledger_url)  # the test's own view, around the proxy
-    done, deadline = 0, time.monotonic() + 300
-    while time.monotonic() < deadline and done < batches:
-        time.sleep(0.05)
+    done = [0]
+
+    def enough() -> bool:
         with direct.connect() as conn:
             if sa.inspect(conn).has_table("sluice_batches"):
-                done = conn.execute(sa.text(
+                done[0] = conn.execute(sa.text(
                     "SELECT count(*) FROM sluice_batches WHERE state = 'done'")).scalar_one()
-    direct.dispose()
-    return done
+        return done[0] >= batches
+
+    try:
+        wait_until(enough, f"{batches} batches done", timeout=300)
+    finally:
+        direct.dispose()
+    return done[0]
 
 
 @pytest.mark.spark
@@ -149,8 +175,13 @@ def test_a_migration_rides_out_a_ledger_restart(  # type: ignore[no-untyped-def]
     runner.start()
     try:
         done_at_cut = _wait_for_done(pg_url, 3)
-        back = _cut_for(proxy, 5.0)  # a restart of the ledger's server
-        back.join()
+        # A restart of the ledger's server: it stays away until the daemon has
+        # been refused five times (it keeps trying: it waits, it does not stop).
+        proxy.pause()
+        wait_until(lambda: proxy.refused >= 5 or not runner.is_alive(),
+                   "the daemon to try the ledger five times while it is away", timeout=120)
+        assert runner.is_alive(), f"the daemon stopped during the outage: {outcome}"
+        proxy.resume()
         runner.join(600)
     finally:
         proxy.resume()
@@ -175,13 +206,12 @@ def test_a_migration_rides_out_a_ledger_restart(  # type: ignore[no-untyped-def]
 
 @pytest.mark.spark
 def test_a_ledger_gone_for_good_ends_the_run_with_a_ledger_error(  # type: ignore[no-untyped-def]
-    tmp_path: Path, pg_url: str, pg_target: str, pg_factory, proxy: TcpProxy, spark,
-    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, pg_url: str, pg_target: str, pg_factory, proxy: TcpProxy, spark
 ) -> None:
-    monkeypatch.setattr(outage, "GRACE", 2.0)
     shop = pg_factory.create("gone_shop")
     seed_orders(shop, ROWS)
-    daemon = _migration(tmp_path, proxy.url_for(pg_url), shop, pg_target, spark)
+    daemon = _migration(tmp_path, proxy.url_for(pg_url), shop, pg_target, spark,
+                        ledger_outage="2s")
     runner, outcome = _running(daemon)
     try:
         assert _wait_for_done(pg_url, 2) >= 2
@@ -200,7 +230,7 @@ def test_a_ledger_gone_for_good_ends_the_run_with_a_ledger_error(  # type: ignor
 def test_a_stop_during_a_ledger_outage_drains_without_waiting_for_the_ledger(  # type: ignore[no-untyped-def]
     tmp_path: Path, pg_url: str, pg_target: str, pg_factory, proxy: TcpProxy, spark
 ) -> None:
-    """SIGTERM while the ledger is away: exit 143 at once, not after the 5-minute grace.
+    """SIGTERM while the ledger is away: exit 143 at once, not after the 10-minute grace.
 
     The batches whose end could not be recorded are reconciled from the
     target by the next run: every row arrives once.

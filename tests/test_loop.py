@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from config.loader import load_config_text
 from config.models import SluiceConfig
+from scheduler import stats as stats_module
 from scheduler.ledger import Ledger, fingerprint
 from scheduler.loop import MainLoop, RunStats
 from scheduler.strategy import build_strategy
@@ -19,6 +20,7 @@ from sinks.session import SparkUnavailable
 from sources.abc import MemorySource
 from sources.queueing import QueueingLimitedSource
 from spark_jobs.manifest import Manifest
+from tests.helpers import FakeClock, WatchedSink, wait_until
 
 CONFIG = """
 ledger: sqlite:///ledger.db
@@ -41,6 +43,9 @@ def build(
 ) -> tuple[MainLoop, Ledger, SluiceConfig]:
     cfg = load_config_text(CONFIG.format(attempts=attempts), str(tmp_path / "sluice.yaml"))
     ledger = Ledger(cfg.ledger)
+    # A live owner, as a daemon registers at its start: otherwise another loop
+    # on this ledger would take its batches for a dead owner's and run them too.
+    ledger.owners.register()
     checkpoints = {
         name: ledger.sources.register(name, fingerprint(src)) for name, src in cfg.sources.items()
     }
@@ -219,19 +224,18 @@ def test_a_slot_that_frees_beside_a_full_batch_takes_a_matching_share(tmp_path: 
     """100 rows, batches of 50, two slots, nothing finishing: the second
     batch takes 38 (the 50 buffered plus half the 50 importing, shared by
     two), not 25, which would leave the first batch running on alone."""
-    sink = MemorySink(auto_complete=False)
+    sink = WatchedSink(auto_complete=False)
     sink.parallel = 2
     loop, _, _ = build(tmp_path, sink, {"orders": 100, "customers": 0})
-    queue, deadline = loop.queues["orders"], time.monotonic() + 20
-    while not queue.at_end or queue.refilling:  # the walk's end known before the first batch
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    queue = loop.queues["orders"]
+    # The walk's end known before the first batch; each refill wakes the loop,
+    # which is not running yet: its event is the test's to wait on.
+    wait_until(lambda: queue.at_end and not queue.refilling, "the walk's end", event=loop.wake)
     runner = threading.Thread(target=loop.run, kwargs={"until_drained": True})
     runner.start()
     try:
-        while len(sink.held()) < 3:  # as many as may import at once: none finishes
-            assert time.monotonic() < deadline, [m.items for m in sink.submitted]
-            time.sleep(0.01)
+        # As many as may import at once: none finishes.
+        wait_until(lambda: len(sink.held()) >= 3, "three batches importing", event=sink.arrived)
         sizes = [m.items for m in sink.submitted if m.source == "orders"]
         assert sizes == [50, 38, 12]
     finally:
@@ -242,14 +246,16 @@ def test_a_slot_that_frees_beside_a_full_batch_takes_a_matching_share(tmp_path: 
     assert covered([m for m in sink.submitted if m.source == "orders"]) == Counter(range(1, 101))
 
 
-def test_rates_run_from_when_the_first_batch_could_import() -> None:
+def test_rates_run_from_when_the_first_batch_could_import(monkeypatch: pytest.MonkeyPatch) -> None:
     """Batches fed while the sink (the JVM) was still starting waited: the
     rates count from the sink's start, not from their feeding."""
+    clock = FakeClock(1000.0)  # RunStats reads time.monotonic: its module's is this clock
+    monkeypatch.setattr(stats_module, "time", SimpleNamespace(monotonic=clock))
     ready: list[float | None] = [None]
     stats = RunStats(sink_ready=lambda: ready[0])
-    stats.first_batch_at = time.monotonic() - 100  # fed 100 s ago
+    stats.first_batch_at = clock.now - 100  # fed 100 s ago
     assert stats.moving() == 0.0  # the sink is still starting: nothing moves yet
-    ready[0] = time.monotonic() - 10  # ready 10 s ago
-    assert 10 <= stats.moving() < 100
+    ready[0] = clock.now - 10  # ready 10 s ago
+    assert stats.moving() == 10
     ready[0] = 0.0  # a sink ready from the start: from the feeding on
-    assert stats.moving() >= 100
+    assert stats.moving() == 100

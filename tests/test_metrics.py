@@ -19,6 +19,7 @@ from scheduler.strategy import build_strategy
 from sinks.abc import MemorySink
 from sources.abc import MemorySource
 from sources.queueing import QueueingLimitedSource
+from tests.helpers import WatchedSink, wait_until
 
 CONFIG = """
 ledger: sqlite:///ledger.db
@@ -67,19 +68,9 @@ def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     }
 
 
-def until(condition, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
-    """Wait for ``condition()`` under a hard deadline (an event poll, never a fixed sleep)."""
-    gate = threading.Event()
-    for _ in range(int(timeout / 0.005)):
-        if condition():
-            return
-        gate.wait(0.005)
-    raise AssertionError("condition not reached")
-
-
 @pytest.mark.timeout(60)
 def test_scrape_while_the_gate_is_closed_and_after_the_run(tmp_path: Path) -> None:
-    sink = MemorySink(auto_complete=False)
+    sink = WatchedSink(auto_complete=False)
     loop = build(tmp_path, sink, {"orders": 600, "customers": 300})
     probe = Probe(lambda: 17, ttl=60)
     probe.refresh()
@@ -88,7 +79,10 @@ def test_scrape_while_the_gate_is_closed_and_after_the_run(tmp_path: Path) -> No
     runner.start()
     try:
         # Three batches of 50 fill max_pending (150): the gate closes, feeding stops.
-        until(lambda: sink.in_flight() == 3)
+        wait_until(lambda: sink.in_flight() == 3, "three batches importing", event=sink.arrived)
+        # The loop closes its gate right after it handed the third batch over
+        # (no hook: polled).
+        wait_until(lambda: not loop.gate.is_open, "the gate to close", poll=0.005)
         live = scrape(endpoint.port)
         assert live[("sluice_pending_items", ())] == 150
         assert live[("sluice_importing_batches", ())] == 3
@@ -108,9 +102,10 @@ def test_scrape_while_the_gate_is_closed_and_after_the_run(tmp_path: Path) -> No
         # The downstream catches up; the loop drains every source.
         def downstream() -> None:
             while runner.is_alive():
+                sink.arrived.clear()
                 for batch_id in sink.held():
                     sink.complete(batch_id)
-                loop.wake.wait(0.005)
+                sink.arrived.wait(0.1)  # the next batch, or a look at whether the run ended
 
         threading.Thread(target=downstream, daemon=True).start()
         runner.join(30)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -19,7 +19,7 @@ from config.models import SqsSourceConfig
 from sources.abc import Item
 from sources.queueing import QueueingLimitedSource
 from sources.sqs import SqsSource
-from tests.helpers import FakeClock
+from tests.helpers import FakeClock, SqsClock, wait_until
 
 pytestmark = pytest.mark.sqs
 
@@ -133,16 +133,33 @@ def test_nested_key_field(moto_server: str, sqs_queue: MakeQueue, sqs: Any) -> N
     assert sorted(map(str, (item.key for item in drain(source, 10)))) == ["('a-1',)", "(7,)"]
 
 
+class _WaitsDouble:
+    """An SQS client that notes how long each receive may long-poll."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.waits: list[int] = []
+
+    def receive_message(self, **params: Any) -> dict[str, Any]:
+        self.waits.append(params["WaitTimeSeconds"])
+        answer: dict[str, Any] = self._client.receive_message(**params)
+        return answer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
 def test_a_refill_long_polls_once_then_asks_briefly(
     moto_server: str, sqs_queue: MakeQueue, sqs: Any
 ) -> None:
     url = sqs_queue()
     send(sqs, url, [{"id": i} for i in range(3)])
-    source = SqsSource("events", make_cfg(moto_server, url, wait_time=20))
-    start = time.monotonic()
-    assert len(source.next_batch(10)) == 3  # then one empty receive of 1 s, not 20
-    assert time.monotonic() - start < 5
+    client = _WaitsDouble(plain_client(moto_server))
+    source = SqsSource("events", make_cfg(moto_server, url, wait_time=20), client=client)
+    assert len(source.next_batch(10)) == 3
+    assert client.waits == [20, 1]  # then one empty receive of 1 s, not 20
     assert not source.exhausted  # one empty receive is not enough
+    client.close()
 
 
 def test_an_empty_queue_is_exhausted_after_two_empty_receives(
@@ -199,29 +216,30 @@ def test_drain_ends_when_every_message_is_taken_whatever_the_counts_say(
     that never come down do not keep it from being drained."""
     url = sqs_queue()
     send(sqs, url, [{"id": i} for i in range(8)])
-    taken = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=5, VisibilityTimeout=2)
+    clock = SqsClock()  # the visibility timeouts run out when the test says
+    killed = clock.watch(sqs)
+    taken = killed.receive_message(QueueUrl=url, MaxNumberOfMessages=5, VisibilityTimeout=60)
     assert len(taken["Messages"]) == 5  # received, then that daemon died
     double = _CountsDouble(plain_client(moto_server), counts)
-    cfg = make_cfg(moto_server, url, visibility_timeout=2, drain_quiet=None)
-    source = SqsSource("events", cfg, client=double)
-    refilled = threading.Event()
-    buffer = QueueingLimitedSource(source, capacity=100, replenish_below=20, on_refill=refilled.set)
-    got: list[Item] = []
-    buffer.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not buffer.exhausted:
-            assert time.monotonic() < deadline, f"never called drained: {buffer.health()}"
-            refilled.wait(0.2)
-            refilled.clear()
-            batch = buffer.next_batch(100, f"b{len(got)}")
-            if batch:
-                buffer.ack(f"b{len(got)}")  # imported: its messages are deleted
-                got += batch
-    finally:
-        assert buffer.stop(timeout=30)
-    assert keys_of(got) == [(i,) for i in range(8)]
+    cfg = make_cfg(moto_server, url, visibility_timeout=60, drain_quiet=None)
+    source = SqsSource("events", cfg, client=double, clock=clock)
+
+    got = source.next_batch(100)
+    assert len(got) == 3
+    source.ack(got)  # imported: its messages are deleted
+    # The other five are out for the 60 s of the killed daemon's visibility
+    # timeout: however often the queue answers nothing, it is not drained.
+    assert source.next_batch(100) == [] and not source.exhausted
+    clock.advance(59)
+    assert source.next_batch(100) == [] and not source.exhausted
+    clock.advance(1)  # their timeout ran out: they are back, and taken
+    back = source.next_batch(100)
+    source.ack(back)
+    assert keys_of(got + back) == [(i,) for i in range(8)]
+    clock.advance(60)  # a quiet period after the last message
+    assert source.next_batch(100) == [] and source.exhausted
     source.close()
+    double.close()
 
 
 def test_duplicate_deliveries_give_one_item_and_ack_deletes_them_all(
@@ -353,9 +371,12 @@ def test_a_key_held_by_a_batch_not_done_stays_on_the_queue_until_that_batch_is_d
         return {k: importing[k] for k in keys if k in importing}
 
     poison: list[str] = []
-    cfg = make_cfg(moto_server, url, visibility_timeout=2, max_receives=1)
+    clock = SqsClock()  # the visibility timeouts run out when the test says
+    client = plain_client(moto_server)
+    cfg = make_cfg(moto_server, url, visibility_timeout=60, max_receives=1)
     source = SqsSource(
-        "events", cfg, claims=claims, on_poison=lambda _s, _m, _b, why: poison.append(why)
+        "events", cfg, claims=claims, on_poison=lambda _s, _m, _b, why: poison.append(why),
+        client=clock.watch(client), clock=clock,
     )
     send(sqs, url, [{"id": 5}, {"id": 6}, {"id": 8}])
     first = source.next_batch(10)
@@ -363,11 +384,11 @@ def test_a_key_held_by_a_batch_not_done_stays_on_the_queue_until_that_batch_is_d
     assert on_queue(sqs, url) == 3  # 5 and 8 are neither deleted nor in flight here
     assert source.in_flight() == 1 and asked.count((5,)) == 1
 
-    # Three heartbeats over more than the 2 s visibility timeout: 5 and 8 are
+    # Three heartbeats over more than the 60 s visibility timeout: 5 and 8 are
     # looked up each time, stay held, and are kept invisible (not back on the
     # queue to be received again).
     for _ in range(3):
-        time.sleep(0.8)
+        clock.advance(25)
         assert source.extend_visibility() == 3
     assert asked.count((5,)) == 4 and asked.count((8,)) == 4
     assert visible_and_not(sqs, url) == (0, 3) and not source.exhausted
@@ -379,6 +400,7 @@ def test_a_key_held_by_a_batch_not_done_stays_on_the_queue_until_that_batch_is_d
     assert keys_of(source.next_batch(10)) == [(8,)]  # received twice, counted once
     assert poison == []
     source.close()
+    client.close()
 
 
 def test_release_makes_messages_receivable_again(
@@ -400,21 +422,24 @@ def test_extend_visibility_keeps_messages_invisible_past_the_timeout(
 ) -> None:
     url = sqs_queue()
     send(sqs, url, [{"id": "control"}])
-    start = time.monotonic()
+    clock = SqsClock()  # the visibility timeouts run out when the test says
     # The control message is received by another consumer, with the same
     # timeout and no heartbeat: it shows when the original timeout has passed.
-    assert sqs.receive_message(QueueUrl=url, VisibilityTimeout=2)["Messages"]
+    assert clock.watch(sqs).receive_message(QueueUrl=url, VisibilityTimeout=60)["Messages"]
     send(sqs, url, [{"id": i} for i in range(3)])
-    source = SqsSource("events", make_cfg(moto_server, url, visibility_timeout=2))
+    client = plain_client(moto_server)
+    cfg = make_cfg(moto_server, url, visibility_timeout=60)
+    source = SqsSource("events", cfg, client=clock.watch(client), clock=clock)
     assert len(source.next_batch(10)) == 3
 
-    # The other consumer's long poll is the wait: ~1 s in which nothing shows.
-    assert not sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1).get("Messages")
-    assert source.extend_visibility() == 3  # now invisible until ~start + 3 s
-    time.sleep(max(0.0, start + 2.4 - time.monotonic()))
+    clock.advance(40)
+    assert not sqs.receive_message(QueueUrl=url).get("Messages")  # nothing shows yet
+    assert source.extend_visibility() == 3  # now invisible until 40 + 60 s
+    clock.advance(40)  # 80 s: past the first 60
 
     seen = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
     assert [json.loads(m["Body"])["id"] for m in seen] == ["control"]
+    client.close()
 
 
 @pytest.mark.parametrize(
@@ -479,12 +504,21 @@ def test_check_without_credentials_fails_fast_and_clearly(
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    # The instance-metadata service, played by a socket nothing answers on
+    # (boto3 would wait seconds for it): the source must not ask it at all.
+    monkeypatch.delenv("AWS_EC2_METADATA_DISABLED", raising=False)
+    metadata = socket.create_server(("127.0.0.1", 0))
+    metadata.setblocking(False)
+    monkeypatch.setenv(
+        "AWS_EC2_METADATA_SERVICE_ENDPOINT", f"http://127.0.0.1:{metadata.getsockname()[1]}"
+    )
     cfg = make_cfg(moto_server, sqs_queue(), access_key_id=None, secret_access_key=None)
 
-    start = time.monotonic()
-    with pytest.raises(ConfigError, match="no AWS credentials"):
-        SqsSource("events", cfg).check()
-    assert time.monotonic() - start < 5  # no instance-metadata probe
+    with metadata:
+        with pytest.raises(ConfigError, match="no AWS credentials"):
+            SqsSource("events", cfg).check()
+        with pytest.raises(BlockingIOError):
+            metadata.accept()  # no instance-metadata probe: nobody connected
 
 
 def test_items_flow_from_the_queue_into_a_queueing_buffer(
@@ -497,19 +531,12 @@ def test_items_flow_from_the_queue_into_a_queueing_buffer(
     buffer = QueueingLimitedSource(source, capacity=100, replenish_below=20, on_refill=refilled.set)
     buffer.start()
     try:
-        deadline = time.monotonic() + 10
-        while buffer.buffered < 60:
-            assert time.monotonic() < deadline, buffer.health()
-            refilled.wait(0.2)
-            refilled.clear()
+        wait_until(lambda: buffer.buffered >= 60, "60 items buffered", event=refilled)
         batch = buffer.next_batch(100, "b1")
         assert keys_of(batch) == [(i,) for i in range(60)]
 
         buffer.ack("b1")  # deletes in SQS; the refill it triggers finds the queue drained
-        while not buffer.exhausted:
-            assert time.monotonic() < deadline, buffer.health()
-            refilled.wait(0.2)
-            refilled.clear()
+        wait_until(lambda: buffer.exhausted, "the buffer exhausted", event=refilled)
         assert on_queue(sqs, url) == 0
         assert buffer.health().errors == 0
     finally:
