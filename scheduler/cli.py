@@ -220,7 +220,7 @@ def status(
     from config.errors import LedgerError
     from config.secrets import config_secrets, redact_text, redact_url
     from scheduler.commands.plan import readonly_engine
-    from scheduler.commands.status import collect_status, render_table, render_text
+    from scheduler.commands.status import collect_status, render_table, render_text, rows_left
     from scheduler.ledger import LedgerReads
 
     cfg, _ = _load_for_ledger(config, None)
@@ -230,7 +230,7 @@ def status(
         reads = None if engine is None else LedgerReads(engine)
         if reads is not None and not reads.has_tables():
             reads = None
-        left = _rows_left(cfg, str(config)) if backlog and reads is not None else None
+        left = rows_left(cfg, str(config)) if backlog and reads is not None else None
         report = collect_status(cfg, reads, backlog=left)
     except sa.exc.SQLAlchemyError as error:
         cause = redact_text(str(getattr(error, "orig", None) or error).splitlines()[0],
@@ -245,23 +245,6 @@ def status(
         Console().print(render_table(report))
     else:
         typer.echo(render_text(report))
-
-
-def _rows_left(cfg: SluiceConfig, config_path: str) -> dict[str, int]:
-    """Rows each source has left: not yet claimed (its backlog) and in unfinished batches.
-
-    Read-only, as ``sluice plan`` reads them; a source whose backlog cannot
-    be read is left out (its ETA is unknown).
-    """
-    from scheduler.commands.plan import measure, read_ledger
-
-    view = read_ledger(cfg.ledger)
-    left = {}
-    for name in cfg.sources:
-        measured = measure(name, cfg, view, config_path)
-        if measured.error is None:
-            left[name] = measured.pending + view.unfinished.get(name, (0, 0))[1]
-    return left
 
 
 @app.command()

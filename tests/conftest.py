@@ -78,9 +78,11 @@ class DatabaseFactory:
                     ),
                     {"p": f"sluice_t_{RUN_ID}_%"},
                 )
+            # FORCE (PostgreSQL 13+): a process that connects again meanwhile does not block it.
+            force = " WITH (FORCE)" if self.dialect == "postgresql" else ""
             for db in self.created:
                 quoted = self.admin.dialect.identifier_preparer.quote(db)
-                conn.execute(sa.text(f"DROP DATABASE IF EXISTS {quoted}"))
+                conn.execute(sa.text(f"DROP DATABASE IF EXISTS {quoted}{force}"))
         self.admin.dispose()
 
 

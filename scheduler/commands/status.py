@@ -126,6 +126,23 @@ def collect_status(
     return Status(redact_url(cfg.ledger), now, window, result, owners, schema)
 
 
+def rows_left(cfg: SluiceConfig, config_path: str) -> dict[str, int]:
+    """Rows each source has left: not yet claimed (its backlog) and in unfinished batches.
+
+    Read-only, as ``sluice plan`` reads them; a source whose backlog cannot
+    be read is left out (its ETA is unknown).
+    """
+    from scheduler.commands.plan import measure, read_ledger  # reads sources: only when asked
+
+    view = read_ledger(cfg.ledger)
+    left = {}
+    for name in cfg.sources:
+        measured = measure(name, cfg, view, config_path)
+        if measured.error is None:
+            left[name] = measured.pending + view.unfinished.get(name, (0, 0))[1]
+    return left
+
+
 def _source(
     target: str, name: str, row: SourceFigures, rate: float, left: int | None, secrets: list[str]
 ) -> SourceStatus:
