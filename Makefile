@@ -73,3 +73,10 @@ clean:
 .PHONY: chaos
 chaos: venv jars java
 	CHAOS=long $(PY) -m pytest tests/test_exactly_once.py -p tests.chaos.report -rxX
+
+# /record's latency with KEYS keys migrated (default 10 M) in a SQLite and a
+# PostgreSQL ledger, while another thread claims (benchmarks/bench_record.py).
+KEYS ?= 10000000
+.PHONY: bench-record
+bench-record: venv
+	PYTHONPATH=. $(PY) benchmarks/bench_record.py --keys $(KEYS)

@@ -60,9 +60,13 @@ class Background:
             self.probe.schedule(self._periodic)
         if cfg.metrics_port is not None:
             from scheduler.observe.metrics import start_metrics
+            from scheduler.observe.record import RecordRoute
 
+            # /record reads the running config (a reload may change it) and the
+            # ledger on the server's threads, with connections of its own.
             self._metrics = start_metrics(
-                cfg.metrics_port, loop, self.queues, probe=self.probe
+                cfg.metrics_port, loop, self.queues, probe=self.probe,
+                routes={"/record": RecordRoute(lambda: loop.cfg)},
             )
             log.info("metrics on http://127.0.0.1:%d/metrics", self._metrics.port)
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from config.errors import ConfigError, SluiceError
+from scheduler.commands.where import where_command
 
 if TYPE_CHECKING:
     from config.models import SluiceConfig
@@ -379,6 +380,10 @@ def plan(
     result = make_plan(cfg, ticks, config_path=str(config))
     typer.echo(render(result, str(config)))
     raise typer.Exit(0 if result.ok else 1)
+
+
+# Its options and logic live in scheduler/commands/where.py (this module is at its size limit).
+app.command("where")(where_command(_fail))
 
 
 def main() -> None:

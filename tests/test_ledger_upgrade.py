@@ -229,3 +229,49 @@ def test_a_ledger_of_a_later_sluice_is_refused(tmp_path: Path) -> None:
     engine.dispose()
     with pytest.raises(LedgerError, match="schema 0099, newer than this sluice knows"):
         Ledger(url)
+
+
+def test_where_reads_a_kept_ledger_as_it_is_and_its_ranges_are_numbered_on_upgrade(
+    tmp_path: Path,
+) -> None:
+    """``sluice where`` finds a key's range in a ledger of an older schema without
+    upgrading it; the upgrade numbers the ranges in the order they were claimed."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from scheduler.cli import app
+
+    ledger_url = restore_sqlite()["ledger"]
+    config = tmp_path / "sluice.yaml"
+    config.write_text(config_text("sqlite"))
+    claimed = ["70bb076c428e423cbd4f16375873fd2e", "fa7e58080f944826844baeb818e2644d",
+               "eb1c5eb7fe0848eaaca65cb15320e93c"]  # (start, 90], (90, 180], (180, 270]
+
+    def where(key: int) -> dict[str, object]:
+        done = CliRunner().invoke(
+            app, ["where", str(config), "--source", "orders", "--key", str(key), "--json"]
+        )
+        assert done.exit_code == 0, done.output
+        answer: dict[str, object] = json.loads(done.stdout)
+        return answer
+
+    def held(key: int) -> str | None:
+        batch = where(key)["batch"]
+        return None if batch is None else batch["id"]  # type: ignore[index]
+
+    assert [held(3), held(100), held(270), held(273)] == [*claimed, None]
+    assert _revision(ledger_url) == "0001"  # read as it is
+
+    Ledger(ledger_url).close()  # upgraded
+    engine = sa.create_engine(ledger_url)
+    with engine.connect() as conn:
+        numbered = conn.execute(sa.text(
+            "SELECT id, range_seq FROM sluice_batches WHERE kind = 'range' ORDER BY range_seq"
+        )).all()  # fmt: skip
+        mark = conn.scalar(sa.text("SELECT version FROM sluice_sources WHERE name = 'orders'"))
+    engine.dispose()
+    assert [(row.id, row.range_seq) for row in numbered] == [(b, i + 1) for i, b in
+                                                             enumerate(claimed)]  # fmt: skip
+    assert mark == 3  # the next claim's range comes after the last one numbered
+    assert [held(3), held(100), held(270), held(273)] == [*claimed, None]

@@ -158,3 +158,39 @@ def test_ledger_counts_are_cached_and_a_failing_ledger_does_not_break_a_scrape(
     assert families["sluice_ledger_batches"].samples  # the last counts, kept
     assert families["sluice_ledger_read_errors"].samples[0].value == 1
     assert families["sluice_rows_written"].samples  # the rest of the scrape is whole
+
+
+def test_other_routes_are_served_beside_the_metrics_and_closed_with_them(tmp_path: Path) -> None:
+    import json
+
+    from scheduler.observe.http import json_route
+
+    loop = build(tmp_path, MemorySink(), {"orders": 10, "customers": 10})
+    closed = threading.Event()
+
+    class Echo:
+        """A route with connections of its own to close."""
+
+        def __init__(self) -> None:
+            self.app = json_route(lambda query: (200, {"query": query}))
+
+        def __call__(self, environ: dict[str, object], start_response: object) -> object:
+            return self.app(environ, start_response)  # type: ignore[arg-type]
+
+        def close(self) -> None:
+            closed.set()
+
+    endpoint = start_metrics(0, loop, loop.queues, routes={"/echo": Echo()})
+    base = f"http://127.0.0.1:{endpoint.port}"
+    try:
+        with urllib.request.urlopen(f"{base}/echo?key=1&key=2", timeout=10) as response:
+            assert json.loads(response.read()) == {"query": {"key": ["1", "2"]}}
+        assert ("sluice_gate_open", ()) in scrape(endpoint.port)
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(f"{base}/nowhere", timeout=10)
+        assert missing.value.code == 404
+        assert json.loads(missing.value.read())["paths"] == ["/echo", "/metrics"]
+    finally:
+        endpoint.stop()
+        loop.ledger.close()
+    assert closed.is_set()

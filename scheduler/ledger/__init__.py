@@ -7,7 +7,8 @@ the takeover rule (:mod:`.owners`), sources' checkpoints and poison
 (:mod:`.checkpoints`), the schema's versions and their Alembic migrations
 (:mod:`.migrate`, ``migrations/``), the single writer thread (:mod:`.writer`), and the one
 read API every report uses (:mod:`.reads`: ``status``, ``plan``, the metrics
-endpoint). It may import ``config`` and ``spark_jobs.manifest``, nothing else
+endpoint; with :mod:`.lookup`, which batch holds a record: ``where``,
+``/record``). It may import ``config`` and ``spark_jobs.manifest``, nothing else
 of sluice; the rest of ``scheduler`` imports it, never its tables.
 See docs/architecture.md, "The ledger".
 """

@@ -14,6 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from scheduler.ledger.lookup import RecordReads
 from scheduler.ledger.migrate import revision
 from scheduler.ledger.outage import Patience, reads_ride_out
 from scheduler.ledger.schema import (
@@ -89,8 +90,9 @@ class RecordedSource:
 
 
 @reads_ride_out
-class LedgerReads:
-    """Read-only queries on the ``sluice_*`` tables of ``engine``.
+class LedgerReads(RecordReads):
+    """Read-only queries on the ``sluice_*`` tables of ``engine``; which batch holds
+    a record (:class:`~.lookup.RecordReads`: ``holding_keys``, ``covering_range``).
 
     ``patience``: how long each read waits for an unreachable ledger
     (:mod:`.outage`); none, for commands an operator runs, reports it at once.

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from config.sqlite import sqlite_engine
 
-SCHEMA = "0003"
+SCHEMA = "0004"
 """The schema revision these tables are (``migrate.REVISIONS[-1]``; a test holds them equal)."""
 UNFINISHED = ("claimed", "importing")
 STATES = ("claimed", "importing", "done", "failed", "dead")
@@ -57,6 +57,11 @@ batches_table = sa.Table(
     sa.Column("lease_until", sa.Float, nullable=True),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
+    # Schema 0004: a keyset range's place in its source's claim order (the
+    # high-water mark's version its claim made), so that the range holding a
+    # key is found by a binary search over this index, not a scan.
+    sa.Column("range_seq", sa.Integer, nullable=True),
+    sa.Index("ix_sluice_batches_source_range_seq", "source", "range_seq"),
 )
 
 keys_table = sa.Table(

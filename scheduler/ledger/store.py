@@ -123,7 +123,8 @@ class Ledger:
                     f"source {source!r}: the high-water mark moved past version "
                     f"{after.version}; another daemon claimed this range"
                 )
-            _insert_batch(conn, manifest, self.owner, self.clock(), self.lease_ttl)
+            _insert_batch(conn, manifest, self.owner, self.clock(), self.lease_ttl,
+                          range_seq=after.version + 1)
 
         self.writer.call(write)
         return manifest, Checkpoint(list(hi), after.version + 1)
@@ -305,9 +306,13 @@ def _refused(conn: sa.Connection, owner: str, batch_id: str, state: str) -> Clai
 
 
 def _insert_batch(
-    conn: sa.Connection, manifest: Manifest, owner: str, now: float, lease_ttl: float
+    conn: sa.Connection, manifest: Manifest, owner: str, now: float, lease_ttl: float,
+    range_seq: int | None = None,
 ) -> None:
-    """A new batch row: ``claimed``, or ``importing`` when its token is already 1."""
+    """A new batch row: ``claimed``, or ``importing`` when its token is already 1.
+
+    ``range_seq``: a range's place in its source's claim order (the mark's new version).
+    """
     begun = manifest.token > 0
     conn.execute(
         batches_table.insert().values(
@@ -315,7 +320,7 @@ def _insert_batch(
             kind=manifest.kind, state="importing" if begun else "claimed", version=0,
             token=manifest.token, attempts=int(begun), items=manifest.items, rows=None,
             manifest=manifest.to_json(), error=None, not_before=None, owner=owner,
-            lease_until=now + lease_ttl, created_at=now, updated_at=now,
+            lease_until=now + lease_ttl, created_at=now, updated_at=now, range_seq=range_seq,
         )
     )
 

@@ -5,8 +5,10 @@ health, the sink's pending work and the gate when Prometheus scrapes, on the
 HTTP server's thread, so the main loop does no extra work per tick. Ledger
 counts (batches per state, rows done, across every daemon on the ledger) need
 a query, so they are cached for ``ledger_ttl`` seconds: a scrape storm cannot
-load the ledger. Served by prometheus_client on a registry of its own, so only
-sluice's metrics appear and two daemons in one process (tests) do not clash.
+load the ledger. Served through prometheus_client's WSGI app on a registry of
+its own, so only sluice's metrics appear and two daemons in one process
+(tests) do not clash, by the endpoint of :mod:`.http`, which serves the other
+paths the caller routes beside it (``/record``).
 """
 
 from __future__ import annotations
@@ -17,16 +19,15 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from scheduler.ledger.reads import LedgerReads, StateCounts
+from scheduler.observe.http import HttpEndpoint, WsgiApp, serve
 from sources.queueing import QueueingLimitedSource
 
 if TYPE_CHECKING:
-    from wsgiref.simple_server import WSGIServer
-
     from scheduler.loop import MainLoop
     from scheduler.probe import Probe
 
@@ -181,26 +182,8 @@ def _counter(
     return family
 
 
-class MetricsServer:
-    """The running endpoint; call it (or :meth:`stop`) to stop serving."""
-
-    def __init__(self, server: WSGIServer, thread: threading.Thread) -> None:
-        self._server = server
-        self._thread = thread
-
-    @property
-    def port(self) -> int:
-        """The port it listens on (the one chosen by the system for port 0)."""
-        return int(self._server.server_port)
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop serving and close the socket. Idempotent."""
-        if self._thread.is_alive():
-            self._server.shutdown()
-            self._thread.join(timeout)
-        self._server.server_close()
-
-    __call__ = stop
+MetricsServer = HttpEndpoint
+"""The running endpoint (``/metrics`` and the routes beside it); call it to stop serving."""
 
 
 def start_metrics(
@@ -211,17 +194,19 @@ def start_metrics(
     host: str = "127.0.0.1",
     probe: Probe | None = None,
     ledger_ttl: float = 5.0,
+    routes: Mapping[str, WsgiApp] | None = None,
 ) -> MetricsServer:
-    """Serve ``/metrics`` on ``host:port`` (0: any free port); returns the stopper.
+    """Serve ``/metrics``, and ``routes`` beside it, on ``host:port`` (0: any
+    free port); returns the stopper.
 
+    ``routes``: more paths, each with the WSGI app that answers it (say
+    ``{"/record": record_route(...)}``); they run on the server's threads.
     Loopback by default: metrics name sources and targets, so exposing them
     beyond the host is the operator's choice. Raises ``OSError`` when the
     port is taken.
     """
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SluiceCollector(loop, queues, probe=probe, ledger_ttl=ledger_ttl))
-    server, thread = start_http_server(port, addr=host, registry=registry)
-    thread.name = "metrics-http"
-    endpoint = MetricsServer(server, thread)
+    endpoint = serve(port, {**(routes or {}), "/metrics": make_wsgi_app(registry)}, host=host)
     log.info("metrics on http://%s:%d/metrics", host, endpoint.port)
     return endpoint
