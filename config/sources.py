@@ -30,6 +30,8 @@ class LimitsConfig(Model):
 
     max_connections: int = Field(default=2, gt=0)
     max_rows_per_s: float | None = Field(default=None, gt=0)
+    # Key queries slower than this halve the rate (AIMD); None: no feedback.
+    max_query_latency: Duration | None = None
 
 
 class ReadConfig(Model):

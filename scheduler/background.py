@@ -16,6 +16,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from config.models import SluiceConfig
 from scheduler.ledger import Ledger
+from sources.budget import Budgets
 from sources.queueing import QueueingLimitedSource
 
 if TYPE_CHECKING:
@@ -31,10 +32,12 @@ class Background:
     """The daemon's background work, started with the loop and stopped before the sources."""
 
     def __init__(
-        self, ledger: Ledger, queues: Mapping[str, QueueingLimitedSource], lease_ttl: float
-    ) -> None:
+        self, ledger: Ledger, queues: Mapping[str, QueueingLimitedSource], lease_ttl: float,
+        budgets: Budgets | None = None,
+    ) -> None:  # fmt: skip
         self.ledger = ledger
         self.queues = queues
+        self.budgets = budgets  # divided anew among the live daemons at each heartbeat
         # Leases are renewed, and dead owners' batches reaped, this often.
         self.heartbeat_every = min(5.0, lease_ttl / 3)
         self.probe: Probe | None = None
@@ -94,6 +97,24 @@ class Background:
 
     def _heartbeat(self) -> None:
         self.ledger.owners.heartbeat()
+        self.share_budgets()
+
+    def share_budgets(self, *, joining: bool = False) -> None:
+        """Take this daemon's share of each source database's limits, by the live daemons.
+
+        ``joining`` (at start): with other daemons live, open no connection
+        to a limited database for a heartbeat and a second, by when each of
+        them has taken its smaller share at its own heartbeat.
+        """
+        if self.budgets is None or not self.budgets.limited():
+            return
+        owners = self.ledger.owners
+        live = owners.live()
+        wait = self.heartbeat_every + 1.0 if joining and len(live) > 1 else 0.0
+        if wait:
+            log.info("limits: %d daemons share them; connecting to limited databases in %.0f s",
+                     len(live), wait)
+        self.budgets.share(live, owners.owner, join_wait=wait)
 
     def _reap(self) -> None:
         if self._loop is not None:

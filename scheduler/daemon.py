@@ -33,6 +33,7 @@ from scheduler.source_opener import SourceOpener, range_rows
 from scheduler.stats import RunStats
 from scheduler.strategy import build_strategy
 from sinks.abc import Sink
+from sources.budget import Budgets
 from sources.queueing import QueueingLimitedSource
 
 if TYPE_CHECKING:
@@ -88,10 +89,12 @@ class Daemon:
         self.loop: MainLoop | None = None
         self.resume_points: ResumePoints | None = None
         self.signal_handlers = SignalHandlers(stop=self._stop_loop, reload=self.reload)
-        self.background = Background(self.ledger, self.queues, cfg.lease.ttl)
+        self.budgets = Budgets(cfg)  # the source databases' limits, shared by their sources
+        self.background = Background(self.ledger, self.queues, cfg.lease.ttl, self.budgets)
         self.reloader = ConfigReloader(cfg, config_path, self._reconfigure)
         self.opener = SourceOpener(self.ledger, self.background, config_path,
-                                   on_refill=self._notify, on_failed=self._source_failed)
+                                   on_refill=self._notify, on_failed=self._source_failed,
+                                   budgets=self.budgets)
         self._secrets = config_secrets(cfg)
         self._failures: list[str] = []  # appended by refill threads (list.append is atomic)
 
@@ -162,6 +165,7 @@ class Daemon:
 
     def _reconfigure(self, new: SluiceConfig) -> None:
         """Put a reloaded config to use in the running sources and the loop."""
+        self.budgets.reconfigure(new)
         for name, queue in self.queues.items():
             src_cfg = new.sources.get(name)
             if isinstance(src_cfg, SqlSourceConfig) and hasattr(queue.wrapped, "range_rows"):
@@ -172,6 +176,7 @@ class Daemon:
     def run(self, *, until_drained: bool = False) -> RunSummary:
         """Run until drained (or stopped); returns the summary and the exit code."""
         self.ledger.owners.register()
+        self.background.share_budgets(joining=True)
         checkpoints = self.opener.open(self.cfg, self.queues)
         self.resume_points = ResumePoints.of(self.cfg, self.queues, self.ledger.sources)
         # The sources answered: an in-process sink starts its JVM now, on a
@@ -186,7 +191,7 @@ class Daemon:
         gc.collect()
         gc.freeze()
         self.loop = MainLoop(
-            self.cfg, self.queues, strategy, self.ledger, sink, checkpoints
+            self.cfg, self.queues, strategy, self.ledger, sink, checkpoints, budgets=self.budgets
         )
         if self.wall_clock is not None:
             self.loop.wall_clock = self.wall_clock

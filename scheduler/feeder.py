@@ -81,12 +81,15 @@ class Feeder:
         if room <= 0:
             return False
         want = min(self.cfg.batch.max_items, room)
-        ready = {name: q.buffered for name, q in self.queues.items() if self._ready(q, want)}
+        ready = {
+            name: q.buffered for name, q in self.queues.items()
+            if self._ready(q, self._capped(name, want)) and self.inflight.admits(name)
+        }  # fmt: skip
         source = self.strategy.pick(ready)
         if source is None:
             return False
         batch_id = uuid.uuid4().hex
-        size = min(want, ready[source])
+        size = min(self._capped(source, want), ready[source])
         share = self._tail_share(source, size)
         # A range of more rows than the room goes alone when nothing else is
         # in flight: waiting would not make more room. Nor when the batch was
@@ -118,6 +121,11 @@ class Feeder:
         self.inflight.dispatch(manifest, begun=True)
         self.throttle.observe()
         return True
+
+    def _capped(self, source: str, want: int) -> int:
+        """``want``, or less when the source's database limits its rows per second."""
+        cap = self.inflight.batch_cap(source)
+        return want if cap is None else min(want, cap)
 
     def _tail_share(self, source: str, size: int) -> int:
         """The batch size for ``source``: ``size``, less at its end.

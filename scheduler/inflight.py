@@ -12,8 +12,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
+from dataclasses import replace
 
 from config.errors import ClaimConflict, SinkUnavailable
 from config.faults import crash_point
@@ -21,6 +23,7 @@ from config.models import RetryConfig
 from scheduler.ledger import Ledger
 from scheduler.stats import RunStats
 from sinks.abc import Sink
+from sources.budget import Budgets
 from sources.queueing import QueueingLimitedSource
 from spark_jobs.import_job import ImportResult
 from spark_jobs.manifest import Manifest
@@ -50,6 +53,7 @@ class BatchesInFlight:
         *,
         die: Callable[[BaseException], None],
         halt: Callable[[BaseException], None],
+        budgets: Budgets | None = None,
     ) -> None:
         self.ledger = ledger
         self.sink = sink
@@ -61,11 +65,28 @@ class BatchesInFlight:
         self._halt = halt
         self._lock = threading.Lock()  # sink threads remove the batches that end
         self._inflight: dict[str, Manifest] = {}
+        self.budgets = budgets
+        # Batches that must run (retries, takeovers, orphans) waiting for
+        # their source database's limits to admit them; the loop's thread only.
+        self._waiting: deque[Manifest] = deque()
 
     def busy(self) -> bool:
-        """Whether any batch is still importing."""
+        """Whether any batch is still importing, or waiting for its database's limits."""
         with self._lock:
-            return bool(self._inflight)
+            return bool(self._inflight) or bool(self._waiting)
+
+    def admits(self, source: str) -> bool:
+        """Whether ``source``'s database's limits let one more batch be dispatched now."""
+        return self.budgets is None or self.budgets.admits(source)
+
+    def batch_cap(self, source: str) -> int | None:
+        """Most rows a batch of ``source`` may hold under its database's rate (None: no bound)."""
+        return None if self.budgets is None else self.budgets.batch_cap(source)
+
+    def dispatch_waiting(self) -> None:
+        """Dispatch the waiting batches that the limits admit now, in order."""
+        while self._waiting and self.admits(self._waiting[0].source):
+            self.dispatch(self._waiting.popleft())
 
     def holds(self, batch_id: str) -> bool:
         """Whether ``batch_id`` is importing here already."""
@@ -78,12 +99,22 @@ class BatchesInFlight:
             return sum(m.items for m in self._inflight.values() if m.source == source)
 
     def dispatch(self, manifest: Manifest, *, begun: bool = False) -> None:
-        """Hand a batch to the sink; ``begun``: it was claimed as importing already."""
+        """Hand a batch to the sink; ``begun``: it was claimed as importing already.
+
+        A batch not begun waits (:meth:`dispatch_waiting`) while its source
+        database's limits do not admit it; it is begun in the ledger when it goes.
+        """
+        if not begun and not self.admits(manifest.source):
+            self._waiting.append(manifest)
+            return
         try:
             started = manifest if begun else self.ledger.begin(manifest.batch_id)
         except ClaimConflict as conflict:
             log.info("batch %s taken by another daemon: %s", manifest.batch_id, conflict)
             return
+        parts = None if self.budgets is None else self.budgets.take(started.source, started.items)
+        if parts is not None:
+            started = replace(started, read_parts=parts)
         with self._lock:
             self._inflight[started.batch_id] = started
         future = self.sink.submit(started)
@@ -155,6 +186,8 @@ class BatchesInFlight:
         finally:
             with self._lock:
                 self._inflight.pop(manifest.batch_id, None)
+            if self.budgets is not None and manifest.read_parts is not None:
+                self.budgets.give_back(manifest.source, manifest.read_parts)
             self.wake.set()
 
     def _let_go(self, manifest: Manifest) -> None:

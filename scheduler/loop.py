@@ -36,6 +36,7 @@ from scheduler.strategy import Node
 from scheduler.throttle import Throttle
 from scheduler.windows import Windows
 from sinks.abc import Sink
+from sources.budget import Budgets
 from sources.queueing import QueueingLimitedSource
 from spark_jobs.manifest import Manifest
 
@@ -56,6 +57,7 @@ class MainLoop:
         *,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        budgets: Budgets | None = None,
     ) -> None:
         self.cfg = cfg
         self.queues = dict(queues)
@@ -75,7 +77,7 @@ class MainLoop:
         self.collector = TickCollector()  # collects garbage between ticks while run() runs
         self.throttle = Throttle(cfg, sink, clock=clock, wall_clock=wall_clock)
         self.inflight = BatchesInFlight(ledger, sink, self.queues, self.stats, cfg.retry, self.wake,
-                                 die=self.die, halt=self._halt)
+                                 die=self.die, halt=self._halt, budgets=budgets)
         self.feeder = Feeder(cfg, self.queues, strategy, ledger, sink, self.checkpoints,
                              throttle=self.throttle, inflight=self.inflight, stats=self.stats)
 
@@ -180,6 +182,7 @@ class MainLoop:
                     self._apply_new_config()
                     self._retry_due()
                     self._take_adopted()
+                    self.inflight.dispatch_waiting()
                     if self._feed_once():
                         continue
                     if until_drained and self._drained():
@@ -264,4 +267,8 @@ class MainLoop:
     def _idle_timeout(self) -> float:
         ages = [q.oldest_age() for q in self.queues.values()]
         waits = [self.cfg.batch.max_wait - age for age in ages if age is not None]
+        budgets = self.inflight.budgets
+        rested = None if budgets is None else budgets.wait_s()  # a rate's bucket refills
+        if rested is not None:
+            waits.append(rested)
         return max(0.01, min([1.0, *waits]))

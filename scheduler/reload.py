@@ -2,7 +2,8 @@
 
 Strategy, batch, backpressure, retry and windows change at the next tick of
 the loop. Sources, targets, the ledger, the work folder and Spark take a
-restart: a reload keeps them as they run and says so.
+restart: a reload keeps them as they run and says so (a SQL source's
+``limits:`` change at once).
 """
 
 from __future__ import annotations
@@ -69,17 +70,25 @@ class ConfigReloader:
         if fixed:
             log.warning("config reload: %s changed; that takes a restart", ", ".join(fixed))
         # Sources stay as they run (buffers too: one that follows batch.max_items
-        # is sized at start), and so does whatever else takes a restart.
-        new = new.model_copy(update={f: getattr(self.cfg, f) for f in [*fixed, "sources"]})
+        # is sized at start), but for their limits; so does whatever else
+        # takes a restart.
+        sources = {
+            name: src if name not in new.sources or src.kind != "sql"
+            else src.model_copy(update={"limits": new.sources[name].limits})  # type: ignore[union-attr]
+            for name, src in self.cfg.sources.items()
+        }  # fmt: skip
+        new = new.model_copy(update={f: getattr(self.cfg, f) for f in fixed} | {"sources": sources})
         self.cfg = new
         self._apply(new)
-        log.info("config reloaded (%s): strategy, batch, backpressure, retry, windows", reason)
+        log.info("config reloaded (%s): strategy, batch, backpressure, retry, windows, limits",
+                 reason)
         return True
 
 
 def _without_buffers(cfg: SluiceConfig) -> dict[str, Any]:
-    """The sources as configured, less their buffers (which may follow ``batch.max_items``)."""
-    return {name: src.model_dump(exclude={"buffer"}) for name, src in cfg.sources.items()}
+    """The sources as configured, less their buffers (which may follow ``batch.max_items``)
+    and their limits (which a reload changes)."""
+    return {name: src.model_dump(exclude={"buffer", "limits"}) for name, src in cfg.sources.items()}
 
 
 def _mtime(path: str) -> float | None:

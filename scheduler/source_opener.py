@@ -18,6 +18,7 @@ from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig
 from scheduler.background import Background
 from scheduler.ledger import Checkpoint, Ledger, encode_key, fingerprint
 from sources.abc import LimitedSource
+from sources.budget import BATCH_SECONDS, Budgets
 from sources.queueing import QueueingLimitedSource
 
 if TYPE_CHECKING:
@@ -34,7 +35,8 @@ class SourceOpener:
 
     ``on_refill`` and ``on_failed`` are each buffer's callbacks (a refill
     landed; the refills were given up), called on its refill thread. An SQS
-    source's visibility heartbeat is added to ``background``'s jobs.
+    source's visibility heartbeat is added to ``background``'s jobs. A SQL
+    source's key queries hold permits of its database's budget in ``budgets``.
     """
 
     def __init__(
@@ -45,8 +47,10 @@ class SourceOpener:
         *,
         on_refill: Callable[[], None],
         on_failed: Callable[[SourceError], None],
+        budgets: Budgets | None = None,
     ) -> None:
         self.ledger = ledger
+        self.budgets = budgets
         self.background = background
         self.config_path = config_path
         self._on_refill = on_refill
@@ -97,6 +101,7 @@ class SourceOpener:
             source = SqlSource(
                 name, src_cfg, is_done=self._done_lookup(name),
                 range_rows=range_rows(src_cfg, cfg),
+                budget=None if self.budgets is None else self.budgets.of(name),
             )  # fmt: skip
             _check(source)
             return source
@@ -136,9 +141,16 @@ def range_rows(src_cfg: SqlSourceConfig, cfg: SluiceConfig) -> int:
     """Rows per range a keyset source plans: a page, but never more than a batch or the gate's room.
 
     A range is the smallest piece a batch is made of, so a larger one could
-    never be fed whole.
+    never be fed whole. Under ``max_rows_per_s`` a batch holds at most
+    :data:`~sources.budget.BATCH_SECONDS` of the rate; ranges hold half of
+    that, so that two daemons sharing the rate still fill their smaller
+    batches with whole ranges.
     """
-    return max(1, min(src_cfg.page_size, cfg.batch.max_items, cfg.backpressure.max_pending))
+    rows = min(src_cfg.page_size, cfg.batch.max_items, cfg.backpressure.max_pending)
+    rate = src_cfg.limits.max_rows_per_s
+    if rate is not None:
+        rows = min(rows, int(rate * BATCH_SECONDS / 2))
+    return max(1, rows)
 
 
 def claims_lookup(

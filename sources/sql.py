@@ -17,6 +17,7 @@ from cachetools import LRUCache
 
 from config.models import SqlSourceConfig
 from sources.abc import Item, LimitedSource
+from sources.budget import Budget
 from sources.keyqueries import KeyQueries, KeyTuple
 from sources.resume import ReadMark
 from sources.sqldb import SourceDatabase
@@ -60,6 +61,7 @@ class SqlSource(LimitedSource):
         is_done: Callable[[Sequence[KeyTuple]], set[KeyTuple]] = _nothing_done,
         done_cache_size: int = 100_000,
         range_rows: int | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.name = name
         self.cfg = cfg
@@ -67,7 +69,7 @@ class SqlSource(LimitedSource):
         # Rows per planned range (keyset): the page size, unless the daemon
         # needs smaller ranges (a batch, or the gate's room, is smaller).
         self.range_rows = max(1, range_rows or cfg.page_size)
-        self._db = SourceDatabase(name, cfg, engine)
+        self._db = SourceDatabase(name, cfg, engine, budget)
         self._queries = KeyQueries(cfg, self._db)
         self._position = after
         self._exhausted = False
@@ -230,7 +232,7 @@ class SqlSource(LimitedSource):
             candidates = [k for k in page if k not in self._handed and k not in self._done]
         if not candidates:
             return []
-        done = self._db.guard(lambda: self._is_done(candidates))
+        done = self._db.guard(lambda: self._is_done(candidates), connects=False)
         if done:
             with self._lock:
                 self._done.update(dict.fromkeys(done, True))

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 
 from config.errors import ConfigError, SourceError, is_transient
 from config.models import SqlSourceConfig
+from sources.budget import Budget, bounded_connections
 
 T = TypeVar("T")
 
@@ -23,11 +24,17 @@ class SourceDatabase:
     its password hidden.
     """
 
-    def __init__(self, name: str, cfg: SqlSourceConfig, engine: sa.Engine | None) -> None:
+    def __init__(
+        self, name: str, cfg: SqlSourceConfig, engine: sa.Engine | None,
+        budget: Budget | None = None,
+    ) -> None:  # fmt: skip
         self.name = name
         self._table = cfg.table
         self._owns_engine = engine is None
         self.engine = engine if engine is not None else _make_engine(cfg)
+        # Each query holds a connection permit of the database's budget (a
+        # stand-alone source, as in `plan`, has a budget of its own).
+        self.budget = budget if budget is not None else Budget(name)
 
     def check(self, stmt: sa.Select[Any]) -> None:
         """Run ``stmt``: raise if it cannot run.
@@ -35,23 +42,29 @@ class SourceDatabase:
         :class:`SourceError` (transient) when the database cannot be reached;
         :class:`ConfigError` when it answers but refuses the query.
         """
-        try:
-            conn = self.engine.connect()
-        except sa.exc.DBAPIError as exc:
-            raise self._error("cannot connect", exc) from exc
-        with conn:
+        with self.budget.connection():
             try:
-                conn.execute(stmt).all()
+                conn = self.engine.connect()
             except sa.exc.DBAPIError as exc:
-                raise ConfigError(self._describe("check query failed", exc)) from exc
+                raise self._error("cannot connect", exc) from exc
+            with conn:
+                try:
+                    conn.execute(stmt).all()
+                except sa.exc.DBAPIError as exc:
+                    raise ConfigError(self._describe("check query failed", exc)) from exc
 
-    def guard(self, call: Callable[[], T]) -> T:
+    def guard(self, call: Callable[[], T], *, connects: bool = True) -> T:
         """Return ``call()``; a database error it raises becomes a :class:`SourceError`.
 
         The error is transient or not as :func:`is_transient` says.
+        ``connects``: ``call`` opens a connection to this database, under a
+        permit of its budget.
         """
         try:
-            return call()
+            if not connects:
+                return call()
+            with self.budget.connection():
+                return call()
         except sa.exc.DBAPIError as exc:
             error = self._error("read failed", exc)
             error.transient = is_transient(exc)
@@ -75,7 +88,12 @@ class SourceDatabase:
 def _make_engine(cfg: SqlSourceConfig) -> sa.Engine:
     url = sa.make_url(cfg.url)
     kwargs: dict[str, Any] = {"pool_pre_ping": True}
-    if not (url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")):
+    if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
+        pass  # one in-memory database per connection: the pool must keep it
+    elif bounded_connections(cfg) is not None:
+        # The database's budget counts open connections: none is kept idle.
+        kwargs = {"poolclass": sa.pool.NullPool}
+    else:
         # At most max_connections to the source database, never an overflow.
         kwargs.update(pool_size=cfg.limits.max_connections, max_overflow=0)
     return sa.create_engine(url, **kwargs)

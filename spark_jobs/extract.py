@@ -62,10 +62,10 @@ def extract(
             f"source {manifest.source!r} is not SQL: a {manifest.kind} batch needs one"
         )
     reader = SqlReader(spark, source)
+    parts = manifest.read_parts or source.read.num_partitions
     if manifest.kind == "range":
-        parts = 1 if one_task else source.read.num_partitions
-        return reader.read_range(manifest.lo, manifest.hi, manifest.items, parts)
-    return reader.read_keys(manifest.keys)
+        return reader.read_range(manifest.lo, manifest.hi, manifest.items, 1 if one_task else parts)
+    return reader.read_keys(manifest.keys, parts, bounded=manifest.read_parts is not None)
 
 
 def extract_ranges(
@@ -128,8 +128,15 @@ class SqlReader:
         """Rows with ``lo < key <= hi`` for each ``(lo, hi)``: one partition per range, in order."""
         return self._read([self._range(lo, hi) for lo, hi in ranges])
 
-    def read_keys(self, keys: Sequence[Sequence[Any]]) -> DataFrame:
+    def read_keys(
+        self, keys: Sequence[Sequence[Any]], parts: int | None = None, *, bounded: bool = False
+    ) -> DataFrame:
         """Exactly the rows whose key is listed (plus the source's ``where:``).
+
+        ``parts``: read partitions, the source's ``read.num_partitions``
+        unless given. ``bounded``: at most that many queries run at once
+        (the database's connections are limited); more lists of keys are
+        read one after the other within those partitions.
 
         Integer keys: each JDBC partition reads min..max of its chunk of the
         sorted keys, and a semi-join with the keys keeps the listed rows — a
@@ -141,7 +148,7 @@ class SqlReader:
         unique = list(dict.fromkeys(tuple(k) for k in keys))
         if not unique:
             return self._read([sa.false()])
-        parts = self.source.read.num_partitions
+        parts = self.source.read.num_partitions if parts is None else parts
         if all(_is_int(v) for key in unique for v in key):
             chunks = _chunks(sorted(unique), -(-len(unique) // parts))
             predicates = [self._between(chunk[0], chunk[-1]) for chunk in chunks]
@@ -149,6 +156,10 @@ class SqlReader:
             chunks = _chunks(unique, min(_MAX_IN_LIST, -(-len(unique) // parts)))
             predicates = [self._listed(chunk) for chunk in chunks]
         rows = self._read(predicates)
+        if bounded and len(predicates) > parts:
+            # Each JDBC partition opens its connection when its task runs:
+            # fewer tasks, each reading its partitions in turn, open fewer.
+            rows = rows.coalesce(parts)
         wanted = self._keys_frame(unique, rows.schema)
         return rows.join(F.broadcast(wanted), on=self.key_names, how="left_semi")
 

@@ -28,6 +28,10 @@ class Manifest:
 
     ``token`` is the fencing token: it grows every time the batch is handed to
     a new importer, and a target refuses a commit carrying an older one.
+
+    ``read_parts``: the most connections the batch's read may open to its
+    source at once (the database's ``max_connections`` share), set when it
+    is dispatched; None: the source's ``read.num_partitions``.
     """
 
     batch_id: str
@@ -40,10 +44,14 @@ class Manifest:
     hi: list[Any] | None = None
     keys: list[list[Any]] = field(default_factory=list)
     payloads: list[str] = field(default_factory=list)
+    read_parts: int | None = None
 
     def to_json(self) -> str:
         """Serialise to JSON text."""
-        return json.dumps(asdict(self), separators=(",", ":"), default=str)
+        fields = asdict(self)
+        if fields["read_parts"] is None:
+            del fields["read_parts"]  # as manifests were written before it existed
+        return json.dumps(fields, separators=(",", ":"), default=str)
 
     @classmethod
     def from_json(cls, text: str) -> Manifest:

@@ -84,6 +84,24 @@ class Owners:
 
         self.writer.call(write)
 
+    def live(self, dead_after: float = DEAD_AFTER) -> list[str]:
+        """The owners alive now: a heartbeat within ``dead_after`` seconds, and,
+        on this host, a process that still exists (this one always counts)."""
+        o = owners_table
+        host = socket.gethostname()
+
+        def read() -> list[str]:
+            with self.engine.connect() as conn:
+                rows = conn.execute(
+                    sa.select(o.c.owner, o.c.host, o.c.pid)
+                    .where(o.c.heartbeat_at >= self.clock() - dead_after)
+                ).all()
+            return sorted(
+                {r.owner for r in rows if r.host != host or pid_alive(r.pid)} | {self.owner}
+            )
+
+        return ride_out(read, self.writer.patience)
+
     def orphan_ids(self, sources: Iterable[str], dead_after: float = DEAD_AFTER) -> set[str]:
         """Unfinished batches of other owners that this daemon may take over (:meth:`lapsed`)."""
         t = batches_table
