@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import replace
@@ -68,7 +67,7 @@ class BatchesInFlight:
         self.budgets = budgets
         # Batches that must run (retries, takeovers, orphans) waiting for
         # their source database's limits to admit them; the loop's thread only.
-        self._waiting: deque[Manifest] = deque()
+        self._waiting: dict[str, Manifest] = {}  # by batch id, oldest first
 
     def busy(self) -> bool:
         """Whether any batch is still importing, or waiting for its database's limits."""
@@ -76,8 +75,18 @@ class BatchesInFlight:
             return bool(self._inflight) or bool(self._waiting)
 
     def admits(self, source: str) -> bool:
-        """Whether ``source``'s database's limits let one more batch be dispatched now."""
-        return self.budgets is None or self.budgets.admits(source)
+        """Whether ``source``'s database's limits let one more batch be dispatched now.
+
+        Under a rate, only while an import slot is free: a batch queued in
+        the sink would be read later, right after the one before it, faster
+        than the rate.
+        """
+        if self.budgets is None:
+            return True
+        rated = self.budgets.batch_cap(source) is not None
+        if rated and self.sink.in_flight() >= self.sink.parallel:
+            return False
+        return self.budgets.admits(source)
 
     def batch_cap(self, source: str) -> int | None:
         """Most rows a batch of ``source`` may hold under its database's rate (None: no bound)."""
@@ -85,13 +94,15 @@ class BatchesInFlight:
 
     def dispatch_waiting(self) -> None:
         """Dispatch the waiting batches that the limits admit now, in order."""
-        while self._waiting and self.admits(self._waiting[0].source):
-            self.dispatch(self._waiting.popleft())
+        for batch_id, manifest in list(self._waiting.items()):
+            if self.admits(manifest.source):
+                del self._waiting[batch_id]
+                self.dispatch(manifest)
 
     def holds(self, batch_id: str) -> bool:
-        """Whether ``batch_id`` is importing here already."""
+        """Whether ``batch_id`` is importing here already, or waiting to."""
         with self._lock:
-            return batch_id in self._inflight
+            return batch_id in self._inflight or batch_id in self._waiting
 
     def importing(self, source: str) -> int:
         """Rows of ``source``'s batches still importing."""
@@ -104,8 +115,9 @@ class BatchesInFlight:
         A batch not begun waits (:meth:`dispatch_waiting`) while its source
         database's limits do not admit it; it is begun in the ledger when it goes.
         """
-        if not begun and not self.admits(manifest.source):
-            self._waiting.append(manifest)
+        if not begun and (manifest.batch_id in self._waiting or not self.admits(manifest.source)):
+            # A retry is due again each second until it goes: it waits once.
+            self._waiting.setdefault(manifest.batch_id, manifest)
             return
         try:
             started = manifest if begun else self.ledger.begin(manifest.batch_id)
@@ -117,7 +129,14 @@ class BatchesInFlight:
             started = replace(started, read_parts=parts)
         with self._lock:
             self._inflight[started.batch_id] = started
-        future = self.sink.submit(started)
+        try:
+            future = self.sink.submit(started)
+        except BaseException:
+            with self._lock:
+                self._inflight.pop(started.batch_id, None)
+            if parts is not None and self.budgets is not None:
+                self.budgets.give_back(started.source, parts)
+            raise
         future.add_done_callback(lambda f, m=started: self._on_done(m, f))  # type: ignore[misc]
 
     def drain(self, timeout: float | None) -> None:

@@ -18,7 +18,7 @@ from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig
 from scheduler.background import Background
 from scheduler.ledger import Checkpoint, Ledger, encode_key, fingerprint
 from sources.abc import LimitedSource
-from sources.budget import BATCH_SECONDS, Budgets
+from sources.budget import BATCH_SECONDS, Budgets, database_of
 from sources.queueing import QueueingLimitedSource
 
 if TYPE_CHECKING:
@@ -147,9 +147,14 @@ def range_rows(src_cfg: SqlSourceConfig, cfg: SluiceConfig) -> int:
     batches with whole ranges.
     """
     rows = min(src_cfg.page_size, cfg.batch.max_items, cfg.backpressure.max_pending)
-    rate = src_cfg.limits.max_rows_per_s
-    if rate is not None:
-        rows = min(rows, int(rate * BATCH_SECONDS / 2))
+    database = database_of(src_cfg)
+    rates = [
+        s.limits.max_rows_per_s for s in cfg.sources.values()
+        if isinstance(s, SqlSourceConfig) and s.limits.max_rows_per_s is not None
+        and database_of(s) == database
+    ]  # fmt: skip
+    if rates:  # the database's rate: the least any of its sources sets
+        rows = min(rows, int(min(rates) * BATCH_SECONDS / 2))
     return max(1, rows)
 
 

@@ -102,6 +102,10 @@ class Budget:
         """
         with self._cond:
             self._fill()
+            if self.connections is not None and daemons > self.connections >= self._daemons:
+                log.warning("source database %s: %d daemons share max_connections %d: each "
+                            "opens one, %d in all (run fewer daemons or raise the limit)",
+                            self.label, daemons, self.connections, daemons)  # fmt: skip
             self._daemons, self._index = max(1, daemons), index
             if join_wait > 0:
                 self._not_before = self.clock() + join_wait
@@ -146,14 +150,14 @@ class Budget:
         """Connections this daemon may open (None: no bound).
 
         The configured number split as evenly as whole connections allow,
-        the first daemons (by owner name) taking one more; a daemon beyond
-        the number of connections gets none and leaves the database to the
-        others.
+        the first daemons (by owner name) taking one more. Every daemon
+        takes one at least: with more daemons than connections the bound
+        cannot hold, which :meth:`share` says.
         """
         if self.connections is None:
             return None
         whole, extra = divmod(self.connections, self._daemons)
-        return whole + (1 if self._index < extra else 0)
+        return max(1, whole + (1 if self._index < extra else 0))
 
     def read_parts(self, wanted: int) -> int:
         """Spark read partitions for one batch: ``wanted``, less to fit the connections.
@@ -276,7 +280,9 @@ class Budget:
         return self._held + min(parts, max(share, 1)) <= share
 
     def _pause(self) -> float:
-        return max(0.01, min(1.0, self._not_before - self.clock()))
+        # A permit given back wakes the waiters; the joining wait ends on time.
+        left = self._not_before - self.clock()
+        return max(0.01, min(1.0, left)) if left > 0 else 1.0
 
 
 class Budgets:
@@ -328,14 +334,16 @@ class Budgets:
     def take(self, source: str, rows: int) -> int | None:
         """A batch of ``source`` with ``rows`` rows is dispatched: its read partitions.
 
-        None: ``source`` reads no database under a budget (SQS).
+        None: its reads are not bounded (SQS, or no ``max_connections`` set),
+        and nothing is to be given back.
         """
         budget = self._of.get(source)
         if budget is None:
             return None
         parts = budget.read_parts(self._parts[source])
         budget.take(rows, parts)
-        return parts
+        # Connections unbounded: the batch reads as it always did.
+        return None if budget.connection_share is None else parts
 
     def give_back(self, source: str, parts: int) -> None:
         """A batch of ``source`` that read on ``parts`` connections ended."""

@@ -64,11 +64,21 @@ class SourceDatabase:
             if not connects:
                 return call()
             with self.budget.connection():
-                return call()
+                try:
+                    return call()
+                finally:
+                    if self.budget.connections is not None and self._owns_engine:
+                        self._close_idle()
         except sa.exc.DBAPIError as exc:
             error = self._error("read failed", exc)
             error.transient = is_transient(exc)
             raise error from exc
+
+    def _close_idle(self) -> None:
+        """Keep no idle connection once the budget counts them (a reload set
+        ``max_connections`` on an engine made with a pool)."""
+        if isinstance(self.engine.pool, sa.pool.QueuePool):  # not an in-memory SQLite's
+            self.engine.dispose()
 
     def close(self) -> None:
         """Dispose of the engine's connections (only an engine made here)."""
