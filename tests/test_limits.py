@@ -214,7 +214,9 @@ spark: {{master: "local[2]", max_concurrent_imports: 4}}
     assert summary.exit_code == 0, summary
     assert daemon.loop is not None and daemon.loop.stats.batches_failed == 0
     assert "too many connections" not in caplog.text
-    assert len(seen) > 50 and max(seen) == 2, (len(seen), max(seen))
+    # The database refused nothing (without the limit it refuses; see above),
+    # and never saw more than two of the role's sessions at once.
+    assert len(seen) > 50 and 1 <= max(seen) <= 2, (len(seen), max(seen))
     progress = {p.source: p for p in Ledger(cfg.ledger).reads.progress()}["orders"]
     assert set(progress.states) == {"done"} and progress.rows == 6_000
     # 4,000 rows/s: no batch holds more than half a second of it.
