@@ -9,7 +9,9 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -18,6 +20,7 @@ from config.errors import LedgerError
 from scheduler.daemon import Daemon
 from scheduler.ledger import Ledger, outage
 from scheduler.ledger.outage import CommitUnknown, LedgerUnreachable
+from scheduler.ledger.writer import SerialWriter
 from sinks.spark import SparkSink
 from tests.helpers import assert_same_rows, seed_orders, wait_until, write_config
 from tests.tcp_proxy import TcpProxy
@@ -90,21 +93,74 @@ def test_a_ledger_gone_longer_than_the_grace_period_stops_the_daemon(
         ledger.close()
 
 
-def test_a_connection_lost_while_committing_is_not_retried(pg_url: str, proxy: TcpProxy) -> None:
+def test_a_connection_lost_while_committing_is_settled_by_the_server(
+    pg_url: str, proxy: TcpProxy
+) -> None:
+    """The COMMIT goes to a cut connection: once the ledger is back, the server
+    says the transaction did not commit, and the write is made again, once."""
     died: list[BaseException] = []
     ledger = Ledger(proxy.url_for(pg_url), on_writer_death=died.append)
+    runs: list[int] = []
     try:
 
-        def write_then_lose_the_connection(conn: sa.Connection) -> None:
+        def write_then_lose_the_connection(conn: sa.Connection) -> int:
             conn.execute(sa.text("CREATE TABLE written_once (n int)"))
-            proxy.pause()  # the COMMIT goes to a reset connection
+            runs.append(1)
+            if len(runs) == 1:
+                proxy.pause()  # the COMMIT goes to a reset connection
+            return len(runs)
 
-        with pytest.raises(CommitUnknown, match="whether it did is unknown"):
-            ledger.writer.call(write_then_lose_the_connection)
-        assert died and isinstance(died[0], CommitUnknown)
+        future = ledger.writer.submit(write_then_lose_the_connection)
+        wait_until(lambda: proxy.refused >= 2, "the writer to ask the ledger again")
+        proxy.resume()
+        assert future.result(timeout=60) == 2
+        assert not died and ledger.writer.failure is None
+        with sa.create_engine(pg_url).connect() as conn:
+            assert conn.scalar(sa.text("SELECT count(*) FROM written_once")) == 0
     finally:
         proxy.resume()
         ledger.close()
+
+
+def test_a_commit_whose_answer_was_lost_stands_when_the_server_says_it_committed(
+    pg_url: str,
+) -> None:
+    engine = sa.create_engine(pg_url)
+    writer = SerialWriter(engine, patience=outage.Patience(5.0))
+    try:
+        with engine.connect() as conn:
+            xid, pid = conn.execute(sa.text("SELECT txid_current(), pg_backend_pid()")).one()
+            conn.execute(sa.text("CREATE TABLE committed_once (n int)"))
+            conn.commit()
+
+        def must_not_run_again(conn: sa.Connection) -> None:
+            raise AssertionError("a committed write was made again")
+
+        future: Future[Any] = Future()
+        unknown = CommitUnknown("lost", (int(xid), int(pid)), ["its result"])
+        assert writer._settle([(must_not_run_again, future)], unknown) == ["its result"]
+
+        # A transaction still open on the server (its process has not seen
+        # the connection go): that process is ended, and the write made again.
+        stale = engine.connect()
+        stale.execute(sa.text("INSERT INTO committed_once VALUES (1)"))
+        xid, pid = stale.execute(sa.text("SELECT txid_current(), pg_backend_pid()")).one()
+        again = writer._settle(
+            [(lambda c: c.execute(sa.text("INSERT INTO committed_once VALUES (2)")).rowcount,
+              Future())],
+            CommitUnknown("lost", (int(xid), int(pid))),
+        )  # fmt: skip
+        assert again == [1]
+        with engine.connect() as conn:
+            assert conn.scalars(sa.text("SELECT n FROM committed_once")).all() == [2]
+        stale.invalidate()
+
+        # Not PostgreSQL, or an id the server forgot: the daemon stops.
+        with pytest.raises(CommitUnknown):
+            writer._settle([(must_not_run_again, Future())], CommitUnknown("lost"))
+    finally:
+        writer.close()
+        engine.dispose()
 
 
 ROWS, BATCHES = 600, 12

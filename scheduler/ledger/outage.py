@@ -5,9 +5,12 @@ database is unreachable, for up to ``ledger_outage`` (:data:`GRACE`) seconds; th
 imports wait meanwhile (nothing can be claimed or recorded without the
 ledger), and go on where they were once it is back. Only errors
 :func:`config.errors.is_transient` calls transient are retried: a refused
-query fails at once. A write whose connection is lost while it commits is
-not retried: whether it committed is unknown (:class:`CommitUnknown`), and
-the daemon stops so that a restart reads the truth from the ledger. Commands
+query fails at once. A write whose connection is lost while it commits
+(:class:`CommitUnknown`) is settled by asking PostgreSQL, once it answers
+again, whether that transaction committed: committed, it stands; not, it is
+written again. Where the server cannot say (another database, a transaction
+id too old to know), the daemon stops so that a restart reads the truth
+from the ledger. Commands
 an operator runs (``status``, ``plan``) do not wait: they report the error.
 A stop asked during an outage ends every wait at once (:meth:`Patience.stop_waiting`):
 the drain waits for the imports in flight, not for the ledger; what their
@@ -37,7 +40,20 @@ BACKOFF = Backoff(0.25, 10.0, jitter=True)
 
 
 class CommitUnknown(LedgerError):
-    """The connection was lost while a ledger transaction committed: it may or may not have."""
+    """The connection was lost while a ledger transaction committed: it may or may not have.
+
+    ``session``: on PostgreSQL, the transaction's id and its server process,
+    by which the server is asked afterwards whether it committed
+    (``txid_status``); None elsewhere. ``results``: what its writes returned,
+    which stand if it did.
+    """
+
+    def __init__(
+        self, message: str, session: tuple[int, int] | None = None, results: list[Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.session = session
+        self.results = results or []  # what the transaction's writes returned
 
 
 class LedgerUnreachable(LedgerError):

@@ -6,15 +6,17 @@ compare-and-set) the group is re-run request by request, so the failure stays
 with its own request while the others still commit. Callers get futures.
 The queue is bounded, so a ledger that falls behind slows its callers
 instead of eating memory. An unreachable ledger is waited for, up to
-``grace`` seconds (:mod:`.outage`); a connection lost while committing, or
-a longer outage, kills the thread. If the thread dies, every waiting and
-later request fails with the cause and ``on_death`` is called, so the daemon
-stops loudly instead of limping on.
+``grace`` seconds (:mod:`.outage`); a connection lost while committing is
+settled by asking the server whether the transaction committed
+(PostgreSQL); one it cannot settle, or a longer outage, kills the thread.
+If the thread dies, every waiting and later request fails with the cause
+and ``on_death`` is called, so the daemon stops loudly instead of limping on.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import queue
 import threading
@@ -117,7 +119,10 @@ class SerialWriter:
         failure stays with its own request.
         """
         try:
-            results = ride_out(lambda: self._transaction(group), self.patience)
+            try:
+                results = ride_out(lambda: self._transaction(group), self.patience)
+            except CommitUnknown as unknown:
+                results = self._settle(group, unknown)
         except (CommitUnknown, LedgerUnreachable) as error:
             self._die(error, group)  # a restart reads what committed
             raise _Died from error
@@ -136,11 +141,65 @@ class SerialWriter:
         for (_, future), result in zip(group, results, strict=True):
             future.set_result(result)
 
+    def _settle(self, group: list[Request], unknown: CommitUnknown) -> list[Any]:
+        """The results of ``group``, whose COMMIT lost its connection.
+
+        The server says whether the transaction committed: it did, and the
+        results stand; it did not, and the group is written again (which
+        may lose its COMMIT too, and is settled the same way). Raises
+        ``unknown`` when the server cannot say.
+        """
+        results = None
+        while results is None:
+            xid_pid = unknown.session
+            if xid_pid is None:
+                raise unknown
+            state = ride_out(functools.partial(self._outcome, *xid_pid), self.patience)
+            if state == "committed":
+                log.warning("ledger: a write's COMMIT lost its connection; it had committed")
+                return unknown.results
+            if state != "aborted":
+                raise unknown  # the server no longer knows that transaction
+            log.warning("ledger: a write's COMMIT lost its connection before it committed; "
+                        "writing it again")  # fmt: skip
+            try:
+                results = ride_out(lambda: self._transaction(group), self.patience)
+            except CommitUnknown as again:
+                unknown = again
+        return results
+
+    def _outcome(self, xid: int, pid: int) -> str | None:
+        """Whether transaction ``xid`` committed: 'committed', 'aborted' or None (unknown).
+
+        While its server process has not yet seen its connection go, it is
+        still in progress: that process (our own session, found by its
+        transaction) is ended first, which aborts it.
+        """
+        status = sa.text("SELECT txid_status(:x)")
+        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            state = conn.scalar(status, {"x": xid})
+            if state == "in progress":
+                conn.execute(sa.text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE pid = :p AND backend_xid::text::bigint = :x % 4294967296"
+                ), {"p": pid, "x": xid})  # fmt: skip
+                for _ in range(100):  # the process exits within moments of the signal
+                    state = conn.scalar(status, {"x": xid})
+                    if state != "in progress":
+                        break
+                    self.patience.sleep(0.05)
+        return None if state == "in progress" else state
+
     def _transaction(self, group: list[Request]) -> list[Any]:
         with self.engine.connect() as conn:
             conn.execution_options(**{WRITE_OPTION: True})
             transaction = conn.begin()
+            session = None
             try:
+                if self.engine.dialect.name == "postgresql":
+                    # Known before the COMMIT: the server may be asked about it after.
+                    row = conn.execute(sa.text("SELECT txid_current(), pg_backend_pid()")).one()
+                    session = (int(row[0]), int(row[1]))
                 results = [fn(conn) for fn, _ in group]
             except BaseException:
                 with contextlib.suppress(sa.exc.SQLAlchemyError):  # a lost connection has none
@@ -154,7 +213,8 @@ class SerialWriter:
                 if unreachable(error) and self.engine.dialect.name != "sqlite":
                     raise CommitUnknown(
                         "the ledger's connection was lost while a write committed; whether it "
-                        f"did is unknown, so this daemon stops (a restart reads it): {error.orig}"
+                        f"did is unknown, so this daemon stops (a restart reads it): {error.orig}",
+                        session, results,
                     ) from error
                 raise
         return results
