@@ -161,9 +161,12 @@ def hot_hot(sc: Scenario, rng: random.Random, injected: Injected,
     done = rng.randint(*after_done)
     sc.wait_for(f"{done} batches are done", lambda: sc.states()["done"] >= done, a, timeout)
     delay = rng.uniform(0.0, 2.0)
-    assert a.wait(delay) is None, f"{sc.name}: daemon a ended before the kill\n{a.tail()}"
     try:
+        # Closed before the random delay, not after it: on a loaded machine a
+        # short run could otherwise finish within the delay, leaving a no
+        # batch to hold when it is looked at.
         gate.close()
+        assert a.wait(delay) is None, f"{sc.name}: daemon a ended before the kill\n{a.tail()}"
         owner, held = _stop_holding_begun_batches(sc, a, b, timeout)
         a.kill()
     finally:
