@@ -17,14 +17,13 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import report  # noqa: E402
+from benchmarks.common import pg_database, report  # noqa: E402
 from config.loader import load_config_text  # noqa: E402
 from scheduler.ledger import Ledger, fingerprint  # noqa: E402
 from scheduler.ledger.schema import poison_table  # noqa: E402
@@ -105,18 +104,6 @@ def writes_per_s(ledger: Ledger, grouped: bool, threads: int = 8, each: int = 30
     return threads * each / (time.perf_counter() - started)
 
 
-def pg_database() -> tuple[str, sa.Engine] | None:
-    admin = sa.create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
-    name = f"sluice_bench_{uuid.uuid4().hex[:8]}"
-    try:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    except sa.exc.OperationalError as error:
-        print(f"PostgreSQL not reachable, skipping its figures: {error}", file=sys.stderr)
-        return None
-    return sa.make_url(PG_ADMIN).set(database=name).render_as_string(False), admin
-
-
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -127,7 +114,7 @@ def main() -> None:
         report("ledger_group_commit_sqlite", writes_per_s(sqlite_ledger, grouped=True),
                "writes/s", baseline=direct)
         sqlite_ledger.close()
-        made = pg_database()
+        made = pg_database(PG_ADMIN)
         if made is None:
             return
         url, admin = made

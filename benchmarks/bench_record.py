@@ -45,7 +45,7 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import report  # noqa: E402
+from benchmarks.common import pg_database, report  # noqa: E402
 from config.loader import load_config_text  # noqa: E402
 from scheduler.ledger import Ledger, fingerprint  # noqa: E402
 from scheduler.ledger.schema import batches_table, keys_table, sources_table  # noqa: E402
@@ -244,18 +244,6 @@ def ask(port: int, source: str, key: int, batch: int) -> float:
     return took
 
 
-def pg_database() -> tuple[str, sa.Engine] | None:
-    admin = sa.create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT")
-    name = f"sluice_bench_{uuid.uuid4().hex[:8]}"
-    try:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    except sa.exc.OperationalError as error:
-        print(f"PostgreSQL not reachable, skipping its figures: {error}", file=sys.stderr)
-        return None
-    return sa.make_url(PG_ADMIN).set(database=name).render_as_string(False), admin
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", type=int, default=10_000_000)
@@ -268,7 +256,7 @@ def main() -> None:
         folder = Path(tmp)
         if args.only != "pg":
             measure(f"sqlite:///{folder / 'ledger.db'}", folder, "sqlite", args)
-        if args.only == "sqlite" or (made := pg_database()) is None:
+        if args.only == "sqlite" or (made := pg_database(PG_ADMIN)) is None:
             return
         url, admin = made
         try:

@@ -1,8 +1,12 @@
-"""Shared by the benchmarks: how a figure is printed."""
+"""Shared by the benchmarks: how a figure is printed, a throwaway PostgreSQL database."""
 
 from __future__ import annotations
 
 import json
+import sys
+import uuid
+
+import sqlalchemy as sa
 
 
 def report(
@@ -19,3 +23,20 @@ def report(
         figure["ratio"] = round(value / baseline, 3) if baseline else None
     figure.update(extra)
     print(json.dumps(figure), flush=True)
+
+
+def pg_database(admin_url: str) -> tuple[str, sa.Engine] | None:
+    """A new throwaway PostgreSQL database and the admin engine that drops it.
+
+    None (said on stderr) when PostgreSQL cannot be reached: the caller skips
+    its PostgreSQL figures.
+    """
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    name = f"sluice_bench_{uuid.uuid4().hex[:8]}"
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    except sa.exc.OperationalError as error:
+        print(f"PostgreSQL not reachable, skipping its figures: {error}", file=sys.stderr)
+        return None
+    return sa.make_url(admin_url).set(database=name).render_as_string(False), admin
