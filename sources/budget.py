@@ -174,14 +174,23 @@ class Budget:
 
     # -- batches -------------------------------------------------------------------------
 
+    @property
+    def bounds(self) -> bool:
+        """Whether this budget bounds anything now (unset limits cost the loop no lock)."""
+        return self.rate_share is not None or self.connections is not None or self._not_before > 0
+
     def admits(self, parts: int) -> bool:
         """Whether a batch reading with ``parts`` connections may be dispatched now."""
+        if not self.bounds:
+            return True
         with self._cond:
             self._fill()
             return self._rows_ready() and self._connections_free(parts)
 
     def wait_s(self) -> float:
         """Seconds until the bucket is out of debt (0: now)."""
+        if self.rate_share is None:
+            return 0.0
         with self._cond:
             self._fill()
             rate = self.rate_share
