@@ -206,6 +206,13 @@ class MainLoop:
         """Items not yet done downstream: ours in flight plus what the probe reports."""
         return self.throttle.pending()
 
+    def batch_size(self, source: str) -> int:
+        """The number of items ``source``'s next batch may hold (status, metrics, the page).
+
+        Safe to call from any thread: it reads plain values.
+        """
+        return self.cfg.batch.max_items
+
     def _feed_once(self) -> bool:
         # One tick's feeding, a method of the loop's own so that a benchmark
         # can time it (benchmarks/bench_critical_path.py overrides it).
