@@ -33,11 +33,44 @@ class SparkConfig(Model):
         return value
 
 
+MIN_ITEMS = 100
+"""``batch.min_items`` when unset (or ``max_items``, when that is smaller)."""
+
+
 class BatchConfig(Model):
-    """How big a batch may get and how long a partial one may wait."""
+    """How big a batch may get and how long a partial one may wait.
+
+    With ``target_latency`` each source's batch size adapts (see
+    :mod:`scheduler.batch_size`) between ``min_items`` and ``max_items`` so
+    that its imports take about that long; without it every batch may hold
+    ``max_items``.
+    """
 
     max_items: int = Field(default=10000, gt=0)
     max_wait: Duration = 2.0
+    target_latency: Duration | None = Field(default=None, gt=0)
+    min_items: int = Field(default=MIN_ITEMS, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _least_follows_a_small_batch(cls, data: Any) -> Any:
+        # A config that sets only a small max_items keeps it valid: the
+        # least size is then the batch size itself.
+        if not isinstance(data, dict) or "min_items" in data:
+            return data
+        try:
+            most = int(data.get("max_items", MIN_ITEMS))  # "7" from a ${VAR} too
+        except (TypeError, ValueError):
+            return data  # max_items' own error says what is wrong
+        return {**data, "min_items": most} if 0 < most < MIN_ITEMS else data
+
+    @model_validator(mode="after")
+    def _least_within_most(self) -> BatchConfig:
+        if self.min_items > self.max_items:
+            raise ValueError(
+                f"min_items ({self.min_items}) must not exceed max_items ({self.max_items})"
+            )
+        return self
 
 
 class ProbeConfig(Model):

@@ -18,6 +18,7 @@ from typing import Any
 from config.errors import ClaimConflict, SourceError
 from config.faults import crash_point
 from config.models import SluiceConfig
+from scheduler.batch_size import BatchSizer
 from scheduler.inflight import BatchesInFlight
 from scheduler.ledger import Checkpoint, Ledger
 from scheduler.stats import RunStats
@@ -40,7 +41,8 @@ class Feeder:
     """Feeds one batch at a time from the buffers to the sink, through the ledger.
 
     ``checkpoints`` is the loop's own dict: a range claim moves a source's
-    high-water mark in it.
+    high-water mark in it. ``sizes`` says how many rows each source's next
+    batch may hold (``batch.max_items``, or less where it adapts).
     """
 
     def __init__(
@@ -55,8 +57,10 @@ class Feeder:
         throttle: Throttle,
         inflight: BatchesInFlight,
         stats: RunStats,
+        sizes: BatchSizer,
     ) -> None:
         self.cfg = cfg
+        self.sizes = sizes
         self.queues = queues
         self.strategy = strategy
         self.ledger = ledger
@@ -80,22 +84,24 @@ class Feeder:
         room = self.throttle.room()
         if room <= 0:
             return False
-        want = min(self.cfg.batch.max_items, room)
         ready = {
             name: q.buffered for name, q in self.queues.items()
-            if self._ready(q, self._capped(name, want)) and self.inflight.admits(name)
+            if self._ready(q, self._wanted(name, room)) and self.inflight.admits(name)
         }  # fmt: skip
         source = self.strategy.pick(ready)
         if source is None:
             return False
         batch_id = uuid.uuid4().hex
-        size = min(self._capped(source, want), ready[source])
+        size = min(self._wanted(source, room), ready[source])
         share = self._tail_share(source, size)
         # A range of more rows than the room goes alone when nothing else is
         # in flight: waiting would not make more room. Nor when the batch was
-        # only made smaller to share a source's last rows.
+        # only made smaller to share a source's last rows, or by the source's
+        # adaptive size (a range planned before the size fell: waiting would
+        # not make it smaller).
+        shrunk = self.sizes.size(source) < min(self.cfg.batch.max_items, room)
         items = self.queues[source].next_batch(
-            share, batch_id, at_least_one=self.sink.in_flight() == 0 or share < size
+            share, batch_id, at_least_one=self.sink.in_flight() == 0 or share < size or shrunk
         )
         if not items:
             return False
@@ -121,6 +127,10 @@ class Feeder:
         self.inflight.dispatch(manifest, begun=True)
         self.throttle.observe()
         return True
+
+    def _wanted(self, source: str, room: int) -> int:
+        """The rows ``source``'s next batch may hold: its size, within the room and its rate."""
+        return self._capped(source, min(self.sizes.size(source), room))
 
     def _capped(self, source: str, want: int) -> int:
         """``want``, or less when the source's database limits its rows per second."""

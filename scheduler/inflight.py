@@ -19,6 +19,7 @@ from dataclasses import replace
 from config.errors import ClaimConflict, SinkUnavailable
 from config.faults import crash_point
 from config.models import RetryConfig
+from scheduler.batch_size import BatchSizer
 from scheduler.ledger import Ledger
 from scheduler.stats import RunStats
 from sinks.abc import Sink
@@ -38,7 +39,7 @@ class BatchesInFlight:
     it without waking it, for a ledger that failed while a batch ended: the
     sink thread wakes the loop itself once it has let go of the batch.
     ``retry`` is the loop's current retry config (the loop replaces it on a
-    reload).
+    reload). ``sizes`` learns how long each batch's import took.
     """
 
     def __init__(
@@ -53,8 +54,10 @@ class BatchesInFlight:
         die: Callable[[BaseException], None],
         halt: Callable[[BaseException], None],
         budgets: Budgets | None = None,
+        sizes: BatchSizer | None = None,
     ) -> None:
         self.ledger = ledger
+        self.sizes = sizes
         self.sink = sink
         self.queues = queues
         self.stats = stats
@@ -161,6 +164,7 @@ class BatchesInFlight:
             if error is None:
                 result = future.result()
                 rejected = getattr(result, "rows_rejected", 0)
+                self._observe(manifest, result, None)
                 crash_point("before_ledger_done")
                 self.ledger.finish(manifest.batch_id, result.rows_written, rejected,
                                    token=manifest.token)
@@ -178,6 +182,7 @@ class BatchesInFlight:
                     )
                 log.debug("batch %s done: %d rows", manifest.batch_id, result.rows_written)
             else:
+                self._observe(manifest, None, error)
                 unavailable = isinstance(error, SinkUnavailable)
                 state = self.ledger.fail(manifest.batch_id, str(error), self.retry,
                                          token=manifest.token, counted=not unavailable)
@@ -208,6 +213,24 @@ class BatchesInFlight:
             if self.budgets is not None and manifest.read_parts is not None:
                 self.budgets.give_back(manifest.source, manifest.read_parts)
             self.wake.set()
+
+    def _observe(
+        self, manifest: Manifest, result: ImportResult | None, error: BaseException | None
+    ) -> None:
+        """Tell the batch sizer how the import went.
+
+        A batch already committed (skipped) was not imported; an error a
+        retry cannot help (a bad expression) or a sink that cannot run any
+        import says nothing about the target's pace.
+        """
+        if self.sizes is None or not self.sizes.adaptive:
+            return
+        if error is None:
+            if not getattr(result, "skipped", False):
+                seconds = getattr(result, "seconds", None)
+                self.sizes.observe(manifest.source, manifest.items, seconds)
+        elif getattr(error, "transient", True) and not isinstance(error, SinkUnavailable):
+            self.sizes.observe(manifest.source, manifest.items, None, ok=False)
 
     def _let_go(self, manifest: Manifest) -> None:
         """Stop holding the items of a batch another daemon took over.

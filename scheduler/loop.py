@@ -25,6 +25,7 @@ from queue import Empty, SimpleQueue
 
 from config.errors import LedgerError
 from config.models import SluiceConfig
+from scheduler.batch_size import BatchSizer, plan_ranges
 from scheduler.collector import TickCollector
 from scheduler.feeder import Feeder
 from scheduler.gate import BackpressureGate
@@ -76,10 +77,15 @@ class MainLoop:
         self.fatal: BaseException | None = None
         self.collector = TickCollector()  # collects garbage between ticks while run() runs
         self.throttle = Throttle(cfg, sink, clock=clock, wall_clock=wall_clock)
+        # Each source's batch size: batch.max_items, or adapting to batch.target_latency.
+        self.sizes = BatchSizer(
+            cfg.batch, on_change=lambda name, size: plan_ranges(self.queues, self.cfg, name, size)
+        )
         self.inflight = BatchesInFlight(ledger, sink, self.queues, self.stats, cfg.retry, self.wake,
-                                 die=self.die, halt=self._halt, budgets=budgets)
+                                 die=self.die, halt=self._halt, budgets=budgets, sizes=self.sizes)
         self.feeder = Feeder(cfg, self.queues, strategy, ledger, sink, self.checkpoints,
-                             throttle=self.throttle, inflight=self.inflight, stats=self.stats)
+                             throttle=self.throttle, inflight=self.inflight, stats=self.stats,
+                             sizes=self.sizes)
 
     # -- the parts' state, where it was before they had objects of their own ------------
 
@@ -147,6 +153,9 @@ class MainLoop:
         self.inflight.retry = cfg.retry
         self.feeder.reconfigure(cfg)
         self.throttle.reconfigure(cfg)
+        self.sizes.configure(cfg.batch)
+        for name in self.queues:
+            plan_ranges(self.queues, cfg, name, self.sizes.size(name))
 
     def die(self, error: BaseException) -> None:
         """A supervised part (the ledger writer) died: stop loudly."""
@@ -209,9 +218,13 @@ class MainLoop:
     def batch_size(self, source: str) -> int:
         """The number of items ``source``'s next batch may hold (status, metrics, the page).
 
+        ``batch.max_items``, or less where it adapts (:mod:`scheduler.batch_size`)
+        or where the source database's rate caps it (:mod:`sources.budget`).
         Safe to call from any thread: it reads plain values.
         """
-        return self.cfg.batch.max_items
+        size = self.sizes.size(source)
+        cap = self.inflight.batch_cap(source)
+        return size if cap is None else min(size, cap)
 
     def _feed_once(self) -> bool:
         # One tick's feeding, a method of the loop's own so that a benchmark

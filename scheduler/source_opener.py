@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 from config.errors import SourceError
 from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig
 from scheduler.background import Background
+from scheduler.batch_size import range_rows
 from scheduler.ledger import Checkpoint, Ledger, encode_key, fingerprint
 from sources.abc import LimitedSource
-from sources.budget import BATCH_SECONDS, Budgets, database_of
+from sources.budget import Budgets
 from sources.queueing import QueueingLimitedSource
 
 if TYPE_CHECKING:
@@ -135,27 +136,6 @@ class SourceOpener:
 # `sluice retry`); a late duplicate held back would cycle on the queue until an
 # operator acts, and the source would never count as drained.
 _MESSAGES_DONE = frozenset({"done", "dead"})
-
-
-def range_rows(src_cfg: SqlSourceConfig, cfg: SluiceConfig) -> int:
-    """Rows per range a keyset source plans: a page, but never more than a batch or the gate's room.
-
-    A range is the smallest piece a batch is made of, so a larger one could
-    never be fed whole. Under ``max_rows_per_s`` a batch holds at most
-    :data:`~sources.budget.BATCH_SECONDS` of the rate; ranges hold half of
-    that, so that two daemons sharing the rate still fill their smaller
-    batches with whole ranges.
-    """
-    rows = min(src_cfg.page_size, cfg.batch.max_items, cfg.backpressure.max_pending)
-    database = database_of(src_cfg)
-    rates = [
-        s.limits.max_rows_per_s for s in cfg.sources.values()
-        if isinstance(s, SqlSourceConfig) and s.limits.max_rows_per_s is not None
-        and database_of(s) == database
-    ]  # fmt: skip
-    if rates:  # the database's rate: the least any of its sources sets
-        rows = min(rows, int(min(rates) * BATCH_SECONDS / 2))
-    return max(1, rows)
 
 
 def claims_lookup(

@@ -32,8 +32,9 @@ if __name__ == "__main__" and not __package__:
 import argparse
 import json
 import logging
+import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -64,6 +65,8 @@ class ImportResult:
     ``_sluice_rejects``; a run with any must end with exit code 1).
     ``skipped``: the batch was already committed, so nothing was read;
     ``rows_written`` and ``rows_rejected`` are then what that commit recorded.
+    ``seconds``: how long the batch's own import took (its Spark task's load
+    when it had one, see :class:`~spark_jobs.target.Written`); None when skipped.
     """
 
     batch_id: str
@@ -72,6 +75,7 @@ class ImportResult:
     target: str
     skipped: bool = False
     rows_rejected: int = 0
+    seconds: float | None = field(default=None, compare=False)
 
 
 class BatchImportFailed(SluiceError, RuntimeError):
@@ -108,12 +112,15 @@ def _import_new(
     manifest: Manifest,
 ) -> ImportResult:
     """Import a batch the target does not hold yet (see :func:`run_import`)."""
+    started = time.monotonic()
     try:
         one_task = may_copy_straight_in(target, manifest)
         rows = apply_columns(extract(spark, source, manifest, one_task), source.columns)
         written = write_batch(spark, rows, target, manifest)
     except (PySparkException, Py4JError, sa.exc.SQLAlchemyError) as error:
         raise _failure(spark, source, target, manifest, error) from error
+    if written.seconds is None:  # no task of its own timed it: its time here
+        written = replace(written, seconds=time.monotonic() - started)
     return _imported(manifest, target, written)
 
 
@@ -249,9 +256,8 @@ def _imported(manifest: Manifest, target: TargetTable, written: Written) -> Impo
         written.method,
         written.rejected,
     )
-    return ImportResult(
-        manifest.batch_id, rows_read, written.rows, manifest.target, False, written.rejected
-    )
+    return ImportResult(manifest.batch_id, rows_read, written.rows, manifest.target, False,
+                        written.rejected, written.seconds)
 
 
 def is_committed(cfg: SluiceConfig, manifest: Manifest) -> bool:

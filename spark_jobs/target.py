@@ -67,11 +67,14 @@ class Written:
     ``method``: ``copy`` (COPYed straight into the table), ``staged copy``
     (COPYed into a staging table, then upserted), ``staged jdbc`` (Spark's
     JDBC writer into a staging table, then upserted), ``parquet``.
+    ``seconds``: how long the batch's own load took, where a Spark task of its
+    own loaded it (None: the import on the driver times it).
     """
 
     rows: int
     rejected: int = 0
     method: str = ""
+    seconds: float | None = None
 
 
 def stale_token_error(target: TargetTable, manifest: Manifest, committed: int) -> StaleToken:

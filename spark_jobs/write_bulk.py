@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -165,6 +166,7 @@ _OUTCOME = T.StructType(
         T.StructField("rows", T.LongType()),
         T.StructField("error", T.BinaryType()),
         T.StructField("notes", T.ArrayType(T.StringType())),
+        T.StructField("seconds", T.DoubleType()),
     ]
 )
 """What a direct load task returns: one row. Built, not parsed from DDL: the first
@@ -208,9 +210,12 @@ def _direct_in_tasks(
     names = list(df.columns)
 
     def copy_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        started = time.monotonic()  # the batch's own load: not its wait for a core
         manifest = manifests[TaskContext.get().partitionId()]  # type: ignore[union-attr]
         outcome = _copy_in_task(url, target, manifest, names, batches, bulk)
-        yield pa.RecordBatch.from_pylist([{"batch": manifest.batch_id, **outcome}])
+        seconds = time.monotonic() - started
+        yield pa.RecordBatch.from_pylist([{"batch": manifest.batch_id, **outcome,
+                                           "seconds": seconds}])
 
     try:
         rows = df.mapInArrow(copy_partition, _OUTCOME).collect()
@@ -237,7 +242,7 @@ def _direct_in_tasks(
             outcomes.append(pickle.loads(row.error))
         else:
             crash_point("after_target_commit")
-            outcomes.append(Written(row.rows, 0, method))
+            outcomes.append(Written(row.rows, 0, method, row.seconds))
     return outcomes
 
 

@@ -1,0 +1,193 @@
+"""Adaptive batch size: a source's batches sized so that an import takes ``batch.target_latency``.
+
+A source's size moves between ``batch.min_items`` and ``batch.max_items``,
+on its own, as its batches end (:meth:`BatchSizer.observe`, on the sink's
+threads):
+
+- a batch slower than the target (by more than :data:`SLACK`): a
+  multiplicative decrease, to the size that would have taken the target at
+  that batch's pace, but at most by half per batch, so that one stall (a
+  lock, a vacuum) costs a halving and only a lasting slowdown the whole way;
+- a batch that failed with an error a retry may help (a timeout, a lost
+  connection: perhaps the target's load): halved;
+- a batch faster than the target: an additive increase (a sixteenth of
+  ``max_items``, at least ``min_items``), never past the size that would
+  have taken the target at its pace, so that the size settles there instead
+  of overshooting and falling back;
+- within the slack: unchanged, so that the size rests once it is right.
+
+The pace is measured on the batch that ended (its rows and seconds), not on
+the current size: batches planned before a change end after it, and a slow
+report of an old big batch must not cut a size already cut for it. Each
+step sets the size to what the last batch says would fit, so the size settles
+where an import takes the target, also when part of an import's time does not
+grow with its rows.
+
+Which seconds: the batch's own import, never its wait in the sink's queue
+(a backlog says nothing about the target). A batch loaded straight in by a
+Spark task of its own is timed by that task, also when several batches of
+a source share one Spark job (``config.sizes.JOB_GROUP``): the job's time
+would be several batches' work on the executors' cores, and would grow as
+batches shrink (more of them wait, so more share a job); any other import
+by its run on the driver (``ImportResult.seconds``).
+
+Without ``batch.target_latency`` every size is ``max_items`` and
+observations change nothing: batches are as they always were.
+
+A keyset source plans its ranges of at most its size (:func:`plan_ranges`);
+ranges it buffered before the size fell keep theirs, and are fed one to a
+batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+
+from config.models import BatchConfig, SluiceConfig, SqlSourceConfig
+from sources.budget import BATCH_SECONDS, database_of
+from sources.queueing import QueueingLimitedSource
+from sources.sql import SqlSource
+
+# The loop's logger: a source's batch size is the loop's business.
+log = logging.getLogger("sluice.loop")
+
+SLACK = 1.2
+"""An import within this factor of the target (either way) leaves the size as it is."""
+
+NOTEWORTHY = 1.5
+"""A size logged once it moved by this factor from the size last logged."""
+
+
+class BatchSizer:
+    """The batch size of each source; thread-safe.
+
+    :meth:`size` never blocks (the loop's thread reads it every tick; status
+    and metrics from theirs). ``on_change(source, size)`` is called after a
+    source's size changed, outside the lock, on the thread that changed it.
+    """
+
+    def __init__(
+        self, batch: BatchConfig, *, on_change: Callable[[str, int], None] | None = None
+    ) -> None:
+        self._lock = threading.Lock()
+        self._sizes: dict[str, int] = {}  # sources whose size differs from max_items
+        self._logged: dict[str, int] = {}
+        self.on_change = on_change
+        self.target: float | None = None
+        self.least = self.most = batch.max_items
+        self.configure(batch)
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether sizes adapt (``batch.target_latency`` is set)."""
+        return self.target is not None
+
+    def configure(self, batch: BatchConfig) -> None:
+        """Take a new ``batch`` config (a reload): sizes kept, within the new bounds."""
+        with self._lock:
+            self.target = batch.target_latency
+            self.least, self.most = batch.min_items, batch.max_items
+            self.step = max(self.least, self.most // 16)
+            before = dict(self._sizes)
+            if self.target is None:
+                self._sizes.clear()
+            else:
+                self._sizes = {s: self._within(size) for s, size in self._sizes.items()}
+            changed = {s: self.size(s) for s in before if self.size(s) != before[s]}
+        for source, size in changed.items():
+            self._changed(source, size)
+
+    def size(self, source: str) -> int:
+        """The most rows ``source``'s next batch may hold (``max_items`` until it adapts)."""
+        return self._sizes.get(source, self.most)
+
+    def observe(self, source: str, items: int, seconds: float | None, *, ok: bool = True) -> None:
+        """A batch of ``items`` rows of ``source`` ended: its import took ``seconds``, or failed.
+
+        ``ok=False``: it failed with an error a retry may help (``seconds``
+        is not read). Nothing happens without a target or for an empty batch.
+        """
+        if self.target is None or items <= 0 or (ok and seconds is None):
+            return
+        with self._lock:
+            target = self.target
+            if target is None:  # a reload took it away meanwhile
+                return
+            current = self.size(source)
+            new = self._within(_next(current, items, seconds, ok, target, self.step))
+            if new == current:
+                return
+            if new == self.most:
+                self._sizes.pop(source, None)
+            else:
+                self._sizes[source] = new
+            last = self._logged.get(source, self.most)
+            noteworthy = new >= last * NOTEWORTHY or new * NOTEWORTHY <= last
+            if noteworthy:
+                self._logged[source] = new
+        if noteworthy:
+            how = "failed" if not ok else f"took {seconds:.2f} s"
+            log.info("source %s: batches of %d rows, from %d (a batch of %d %s; target %g s)",
+                     source, new, current, items, how, target)  # fmt: skip
+        self._changed(source, new)
+
+    def _within(self, size: int) -> int:
+        return max(self.least, min(self.most, size))
+
+    def _changed(self, source: str, size: int) -> None:
+        if self.on_change is not None:
+            self.on_change(source, size)
+
+
+def _next(
+    current: int, items: int, seconds: float | None, ok: bool, target: float, step: int
+) -> int:
+    """The size after a batch of ``items`` rows ended in ``seconds`` (or failed); unclamped."""
+    if not ok or seconds is None:
+        return current // 2
+    # The rows that would have taken the target at this batch's pace.
+    fits = int(items * target / seconds) if seconds > 0 else current + step
+    if seconds > target * SLACK:
+        return min(current, max(fits, current // 2))
+    if seconds * SLACK < target:
+        return max(current, min(current + step, fits))
+    return current
+
+
+def range_rows(src_cfg: SqlSourceConfig, cfg: SluiceConfig) -> int:
+    """Rows per range a keyset source plans: a page, but never more than a batch or the gate's room.
+
+    A range is the smallest piece a batch is made of, so a larger one could
+    never be fed whole. Under ``max_rows_per_s`` a batch holds at most
+    :data:`~sources.budget.BATCH_SECONDS` of the rate; ranges hold half of
+    that, so that two daemons sharing the rate still fill their smaller
+    batches with whole ranges. A source whose batch size adapts plans ranges
+    of at most that size besides (:func:`plan_ranges`).
+    """
+    rows = min(src_cfg.page_size, cfg.batch.max_items, cfg.backpressure.max_pending)
+    database = database_of(src_cfg)
+    rates = [
+        s.limits.max_rows_per_s for s in cfg.sources.values()
+        if isinstance(s, SqlSourceConfig) and s.limits.max_rows_per_s is not None
+        and database_of(s) == database
+    ]  # fmt: skip
+    if rates:  # the database's rate: the least any of its sources sets
+        rows = min(rows, int(min(rates) * BATCH_SECONDS / 2))
+    return max(1, rows)
+
+
+def plan_ranges(
+    queues: Mapping[str, QueueingLimitedSource], cfg: SluiceConfig, source: str, size: int
+) -> None:
+    """A keyset source of ``queues`` plans its next ranges of at most ``size`` rows.
+
+    Called where a size or the config changed (a sink thread, a reload).
+    Ranges already buffered keep their size: the feeder gives one bigger
+    than the batch size a batch of its own.
+    """
+    queue, src_cfg = queues.get(source), cfg.sources.get(source)
+    wrapped = None if queue is None else queue.wrapped
+    if isinstance(wrapped, SqlSource) and isinstance(src_cfg, SqlSourceConfig):
+        wrapped.range_rows = min(range_rows(src_cfg, cfg), size)
