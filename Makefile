@@ -10,12 +10,12 @@ ROWS ?= 100000
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export AWS_EC2_METADATA_DISABLED ?= true
 
-.PHONY: demo test lint bench jars java pgloader venv clean
+.PHONY: demo test lint bench jars java pgloader chromium venv clean
 
 demo: venv jars java
 	$(VENV)/bin/sluice demo --rows $(ROWS)
 
-test: venv jars java
+test: venv jars java chromium
 	$(PY) -m pytest
 
 lint: venv
@@ -55,6 +55,15 @@ pgloader:
 	  else echo "error: pgloader missing; install the Debian package pgloader" >&2; exit 1; fi; \
 	  echo "installing pgloader"; \
 	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgloader >/dev/null; \
+	}
+
+# The status page's test opens it in headless Chromium, Debian's package, installed as the jars are.
+chromium:
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; \
+	  else echo "error: chromium missing; install the Debian package chromium" >&2; exit 1; fi; \
+	  echo "installing chromium"; \
+	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	}
 
 java:

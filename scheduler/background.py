@@ -21,7 +21,10 @@ from sources.queueing import QueueingLimitedSource
 
 if TYPE_CHECKING:
     from scheduler.loop import MainLoop
+    from scheduler.observe.eta import EtaReport
+    from scheduler.observe.http import WsgiApp
     from scheduler.observe.metrics import MetricsServer
+    from scheduler.observe.snapshot import StatusBoard
     from scheduler.probe import Probe
 
 # The daemon's logger: these lines are the daemon's, as they were before this module existed.
@@ -44,11 +47,27 @@ class Background:
         self._periodic = BackgroundScheduler(daemon=True)
         self._metrics: MetricsServer | None = None
         self._loop: MainLoop | None = None
+        self.status: StatusBoard | None = None
 
     def every(self, seconds: float, job: Callable[[], object], job_id: str) -> None:
         """Run ``job`` every ``seconds`` once started; a run still going is not doubled."""
         self._periodic.add_job(job, "interval", seconds=seconds, id=job_id,
                                max_instances=1, coalesce=True)
+
+    def keep_status(self, loop: MainLoop) -> None:
+        """Publish ``loop``'s status each second (the ETA, the page, ``/status.json``)
+        and count the sources' backlogs, once started."""
+        from scheduler.observe.snapshot import LEDGER_EVERY, SNAPSHOT_EVERY, status_board
+
+        self.status = status_board(loop, self.queues)
+        self.every(SNAPSHOT_EVERY, self.status.refresh, "status")
+        self.every(LEDGER_EVERY, self.status.read_ledger, "status-ledger")
+
+    def eta(self, *, now: bool = False) -> EtaReport | None:
+        """The latest ETA (``now``: sampled now, as at the end of a run)."""
+        if self.status is None:
+            return None
+        return self.status.eta.sample() if now else self.status.eta.latest()
 
     def start_probe_and_metrics(self, loop: MainLoop, cfg: SluiceConfig) -> None:
         """Probe the downstream for ``loop``'s gate, and serve metrics, as ``cfg`` asks."""
@@ -63,13 +82,18 @@ class Background:
             self.probe.schedule(self._periodic)
         if cfg.metrics_port is not None:
             from scheduler.observe.metrics import start_metrics
+            from scheduler.observe.page import status_routes
             from scheduler.observe.record import RecordRoute
 
             # /record reads the running config (a reload may change it) and the
-            # ledger on the server's threads, with connections of its own.
+            # ledger on the server's threads, with connections of its own; the
+            # page and /status.json, the board's latest snapshot.
+            routes: dict[str, WsgiApp] = {"/record": RecordRoute(lambda: loop.cfg)}
+            if self.status is not None:
+                routes.update(status_routes(self.status))
             self._metrics = start_metrics(
-                cfg.metrics_port, loop, self.queues, probe=self.probe,
-                routes={"/record": RecordRoute(lambda: loop.cfg)},
+                cfg.metrics_port, loop, self.queues, probe=self.probe, routes=routes,
+                eta=None if self.status is None else self.status.eta,
             )
             log.info("metrics on http://127.0.0.1:%d/metrics", self._metrics.port)
 
@@ -81,19 +105,26 @@ class Background:
             self.every(self.heartbeat_every, job, job_id)
 
     def start(self) -> None:
-        """Start running the periodic jobs."""
+        """Start running the periodic jobs (and the backlog counts)."""
         self._periodic.start()
+        if self.status is not None:
+            self.status.eta.counter.start()
 
     def stop_schedule(self) -> None:
-        """Run no more periodic jobs; one running now is not waited for."""
+        """Run no more periodic jobs; one running now is not waited for (a backlog
+        count, for two seconds at most)."""
         self._periodic.shutdown(wait=False)
+        if self.status is not None:
+            self.status.eta.counter.stop(timeout=2.0)
 
     def stop_probe_and_metrics(self) -> None:
-        """Stop probing the downstream and serving metrics."""
+        """Stop probing the downstream and serving metrics and the status page."""
         if self.probe is not None:
             self.probe.stop(timeout=2.0)
         if self._metrics is not None:
             self._metrics.stop()
+        if self.status is not None:
+            self.status.close()
 
     def _heartbeat(self) -> None:
         self.ledger.owners.heartbeat()

@@ -21,15 +21,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from config.errors import LedgerError, SourceError
-from config.models import SluiceConfig, SqlSourceConfig
+from config.models import SluiceConfig
 from config.secrets import config_secrets, redact_text
 from scheduler.background import Background
+from scheduler.batch_size import plan_ranges
 from scheduler.ledger import Ledger
 from scheduler.loop import MainLoop
 from scheduler.reload import ConfigReloader
 from scheduler.resume_points import ResumePoints
 from scheduler.signals import SignalHandlers
-from scheduler.source_opener import SourceOpener, range_rows
+from scheduler.source_opener import SourceOpener
 from scheduler.stats import RunStats
 from scheduler.strategy import build_strategy
 from sinks.abc import Sink
@@ -37,13 +38,15 @@ from sources.budget import Budgets
 from sources.queueing import QueueingLimitedSource
 
 if TYPE_CHECKING:
+    from scheduler.observe.eta import EtaReport
     from scheduler.probe import Probe
 
 log = logging.getLogger("sluice.daemon")
 RESUME_POINTS_EVERY = 10.0
 """Seconds between looks at the incremental sources' resume points."""
 
-Reporter = Callable[[RunStats, dict[str, QueueingLimitedSource]], None]
+Reporter = Callable[[RunStats, dict[str, QueueingLimitedSource], "EtaReport | None"], None]
+"""The progress display: the run's stats, the buffers and the latest ETA."""
 
 
 @dataclass(frozen=True)
@@ -166,10 +169,11 @@ class Daemon:
     def _reconfigure(self, new: SluiceConfig) -> None:
         """Put a reloaded config to use in the running sources and the loop."""
         self.budgets.reconfigure(new)
-        for name, queue in self.queues.items():
-            src_cfg = new.sources.get(name)
-            if isinstance(src_cfg, SqlSourceConfig) and hasattr(queue.wrapped, "range_rows"):
-                queue.wrapped.range_rows = range_rows(src_cfg, new)  # ranges planned from now
+        for name in self.queues:
+            # Ranges planned from now, no bigger than the source's batch size
+            # (the loop plans them again at its next tick, with the new batch:).
+            size = new.batch.max_items if self.loop is None else self.loop.batch_size(name)
+            plan_ranges(self.queues, new, name, size)
         if self.loop is not None:
             self.loop.reconfigure(new)
 
@@ -195,11 +199,12 @@ class Daemon:
         )
         if self.wall_clock is not None:
             self.loop.wall_clock = self.wall_clock
+        self.background.keep_status(self.loop)
         self.background.start_probe_and_metrics(self.loop, self.cfg)
         if self.reporter is not None:
-            reporter, loop = self.reporter, self.loop
+            reporter, loop, eta = self.reporter, self.loop, self.background.eta
             self.background.every(
-                self.report_every, lambda: reporter(loop.stats, self.queues), "progress"
+                self.report_every, lambda: reporter(loop.stats, self.queues, eta()), "progress"
             )
         self.background.keep_leases(self.loop)
         if self.resume_points is not None:
@@ -223,7 +228,7 @@ class Daemon:
         finally:
             self._shutdown()
         if self.reporter is not None:
-            self.reporter(stats, self.queues)
+            self.reporter(stats, self.queues, self.background.eta(now=True))
         failures = tuple(self._failures)
         # A failed source makes the run fail even when a signal also came:
         # exit 1 says "look at this", and the summary still names the signal.

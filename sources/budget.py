@@ -225,21 +225,20 @@ class Budget:
     # -- key queries ---------------------------------------------------------------------
 
     @contextmanager
-    def connection(self) -> Iterator[None]:
+    def connection(self, *, timed: bool = True) -> Iterator[None]:
         """Hold one connection's permit while the body runs (it waits for one).
 
-        The body's time, from the permit to its end, is a key query's latency.
+        The body's time, from the permit to its end, is a key query's latency
+        (``timed`` False: a query whose time says nothing of the database's
+        health, such as a whole backlog's count).
         """
         with self._cond:
             self._waiters += 1
             try:
                 while not self._connections_free(1, waiting=True):
                     self._cond.wait(self._pause())
-                if self.connections is not None:
-                    self._held += 1
-                    counted = True
-                else:
-                    counted = False
+                counted = self.connections is not None
+                self._held += 1 if counted else 0
             finally:
                 self._waiters -= 1
         started = self.clock()
@@ -248,7 +247,8 @@ class Budget:
         finally:
             if counted:
                 self.give_back(1)
-        self.observe_latency(self.clock() - started)
+        if timed:
+            self.observe_latency(self.clock() - started)
 
     @property
     def held(self) -> int:

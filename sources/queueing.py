@@ -100,6 +100,7 @@ class QueueingLimitedSource:
             )
         self.name = wrapped.name
         self.wrapped = wrapped
+        self.capacity = capacity
         self.replenish_below = replenish_below
         # Ranges (a keyset walk) are counted in rows; keys, one by one.
         self._buffer = ItemBuffer(capacity, ranges=wrapped.weighs_rows, clock=clock)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -12,6 +14,22 @@ from config.models import SqlSourceConfig
 from sources.budget import Budget, bounded_connections
 
 T = TypeVar("T")
+
+_TIMED: ContextVar[bool] = ContextVar("sluice_query_timed", default=True)
+
+
+@contextmanager
+def untimed() -> Iterator[None]:
+    """Queries run inside (on this thread) do not count as key queries' latency.
+
+    For a backlog count: its time grows with the table, not with the
+    database's load, and must not slow a source down (``max_query_latency``).
+    """
+    token = _TIMED.set(False)
+    try:
+        yield
+    finally:
+        _TIMED.reset(token)
 
 
 class SourceDatabase:
@@ -63,7 +81,7 @@ class SourceDatabase:
         try:
             if not connects:
                 return call()
-            with self.budget.connection():
+            with self.budget.connection(timed=_TIMED.get()):
                 try:
                     return call()
                 finally:

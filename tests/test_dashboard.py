@@ -19,17 +19,20 @@ from config.loader import load_config_text
 from scheduler.ledger import Ledger, fingerprint
 from scheduler.loop import MainLoop
 from scheduler.observe.metrics import start_metrics
+from scheduler.observe.snapshot import status_board
 from scheduler.probe import Probe
 from scheduler.strategy import build_strategy
 from sinks.abc import MemorySink
 from sources.abc import MemorySource
+from sources.budget import Budgets
 from sources.queueing import QueueingLimitedSource
 
 DASHBOARD = Path(__file__).resolve().parent.parent / "examples" / "grafana" / "sluice.json"
 CONFIG = """
 ledger: sqlite:///ledger.db
 sources:
-  orders: {kind: sql, url: "sqlite:///o.db", table: orders, key: id, target: lake.orders}
+  orders: {kind: sql, url: "sqlite:///o.db", table: orders, key: id, target: lake.orders,
+           limits: {max_rows_per_s: 1000000, max_connections: 4, max_query_latency: 5s}}
 targets:
   lake: {kind: parquet, path: ./lake}
 batch: {max_items: 50, max_wait: 50ms}
@@ -38,15 +41,20 @@ METRIC = re.compile(r"\bsluice_[a-z_]+")
 
 
 def _served(tmp_path: Path) -> set[str]:
-    """The metric families a live endpoint serves, with a probe and a batch done."""
+    """The metric families a live endpoint serves, with a probe, limits, the ETA and a
+    batch done."""
     cfg = load_config_text(CONFIG, str(tmp_path / "sluice.yaml"))
     ledger = Ledger(cfg.ledger)
     checkpoints = {n: ledger.sources.register(n, fingerprint(s)) for n, s in cfg.sources.items()}
     queues = {"orders": QueueingLimitedSource(MemorySource("orders", [(1,), (2,)]), 100, 10)}
-    loop = MainLoop(cfg, queues, build_strategy(cfg), ledger, MemorySink(), checkpoints)
+    loop = MainLoop(cfg, queues, build_strategy(cfg), ledger, MemorySink(), checkpoints,
+                    budgets=Budgets(cfg))  # fmt: skip
     queues["orders"].start()
     loop.run(until_drained=True)
-    endpoint = start_metrics(0, loop, queues, probe=Probe(lambda: 3, ttl=60))
+    board = status_board(loop, queues)
+    board.eta.counter.count_now()
+    board.refresh()
+    endpoint = start_metrics(0, loop, queues, probe=Probe(lambda: 3, ttl=60), eta=board.eta)
     try:
         url = f"http://127.0.0.1:{endpoint.port}/metrics"
         with urllib.request.urlopen(url, timeout=10) as response:

@@ -116,7 +116,7 @@ def test_status_counts_states_rows_rate_and_errors(filled: tuple[Path, SluiceCon
 def test_eta_from_the_rows_left_and_done_when_nothing_is(
     filled: tuple[Path, SluiceConfig],
 ) -> None:
-    _, cfg = filled
+    path, cfg = filled
     ledger = Ledger(cfg.ledger)
     try:
         status = collect_status(cfg, ledger.reads, now=T0 + 20,
@@ -132,6 +132,20 @@ def test_eta_from_the_rows_left_and_done_when_nothing_is(
     rows = {line.split()[0]: line.split() for line in render_text(status).splitlines() if line}
     assert rows["orders"][10] == "0m30s" and rows["customers"][10] == "unknown"
     assert rows["events"][10] == "done"
+
+    # A configured rate below the one measured: the ETA goes at the rate the source may go.
+    path.write_text(path.read_text().replace(
+        "key: id, target: wh.orders}", "key: id, target: wh.orders, limits: {max_rows_per_s: 2}}"))
+    limited = load_config(path)
+    ledger = Ledger(limited.ledger)
+    try:
+        status = collect_status(limited, ledger.reads, now=T0 + 20, backlog={"orders": 150})
+    finally:
+        ledger.close()
+    assert status.sources[0].rows_per_s == pytest.approx(5.0)
+    assert status.sources[0].eta_s == pytest.approx(75.0)
+    assert status.sources[0].configured["max_rows_per_s"] == 2
+    assert "  orders: batch 10,000, 2 rows/s" in render_text(status)
 
 
 def test_status_command_text_and_json(filled: tuple[Path, SluiceConfig]) -> None:
@@ -149,6 +163,11 @@ def test_status_command_text_and_json(filled: tuple[Path, SluiceConfig]) -> None
     report = json.loads(as_json.stdout)
     orders = next(s for s in report["sources"] if s["source"] == "orders")
     assert orders["states"]["dead"] == 1 and orders["dead"][0]["id"] == "b-dead"
+    # ETA and done per source and overall; batch size and limits as configured.
+    assert {"eta_s", "done", "left"} <= set(orders) and {"eta_s", "done"} <= set(report["totals"])
+    assert orders["configured"] == {"batch_size": 10_000, "max_rows_per_s": None,
+                                    "max_connections": None, "max_query_latency_s": None}
+    assert "configured (a running daemon's, in force, are on its /status.json):" in text.stdout
     assert report["totals"]["states"]["failed"] == 1 and report["totals"]["poison"] == 2
     for out in (text.stdout, text.stderr, as_json.stdout, as_json.stderr):
         assert SECRET not in out

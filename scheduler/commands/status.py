@@ -3,7 +3,11 @@
 Nothing here touches a source or a target, so status answers the same whether
 the daemon runs or not (SQLite's WAL lets it read beside a running writer).
 Rates come from the ``updated_at`` of done batches; an ETA needs the backlog,
-which only the sources know, so it is shown only when a caller passes one.
+which only the sources know, so it is shown only when a caller passes one,
+at that rate but never faster than the source's configured ``max_rows_per_s``.
+Batch sizes and limits are the configured ones (said so): those in force
+(an adaptive batch size, a daemon's share, the latency feedback) only a
+running daemon knows, on its ``/status.json``.
 Every text that may carry a secret (errors, the ledger URL) is redacted.
 """
 
@@ -19,10 +23,11 @@ import sqlalchemy as sa
 from rich.table import Table
 from rich.text import Text
 
-from config.models import SluiceConfig
+from config.models import SluiceConfig, SqlSourceConfig
 from config.secrets import config_secrets, redact_text, redact_url
 from scheduler.ledger import SCHEMA, STATES, UNFINISHED, LedgerReads
 from scheduler.ledger.reads import DeadBatch, Owner, SourceFigures
+from sources.budget import bounded_connections
 
 RATE_WINDOW = 300.0
 """Seconds of done batches the rows/s figure is measured over."""
@@ -46,6 +51,9 @@ class SourceStatus:
     dead: list[DeadBatch] = field(default_factory=list)
     left: int | None = None  # rows (keys, messages) still to migrate; None: not measured
     done: bool = False  # nothing left and no batch unfinished
+    # Batch size and limits as the config sets them: a running daemon's in force (its
+    # adaptive batch size, its share of the limits) are on its /status.json.
+    configured: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -121,7 +129,7 @@ def collect_status(
         span = max(1.0, now - max(now - window, row.first_created or now))
         rate = row.recent_rows / span
         left = (backlog or {}).get(name)
-        result.append(_source(cfg.sources[name].target, name, row, rate, left, secrets))
+        result.append(_source(cfg, name, row, rate, left, secrets))
     schema = None if reads is None else reads.schema()
     return Status(redact_url(cfg.ledger), now, window, result, owners, schema)
 
@@ -144,21 +152,37 @@ def rows_left(cfg: SluiceConfig, config_path: str) -> dict[str, int]:
 
 
 def _source(
-    target: str, name: str, row: SourceFigures, rate: float, left: int | None, secrets: list[str]
-) -> SourceStatus:
+    cfg: SluiceConfig, name: str, row: SourceFigures, rate: float, left: int | None,
+    secrets: list[str],
+) -> SourceStatus:  # fmt: skip
     def clean(text: str | None) -> str | None:
         return None if text is None else redact_text(text, secrets)
 
+    configured = _configured(cfg, name)
     done = left == 0 and not any(row.states.get(s, 0) for s in (*UNFINISHED, "failed"))
-    eta = 0.0 if done else (left / rate if left is not None and rate > 0 else None)
+    # A source goes no faster than its database's limit (a lowered one is right at once).
+    limit = configured.get("max_rows_per_s")
+    going = rate if limit is None else min(rate, limit)
+    eta = 0.0 if done else (left / going if left is not None and going > 0 else None)
 
     return SourceStatus(
-        source=name, target=target, states=row.states, items=row.items, rows=row.rows,
-        rejected=row.rejected, rows_per_s=rate, eta_s=eta, last_error=clean(row.last_error),
-        poison=row.poison, high_water=row.high_water,
+        source=name, target=cfg.sources[name].target, states=row.states, items=row.items,
+        rows=row.rows, rejected=row.rejected, rows_per_s=rate, eta_s=eta,
+        last_error=clean(row.last_error), poison=row.poison, high_water=row.high_water,
         dead=[DeadBatch(d.id, d.attempts, clean(d.error), d.updated_at) for d in row.dead],
-        left=left, done=done,
+        left=left, done=done, configured=configured,
     )
+
+
+def _configured(cfg: SluiceConfig, name: str) -> dict[str, Any]:
+    """A source's batch size and limits as configured (``status`` runs without a daemon)."""
+    src = cfg.sources[name]
+    found: dict[str, Any] = {"batch_size": cfg.batch.max_items}
+    if isinstance(src, SqlSourceConfig):
+        found.update(max_rows_per_s=src.limits.max_rows_per_s,
+                     max_connections=bounded_connections(src),
+                     max_query_latency_s=src.limits.max_query_latency)  # fmt: skip
+    return found
 
 
 # -- rendering -------------------------------------------------------------------------
@@ -197,6 +221,7 @@ def render_text(status: Status) -> str:
         ) + "  " + row[-1]
         for row in table
     )
+    lines.extend(_configured_lines(status))
     lines.extend(_dead_lines(status))
     return "\n".join(line.rstrip() for line in lines)
 
@@ -212,9 +237,9 @@ def render_table(status: Status) -> Table:
         style = "red" if src.states["dead"] else None
         table.add_row(*map(Text, _cells(src)), style=style)
     table.add_row(*map(Text, _total_cells(status)), style="bold", end_section=True)
-    dead = _dead_lines(status)
-    if dead:
-        table.caption, table.caption_justify = Text("\n".join(dead)), "left"
+    notes = _configured_lines(status) + _dead_lines(status)
+    if notes:
+        table.caption, table.caption_justify = Text("\n".join(notes)), "left"
     return table
 
 
@@ -231,6 +256,24 @@ def _heading(status: Status) -> str:
 
 def _sluice(owner: Owner) -> str:
     return f"sluice {owner.sluice_version}" if owner.sluice_version else "an earlier sluice"
+
+
+def _configured_lines(status: Status) -> list[str]:
+    """Batch size and limits as configured (a daemon's in force are on its page)."""
+    lines = []
+    for src in status.sources:
+        c = src.configured
+        parts = [f"batch {c['batch_size']:,}"] if "batch_size" in c else []
+        if c.get("max_rows_per_s") is not None:
+            parts.append(f"{c['max_rows_per_s']:,.0f} rows/s")
+        if c.get("max_connections") is not None:
+            parts.append(f"{c['max_connections']} connections")
+        if c.get("max_query_latency_s") is not None:
+            parts.append(f"key queries under {c['max_query_latency_s']:g} s")
+        lines.append(f"  {src.source}: {', '.join(parts)}")
+    if lines:
+        lines.insert(0, "configured (a running daemon's, in force, are on its /status.json):")
+    return lines
 
 
 def _dead_lines(status: Status) -> list[str]:

@@ -1,14 +1,16 @@
 """Prometheus ``/metrics`` for a running daemon (``metrics_port:``).
 
 Pull-based: :class:`SluiceCollector` reads the loop's stats, each buffer's
-health, the sink's pending work and the gate when Prometheus scrapes, on the
-HTTP server's thread, so the main loop does no extra work per tick. Ledger
+health, each source's batch size and its database's limits in force, the
+ETA's latest estimate (:mod:`.eta`), the sink's pending work and the gate
+when Prometheus scrapes, on the HTTP server's thread, so the main loop does
+no extra work per tick. Ledger
 counts (batches per state, rows done, across every daemon on the ledger) need
 a query, so they are cached for ``ledger_ttl`` seconds: a scrape storm cannot
 load the ledger. Served through prometheus_client's WSGI app on a registry of
 its own, so only sluice's metrics appear and two daemons in one process
 (tests) do not clash, by the endpoint of :mod:`.http`, which serves the other
-paths the caller routes beside it (``/record``).
+paths the caller routes beside it (``/record``, the status page).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from scheduler.ledger.reads import LedgerReads, StateCounts
+from scheduler.observe.eta import EtaTracker
 from scheduler.observe.http import HttpEndpoint, WsgiApp, serve
 from sources.queueing import QueueingLimitedSource
 
@@ -50,10 +53,12 @@ class SluiceCollector(Collector):
         probe: Probe | None = None,
         ledger_ttl: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
+        eta: EtaTracker | None = None,
     ) -> None:
         self.loop = loop
         self.queues = dict(queues)
         self.probe = probe
+        self.eta = eta
         self.ledger_ttl = ledger_ttl
         self.clock = clock
         self._ledger_lock = threading.Lock()  # one query at a time, however many scrapes
@@ -71,6 +76,8 @@ class SluiceCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         yield from self._buffers()
+        yield from self._sizes_and_limits()
+        yield from self._eta()
         yield from self._flow()
         yield from self._run_totals()
         yield from self._ledger()
@@ -99,6 +106,63 @@ class SluiceCollector(Collector):
             errors.add_metric([name], health.errors)
             in_a_row.add_metric([name], health.consecutive_errors)
         return [buffered, held, exhausted, refilling, errors, in_a_row]
+
+    def _sizes_and_limits(self) -> Iterable[Metric]:
+        size = GaugeMetricFamily(
+            "sluice_batch_size_items", "Items (rows, for ranges) the next batch may hold.",
+            labels=["source"])
+        rate = GaugeMetricFamily(
+            "sluice_source_rows_per_s_limit", "Rows/s this daemon may read from the source's "
+            "database now: its share of max_rows_per_s, times the latency factor.",
+            labels=["source"])
+        factor = GaugeMetricFamily(
+            "sluice_source_rate_factor", "The latency feedback's part of the source database's "
+            "rate (1: all; halved while its key queries are slow).", labels=["source"])
+        conns = GaugeMetricFamily(
+            "sluice_source_connections_limit", "Connections this daemon may open to the "
+            "source's database (its share of max_connections).", labels=["source"])
+        held = GaugeMetricFamily(
+            "sluice_source_connections_held", "Connections this daemon holds to the source's "
+            "database (key queries and batches' reads).", labels=["source"])
+        budgets = self.loop.inflight.budgets
+        for name in self.queues:
+            size.add_metric([name], self.loop.batch_size(name))
+            budget = None if budgets is None else budgets.of(name)
+            if budget is None:
+                continue
+            factor.add_metric([name], budget.factor)
+            held.add_metric([name], budget.held)
+            if (share := budget.rate_share) is not None:
+                rate.add_metric([name], share)
+            if (connections := budget.connection_share) is not None:
+                conns.add_metric([name], connections)
+        return [size, rate, factor, conns, held]
+
+    def _eta(self) -> Iterable[Metric]:
+        if self.eta is None:
+            return []
+        report = self.eta.latest()
+        eta = GaugeMetricFamily(
+            "sluice_eta_seconds", "Seconds until the source is done, at its recent rate "
+            "(0: done; absent: not known yet).", labels=["source"])
+        left = GaugeMetricFamily(
+            "sluice_left_items", "Rows (keys, messages) still to migrate: the source's "
+            "backlog at its last count, less what was done since.", labels=["source"])
+        done = GaugeMetricFamily(
+            "sluice_source_done", "1 when the source is done: exhausted, nothing buffered or "
+            "importing, nothing left.", labels=["source"])
+        for name, source in report.sources.items():
+            done.add_metric([name], int(source.done))
+            if source.eta_s is not None:
+                eta.add_metric([name], source.eta_s)
+            if source.left is not None:
+                left.add_metric([name], source.left)
+        overall = GaugeMetricFamily(
+            "sluice_overall_eta_seconds", "Seconds until every source is done (absent: not "
+            "known yet).")
+        if report.eta_s is not None:
+            overall.add_metric([], report.eta_s)
+        return [eta, left, done, overall]
 
     def _flow(self) -> Iterable[Metric]:
         loop = self.loop
@@ -195,18 +259,20 @@ def start_metrics(
     probe: Probe | None = None,
     ledger_ttl: float = 5.0,
     routes: Mapping[str, WsgiApp] | None = None,
+    eta: EtaTracker | None = None,
 ) -> MetricsServer:
     """Serve ``/metrics``, and ``routes`` beside it, on ``host:port`` (0: any
     free port); returns the stopper.
 
     ``routes``: more paths, each with the WSGI app that answers it (say
     ``{"/record": record_route(...)}``); they run on the server's threads.
+    ``eta``: the daemon's ETA, served per source and overall.
     Loopback by default: metrics name sources and targets, so exposing them
     beyond the host is the operator's choice. Raises ``OSError`` when the
     port is taken.
     """
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SluiceCollector(loop, queues, probe=probe, ledger_ttl=ledger_ttl))
+    registry.register(SluiceCollector(loop, queues, probe=probe, ledger_ttl=ledger_ttl, eta=eta))
     endpoint = serve(port, {**(routes or {}), "/metrics": make_wsgi_app(registry)}, host=host)
     log.info("metrics on http://%s:%d/metrics", host, endpoint.port)
     return endpoint

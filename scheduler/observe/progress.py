@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Mapping
-from typing import TextIO
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.progress import (
@@ -26,32 +26,48 @@ from rich.progress import (
 from rich.text import Text
 
 from scheduler.loop import RunStats
+from scheduler.observe.eta import EtaReport, SourceEta, format_eta
 from sources.queueing import QueueingLimitedSource
 
 log = logging.getLogger("sluice.progress")
 
 
 class LogProgress:
-    """One line per report: rows so far, rows/s (since the first batch), buffered per source."""
+    """One line per report: rows so far, rows/s (since the first batch), and per source its
+    rows, buffer and ETA (:mod:`.eta`), then the run's ETA."""
 
-    def __call__(self, stats: RunStats, queues: Mapping[str, QueueingLimitedSource]) -> None:
+    def __call__(
+        self, stats: RunStats, queues: Mapping[str, QueueingLimitedSource],
+        eta: EtaReport | None = None,
+    ) -> None:  # fmt: skip
         elapsed = max(stats.moving(), 1e-9)
+        sources = {} if eta is None else eta.sources
         parts = ", ".join(
-            f"{name} {stats.rows_by_source.get(name, 0):,} (buffer {q.buffered:,})"
+            f"{name} {stats.rows_by_source.get(name, 0):,} (buffer {q.buffered:,}"
+            + (f", {_eta(s.eta_s, s.done)})" if (s := sources.get(name)) else ")")
             for name, q in queues.items()
         )
-        log.info("%s rows, %.0f rows/s: %s", f"{stats.rows:,}", stats.rows / elapsed, parts)
+        overall = "" if eta is None else f"; {_eta(eta.eta_s, eta.done)}"
+        log.info("%s rows, %.0f rows/s: %s%s", f"{stats.rows:,}", stats.rows / elapsed, parts,
+                 overall)  # fmt: skip
+
+
+def _eta(seconds: float | None, done: bool) -> str:
+    return "done" if done else f"eta {format_eta(seconds)}"
 
 
 RATE_WINDOW = 60.0
-"""Seconds of progress the rows/s and the ETA of a bar are measured over."""
+"""Seconds of progress rich's own rows/s and ETA are measured over, until the ETA's
+estimate (:mod:`.eta`: over a shorter window, knowing the limits in force) is known."""
+TOTAL = "total"
+"""The description of the run's bar, under the sources' (there when there are several)."""
 
 
 class _RateColumn(ProgressColumn):
-    """Rows per second over the last :data:`RATE_WINDOW` seconds."""
+    """Rows per second: the ETA's recent rate, or rich's over :data:`RATE_WINDOW` seconds."""
 
     def render(self, task: Task) -> Text:
-        speed = task.speed
+        speed = task.fields.get("rate", task.speed)
         if task.finished:  # the window may hold one step only: the whole run's rate
             speed = task.finished_speed or (
                 task.completed / task.finished_time if task.finished_time else None
@@ -60,17 +76,13 @@ class _RateColumn(ProgressColumn):
 
 
 class _EtaColumn(ProgressColumn):
-    """``eta 0:01:23`` at the recent rate; ``done`` once a source is done."""
+    """``eta 0:01:23`` (the ETA's estimate, or rich's at the recent rate); ``done`` once done."""
 
     def render(self, task: Task) -> Text:
-        if task.finished:
+        if task.finished or task.fields.get("done"):
             return Text("done", style="progress.remaining")
-        left = task.time_remaining
-        if left is None:
-            return Text("eta -:--:--", style="progress.remaining")
-        minutes, seconds = divmod(int(left), 60)
-        hours, minutes = divmod(minutes, 60)
-        return Text(f"eta {hours}:{minutes:02d}:{seconds:02d}", style="progress.remaining")
+        left = task.fields.get("eta", task.time_remaining)
+        return Text(f"eta {format_eta(left)}", style="progress.remaining")
 
 
 class BarProgress:
@@ -95,19 +107,42 @@ class BarProgress:
             name: self.progress.add_task(name, total=total or None)
             for name, total in totals.items()
         }
+        self._counted = {name for name, total in totals.items() if not total}
+        self.total = None if len(totals) < 2 else self.progress.add_task(
+            TOTAL, total=sum(totals.values()) if all(totals.values()) else None)  # fmt: skip
         self.progress.start()
         # On a terminal, starting replaced sys.stderr with a proxy that prints above the bars.
         self._streams = _through(sys.stderr)
 
-    def __call__(self, stats: RunStats, queues: Mapping[str, QueueingLimitedSource]) -> None:
+    def __call__(
+        self, stats: RunStats, queues: Mapping[str, QueueingLimitedSource],
+        eta: EtaReport | None = None,
+    ) -> None:  # fmt: skip
+        sources = {} if eta is None else eta.sources
         for name, task in self.tasks.items():
-            self.progress.update(task, completed=stats.rows_by_source.get(name, 0))
+            done = stats.rows_by_source.get(name, 0)
+            fields = _fields(sources.get(name))
+            if name in self._counted and (estimate := sources.get(name)) is not None \
+                    and estimate.left is not None:  # fmt: skip
+                fields["total"] = done + estimate.left  # no total given: the count's
+            self.progress.update(task, completed=done, **fields)
+        if self.total is not None:
+            fields = {} if eta is None or eta.eta_s is None and not eta.done else {
+                "eta": eta.eta_s, "done": eta.done, "rate": eta.rows_per_s}  # fmt: skip
+            self.progress.update(self.total, completed=stats.rows, **fields)
 
     def close(self) -> None:
         """Leave the final bars on screen; log lines go to the terminal again."""
         self.progress.stop()
         for handler, stream in self._streams.items():
             handler.setStream(stream)
+
+
+def _fields(estimate: SourceEta | None) -> dict[str, Any]:
+    """A bar's ETA and rate from the source's estimate, once it has a rate."""
+    if estimate is None or estimate.rows_per_s is None and not estimate.done:
+        return {}
+    return {"eta": estimate.eta_s, "done": estimate.done, "rate": estimate.rows_per_s}
 
 
 def _through(proxy: TextIO) -> dict[logging.StreamHandler[TextIO], TextIO]:
