@@ -9,10 +9,12 @@ reason; in CI (``CI=true``) it fails them, because there it must be present.
 from __future__ import annotations
 
 import os
+import queue
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -50,13 +52,25 @@ def _port_open(host: str, port: int) -> bool:
 
 
 class DatabaseFactory:
-    """Creates throwaway databases in one server and drops them at the end."""
+    """Creates throwaway databases in one server and drops them once their tests are done.
+
+    A PostgreSQL ``DROP DATABASE`` waits for a checkpoint (a second or two
+    on a busy machine): the databases of each test module are dropped on a
+    thread of their own while the next modules run (:meth:`drop_later`), so
+    that the session's end waits only for the last ones.
+    """
 
     def __init__(self, admin_url: str, dialect: str) -> None:
         self.admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
         self.admin_url = sa.make_url(admin_url)
         self.dialect = dialect
         self.created: list[str] = []
+        self._handed_over = 0  # created[:_handed_over] are the dropper's
+        self._doomed: queue.Queue[str | None] = queue.Queue()
+        self._dropper = threading.Thread(target=self._drop_each, name=f"drop-{dialect}",
+                                         daemon=True)
+        self._dropper.start()
+        _FACTORIES.append(self)
 
     def create(self, name: str) -> str:
         """Create database ``sluice_t_<run>_<name>``; return its SQLAlchemy URL."""
@@ -68,22 +82,45 @@ class DatabaseFactory:
         self.created.append(db)
         return self.admin_url.set(database=db).render_as_string(hide_password=False)
 
+    def drop_later(self) -> None:
+        """Drop, in the background, every database created so far (their tests are done)."""
+        for db in self.created[self._handed_over :]:
+            self._doomed.put(db)
+        self._handed_over = len(self.created)
+
     def drop_all(self) -> None:
-        with self.admin.connect() as conn:
-            if self.dialect == "postgresql":
-                conn.execute(
-                    sa.text(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        "WHERE datname LIKE :p AND pid <> pg_backend_pid()"
-                    ),
-                    {"p": f"sluice_t_{RUN_ID}_%"},
-                )
-            # FORCE (PostgreSQL 13+): a process that connects again meanwhile does not block it.
-            force = " WITH (FORCE)" if self.dialect == "postgresql" else ""
-            for db in self.created:
-                quoted = self.admin.dialect.identifier_preparer.quote(db)
-                conn.execute(sa.text(f"DROP DATABASE IF EXISTS {quoted}{force}"))
+        """Drop every database not dropped yet, and wait until they are gone."""
+        self.drop_later()
+        self._doomed.put(None)
+        self._dropper.join()
         self.admin.dispose()
+
+    def _drop_each(self) -> None:
+        while (db := self._doomed.get()) is not None:
+            try:
+                self._drop(db)
+            except sa.exc.SQLAlchemyError as error:  # a leftover must not fail the session
+                print(f"could not drop test database {db}: {error}", file=sys.stderr)
+
+    def _drop(self, db: str) -> None:
+        quoted = self.admin.dialect.identifier_preparer.quote(db)
+        with self.admin.connect() as conn:
+            # FORCE (PostgreSQL 13+): a process still connected (a test's
+            # daemon child that outlived it) does not block it.
+            force = " WITH (FORCE)" if self.dialect == "postgresql" else ""
+            conn.execute(sa.text(f"DROP DATABASE IF EXISTS {quoted}{force}"))
+
+
+_FACTORIES: list[DatabaseFactory] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Once a module's last test is torn down (its module fixtures too), drop its databases."""
+    yield
+    if nextitem is None or nextitem.module is not getattr(item, "module", None):
+        for factory in _FACTORIES:
+            factory.drop_later()
 
 
 @pytest.fixture(scope="session")

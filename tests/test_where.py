@@ -339,7 +339,7 @@ def test_bad_input_is_an_error_that_names_it(run: Run) -> None:
         urllib.request.urlopen(f"http://127.0.0.1:{run.port}/nowhere", timeout=30)
     except urllib.error.HTTPError as error:
         status, body = error.code, json.loads(error.read())
-    assert status == 404 and body["paths"] == ["/metrics", "/record"]
+    assert status == 404 and body["paths"] == ["/", "/metrics", "/record", "/status.json"]
 
     # The CLI: the same errors, on stderr, exit code 2 (bad usage).
     for args, named in (
