@@ -156,10 +156,14 @@ class SqlSource(LimitedSource):
     # -- keyset ---------------------------------------------------------------
 
     def _plan(self, limit: int) -> list[Item]:
-        """Adjacent ranges past :attr:`position`, ``limit`` rows in all."""
+        """Adjacent ranges past :attr:`position`, at most ``limit`` rows in all.
+
+        Whole ranges only, but for a first one that does not fit: a range cut
+        to the room left would be fed as a small batch of its own.
+        """
         items: list[Item] = []
         left = limit
-        while left > 0:
+        while left > 0 and not (items and left < self.range_rows):
             size = min(self.range_rows, left)
             end = self._queries.range_end(self._position, size)
             if end is None:

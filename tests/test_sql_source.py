@@ -130,9 +130,11 @@ def test_keyset_plans_ranges_of_the_table_in_key_order_and_resumes(
     assert read_all(resumed, 1000) == ranges(everything[1234:], 1000)
     resumed.reset(None)
     assert [(i.key, i.rows) for i in resumed.next_batch(2)] == [((2,), 2)]
-    # Ranges of at most range_rows rows each, adjacent, up to the limit in all.
+    # Whole ranges of range_rows rows, adjacent, up to the limit in all; the
+    # room a whole range does not fit is left for the next call.
     small = opened("items", config(db), range_rows=300)
-    assert [(i.key, i.rows) for i in small.next_batch(700)] == ranges(everything[:700], 300)
+    assert [(i.key, i.rows) for i in small.next_batch(700)] == ranges(everything[:600], 300)
+    assert [(i.key, i.rows) for i in small.next_batch(200)] == [((800,), 200)]
 
 
 def test_keyset_composite_key_quoted_table_and_where(
