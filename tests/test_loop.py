@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -93,6 +94,11 @@ def test_every_key_lands_in_exactly_one_batch(tmp_path: Path) -> None:
 def test_shares_follow_weights_while_both_have_items(tmp_path: Path) -> None:
     sink = MemorySink()
     loop, _, _ = build(tmp_path, sink, {"orders": 2_000, "customers": 2_000})
+    # Both buffers hold items before the first tick: on a busy machine one
+    # source's first refill may land late, and the other alone is fed meanwhile.
+    deadline = time.monotonic() + 20
+    while not all(q.buffered for q in loop.queues.values()) and time.monotonic() < deadline:
+        time.sleep(0.01)
     loop.run(until_drained=True)
     # While both sources had items the strategy fed them 2:1.
     first = sink.submitted[:30]

@@ -223,7 +223,8 @@ def test_a_range_is_loaded_straight_in_and_a_rerun_leaves_the_table_unchanged(
     assert (rest.rows, rest.method) == (100, "staged load data")
     assert _rows(mariadb_url) == _rows(pg_url)
     assert scalar(mariadb_url, "SELECT count(*) FROM information_schema.tables "
-                               "WHERE table_name LIKE '\\_sluice\\_stage%'") == 0  # fmt: skip
+                               "WHERE table_schema = DATABASE() "
+                               "AND table_name LIKE '\\_sluice\\_stage%'") == 0  # fmt: skip
 
 
 @pytest.mark.spark
