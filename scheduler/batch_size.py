@@ -145,12 +145,15 @@ def _next(
     current: int, items: int, seconds: float | None, ok: bool, target: float, step: int
 ) -> int:
     """The size after a batch of ``items`` rows ended in ``seconds`` (or failed); unclamped."""
+    # A cut is at most half of the batch that reports, not of the current
+    # size: the batches in flight (or in one job) when the target stalled
+    # all report slow or failed, and together they cost one halving, not one each.
     if not ok or seconds is None:
-        return current // 2
+        return min(current, items // 2)
     # The rows that would have taken the target at this batch's pace.
     fits = int(items * target / seconds) if seconds > 0 else current + step
     if seconds > target * SLACK:
-        return min(current, max(fits, current // 2))
+        return min(current, max(fits, items // 2))
     if seconds * SLACK < target:
         return max(current, min(current + step, fits))
     return current

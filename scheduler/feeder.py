@@ -99,7 +99,7 @@ class Feeder:
         # only made smaller to share a source's last rows, or by the source's
         # adaptive size (a range planned before the size fell: waiting would
         # not make it smaller).
-        shrunk = self.sizes.size(source) < min(self.cfg.batch.max_items, room)
+        shrunk = self.sizes.size(source) < self._capped(source, min(self.cfg.batch.max_items, room))
         items = self.queues[source].next_batch(
             share, batch_id, at_least_one=self.sink.in_flight() == 0 or share < size or shrunk
         )

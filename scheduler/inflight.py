@@ -225,12 +225,15 @@ class BatchesInFlight:
         """
         if self.sizes is None or not self.sizes.adaptive:
             return
-        if error is None:
-            if not getattr(result, "skipped", False):
-                seconds = getattr(result, "seconds", None)
-                self.sizes.observe(manifest.source, manifest.items, seconds)
-        elif getattr(error, "transient", True) and not isinstance(error, SinkUnavailable):
-            self.sizes.observe(manifest.source, manifest.items, None, ok=False)
+        try:
+            if error is None:
+                if not getattr(result, "skipped", False):
+                    seconds = getattr(result, "seconds", None)
+                    self.sizes.observe(manifest.source, manifest.items, seconds)
+            elif getattr(error, "transient", True) and not isinstance(error, SinkUnavailable):
+                self.sizes.observe(manifest.source, manifest.items, None, ok=False)
+        except Exception:  # sizing is advice: the batch's end must still reach the ledger
+            log.exception("source %s: cannot adapt its batch size", manifest.source)
 
     def _let_go(self, manifest: Manifest) -> None:
         """Stop holding the items of a batch another daemon took over.

@@ -78,8 +78,10 @@ class MainLoop:
         self.collector = TickCollector()  # collects garbage between ticks while run() runs
         self.throttle = Throttle(cfg, sink, clock=clock, wall_clock=wall_clock)
         # Each source's batch size: batch.max_items, or adapting to batch.target_latency.
+        # Ranges follow the latest size whatever order two sink threads' changes land in.
         self.sizes = BatchSizer(
-            cfg.batch, on_change=lambda name, size: plan_ranges(self.queues, self.cfg, name, size)
+            cfg.batch, on_change=lambda name, _size: plan_ranges(
+                self.queues, self.cfg, name, self.sizes.size(name)),
         )
         self.inflight = BatchesInFlight(ledger, sink, self.queues, self.stats, cfg.retry, self.wake,
                                  die=self.die, halt=self._halt, budgets=budgets, sizes=self.sizes)

@@ -77,7 +77,9 @@ def test_a_slowdown_cuts_the_size_to_what_fits_and_its_end_wins_it_back() -> Non
 def test_a_late_report_of_a_batch_planned_before_the_cut_does_not_cut_again() -> None:
     sizer = BatchSizer(BatchConfig(max_items=1000, min_items=10, target_latency=1.0))
     sizer.observe("a", 1000, 4.0)  # 250 would have fit: halved
-    sizer.observe("a", 1000, 4.0)  # one more slow report: down to what fits
+    sizer.observe("a", 1000, 4.0)  # a batch in flight beside it, as slow: no second cut
+    assert sizer.size("a") == 500
+    sizer.observe("a", 500, 2.0)  # a batch of the new size, still slow: down to what fits
     assert sizer.size("a") == 250
     sizer.observe("a", 1000, 4.0)  # another batch of the old size, as slow
     assert sizer.size("a") == 250
@@ -147,7 +149,7 @@ batch: {max_items: 100, min_items: 10, max_wait: 20ms, target_latency: 1s}
     sink = MemorySink()  # says nothing of how long an import took: sizes as the test sets them
     loop = MainLoop(cfg, {"orders": queue}, build_strategy(cfg), ledger, sink, checkpoints)
     loop.sizes.observe("orders", 100, 4.0)
-    loop.sizes.observe("orders", 100, 4.0)
+    loop.sizes.observe("orders", 50, 2.0)
     assert loop.batch_size("orders") == 25
     queue.start()
     try:

@@ -207,7 +207,8 @@ class StatusBoard:
             figures = reads.figures(names, now, DEAD_SHOWN)
             owners = reads.owners_seen(now)
         except Exception as error:  # a page must show, and say the ledger is away
-            text = redact_text(str(error).splitlines()[0], config_secrets(self.cfg()))
+            first = (str(error) or repr(error)).splitlines()[0]
+            text = redact_text(first, config_secrets(self.cfg()))
             if self._ledger.error is None:
                 log.warning("status: cannot read the ledger: %s", text)
             self._ledger = _LedgerFigures(self._ledger.figures, self._ledger.owners,
