@@ -6,10 +6,11 @@ threads):
 
 - a batch slower than the target (by more than :data:`SLACK`): a
   multiplicative decrease, to the size that would have taken the target at
-  that batch's pace, but at most by half per batch, so that one stall (a
-  lock, a vacuum) costs a halving and only a lasting slowdown the whole way;
+  that batch's pace, but not below half of that batch, so that one stall (a
+  lock, a vacuum) costs a halving, however many batches it caught in flight,
+  and only a lasting slowdown the whole way;
 - a batch that failed with an error a retry may help (a timeout, a lost
-  connection: perhaps the target's load): halved;
+  connection: perhaps the target's load): half of that batch;
 - a batch faster than the target: an additive increase (a sixteenth of
   ``max_items``, at least ``min_items``), never past the size that would
   have taken the target at its pace, so that the size settles there instead
