@@ -62,6 +62,9 @@ class Background:
         self.status = status_board(loop, self.queues)
         self.every(SNAPSHOT_EVERY, self.status.refresh, "status")
         self.every(LEDGER_EVERY, self.status.read_ledger, "status-ledger")
+        # The ledger's figures (rows done, daemons, dead batches) from the
+        # start, not only after the first interval; a ledger away is shown.
+        self.status.read_ledger()
 
     def eta(self, *, now: bool = False) -> EtaReport | None:
         """The latest ETA (``now``: sampled now, as at the end of a run)."""
