@@ -184,6 +184,7 @@ sources:
     access_key_id: testing
     secret_access_key: ${{AWS_SECRET}}
     wait_time: 1s
+    drain_quiet: 1s
     target: warehouse.events
 targets:
   warehouse: {{kind: jdbc, url: "{with_password(warehouse)}"}}
