@@ -114,22 +114,15 @@ def main() -> None:
         report("ledger_group_commit_sqlite", writes_per_s(sqlite_ledger, grouped=True),
                "writes/s", baseline=direct)
         sqlite_ledger.close()
-        made = pg_database(PG_ADMIN)
-        if made is None:
-            return
-        url, admin = made
-        try:
+        with pg_database(PG_ADMIN) as url:
+            if url is None:
+                return
             report("loop_items_per_s_pg_ledger", loop_items_per_s(url, folder), "items/s")
             pg_ledger = Ledger(url)
             direct = writes_per_s(pg_ledger, grouped=False)
             report("ledger_group_commit_pg", writes_per_s(pg_ledger, grouped=True),
                    "writes/s", baseline=direct)
             pg_ledger.close()
-        finally:
-            with admin.connect() as conn:
-                name = sa.make_url(url).database
-                conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            admin.dispose()
 
 
 if __name__ == "__main__":

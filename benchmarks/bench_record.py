@@ -256,16 +256,11 @@ def main() -> None:
         folder = Path(tmp)
         if args.only != "pg":
             measure(f"sqlite:///{folder / 'ledger.db'}", folder, "sqlite", args)
-        if args.only == "sqlite" or (made := pg_database(PG_ADMIN)) is None:
+        if args.only == "sqlite":
             return
-        url, admin = made
-        try:
-            measure(url, folder, "pg", args)
-        finally:
-            with admin.connect() as conn:
-                name = sa.make_url(url).database
-                conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            admin.dispose()
+        with pg_database(PG_ADMIN) as url:
+            if url is not None:
+                measure(url, folder, "pg", args)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import sqlalchemy as sa
 
@@ -25,8 +27,9 @@ def report(
     print(json.dumps(figure), flush=True)
 
 
-def pg_database(admin_url: str) -> tuple[str, sa.Engine] | None:
-    """A new throwaway PostgreSQL database and the admin engine that drops it.
+@contextmanager
+def pg_database(admin_url: str) -> Iterator[str | None]:
+    """The URL of a new throwaway PostgreSQL database, dropped on the way out.
 
     None (said on stderr) when PostgreSQL cannot be reached: the caller skips
     its PostgreSQL figures.
@@ -38,5 +41,12 @@ def pg_database(admin_url: str) -> tuple[str, sa.Engine] | None:
             conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
     except sa.exc.OperationalError as error:
         print(f"PostgreSQL not reachable, skipping its figures: {error}", file=sys.stderr)
-        return None
-    return sa.make_url(admin_url).set(database=name).render_as_string(False), admin
+        admin.dispose()
+        yield None
+        return
+    try:
+        yield sa.make_url(admin_url).set(database=name).render_as_string(False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
