@@ -8,6 +8,7 @@ that sleeps for each row, as long as a knob table says), imported by Spark.
 from __future__ import annotations
 
 import logging
+import statistics
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -194,21 +195,6 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Seen]]:
     yield ends
 
 
-def _row_median(ends: list[Seen]) -> float:
-    """The import latency of the median row of ``ends`` (each batch weighs its rows).
-
-    A batch smaller than the size (a range a refill cut to the room left in
-    the buffer, one that waited ``max_wait``) is not an import of the size:
-    its few rows weigh little, as they do for the source's rows.
-    """
-    half, counted = sum(s.items for s in ends) / 2, 0
-    for s in sorted(ends, key=lambda s: s.seconds or 0.0):
-        counted += s.items
-        if counted >= half:
-            return s.seconds or 0.0
-    raise AssertionError("no imports")
-
-
 @pytest.mark.spark
 @pytest.mark.postgres
 @pytest.mark.timeout(180)
@@ -299,7 +285,7 @@ spark: {{master: "local[2]", max_concurrent_imports: 2}}
         admin.dispose()
     report = [(s.items, round(s.seconds or 0, 2)) for s in seen]
     assert low < 300 and all(s.seconds is not None for s in settled), report
-    median = _row_median(settled)
+    median = statistics.median(s.seconds or 0.0 for s in settled)
     assert abs(median - target_latency) <= 0.3 * target_latency, (median, report)
     # Every row once: the run drained, and the target holds the source's rows.
     assert "summary" in outcome and outcome["summary"].exit_code == 0, outcome

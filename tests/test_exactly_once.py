@@ -14,9 +14,10 @@ kill); ``make chaos`` runs the long form (``CHAOS=long``: 200,000 / 50,000 /
 1,000, ten random kills, each crash point on its own) and prints the table.
 Select them with ``pytest tests/test_exactly_once.py`` (``-k crash``,
 ``-k hot_hot``…). ``CHAOS_SEED`` replays the random kills of a run.
-The ledger-outage and hot-rows scenarios run only when ``CHAOS`` is set:
-long under ``CHAOS=long``, short under ``CHAOS=short`` (even short, each
-runs daemons for half a minute and more, which ``make test`` cannot afford).
+The outages, dead-retry, ledger-outage and hot-rows scenarios run only when
+``CHAOS`` is set: long under ``CHAOS=long``, short under ``CHAOS=short``
+(even short, each runs daemons for half a minute and more, which ``make
+test`` cannot afford).
 """
 
 from __future__ import annotations
@@ -168,6 +169,10 @@ def test_hot_hot_two_daemons_give_the_same_target_as_one(scenario: ScenarioMaker
 # -- outages and failing imports ------------------------------------------------------
 
 
+# The outage and dead-batch scenarios run daemons for 40-50 s even short:
+# make chaos runs them (long). make test keeps their parts: tests/test_source_faults.py,
+# test_ledger_outage.py, test_loop.py's retried-then-dead, test_status.py's retry.
+@chaos_only
 def test_outages_and_failing_imports_recover(
     scenario: ScenarioMaker, world: World, moto_server: str
 ) -> None:
@@ -193,6 +198,7 @@ def test_outages_and_failing_imports_recover(
     verified(sc, injected)
 
 
+@chaos_only
 def test_a_batch_that_always_fails_ends_dead_and_retry_completes_it(
     scenario: ScenarioMaker,
 ) -> None:
