@@ -14,10 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from config.base import Duration, Model, parse_duration
+from config.catalog import TableCatalog
 from config.settings import (
     BackpressureConfig,
     BatchConfig,
@@ -45,6 +46,7 @@ from config.strategy import (
     strategy_refs,
     strategy_sources,
 )
+from config.tables import find_cycle
 from config.targets import (
     JdbcTargetConfig,
     ParquetTargetConfig,
@@ -107,6 +109,25 @@ class SluiceConfig(Model):
     retry: RetryConfig = RetryConfig()
     lease: LeaseConfig = LeaseConfig()
     windows: list[str] = []
+    # What the tables: sources found in their databases (config.tables), and
+    # the sources each of them became; set by the loader, not the YAML.
+    _tables: TableCatalog = PrivateAttr(default_factory=TableCatalog)
+    _groups: dict[str, list[str]] = PrivateAttr(default_factory=dict)
+
+    @property
+    def table_catalog(self) -> TableCatalog:
+        """What the ``tables:`` sources found at load time (empty without them)."""
+        return self._tables
+
+    @property
+    def groups(self) -> dict[str, list[str]]:
+        """Each ``tables:`` source's name → the names of the sources it became."""
+        return self._groups
+
+    def with_tables(self, catalog: TableCatalog, groups: dict[str, list[str]]) -> SluiceConfig:
+        """This config, remembering what its ``tables:`` sources expanded into."""
+        self._tables, self._groups = catalog, groups
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -150,8 +171,24 @@ class SluiceConfig(Model):
                     f"{source.target!r} must be TARGET.table or TARGET.schema.table "
                     f"with TARGET one of: {targets}",
                 )
+        names = ", ".join(sorted(self.sources))
+        parents: dict[str, list[str]] = {}
+        for name, source in self.sources.items():
+            for i, parent in enumerate(getattr(source, "depends_on", [])):
+                if parent not in self.sources or parent == name:
+                    problem(("sources", name, "depends_on", i), parent,
+                            f"depends_on names {parent!r}, which is not another source "
+                            f"(sources: {names})")  # fmt: skip
+                else:
+                    parents.setdefault(name, []).append(parent)
+        cycle = find_cycle(parents)
+        if cycle:
+            problem(("sources", cycle[0], "depends_on"), cycle,
+                    "sources wait for each other in a cycle: " + " -> ".join([*cycle, cycle[0]])
+                    + "; remove one of these from depends_on (for a tables: source, "
+                    "depends_on: [] under its override)")  # fmt: skip
         if self.strategy is not None:
-            sources = ", ".join(sorted(self.sources))
+            sources = names
             for loc, name in strategy_refs(self.strategy):
                 if name not in self.sources:
                     problem(

@@ -61,6 +61,9 @@ class SqlSourceConfig(Model):
     read: ReadConfig = ReadConfig()
     columns: dict[str, str] | None = None
     target: str
+    # Sources whose first pass must be done before this one is fed (a
+    # table's foreign-key parents: ``order: foreign_keys`` fills it in).
+    depends_on: list[str] = []
 
     @field_validator("key")
     @classmethod

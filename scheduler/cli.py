@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from config.errors import ConfigError, SluiceError
+from scheduler.commands.init import init_command
 from scheduler.commands.where import where_command
 
 if TYPE_CHECKING:
@@ -382,8 +383,9 @@ def plan(
     raise typer.Exit(0 if result.ok else 1)
 
 
-# Its options and logic live in scheduler/commands/where.py (this module is at its size limit).
+# Their options and logic live in scheduler/commands/ (this module is at its size limit).
 app.command("where")(where_command(_fail))
+app.command("init")(init_command(_fail))
 
 
 def main() -> None:

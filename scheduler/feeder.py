@@ -21,6 +21,7 @@ from config.models import SluiceConfig
 from scheduler.batch_size import BatchSizer
 from scheduler.inflight import BatchesInFlight
 from scheduler.ledger import Checkpoint, Ledger
+from scheduler.order import FirstPasses
 from scheduler.stats import RunStats
 from scheduler.strategy import Node, build_strategy
 from scheduler.throttle import Throttle
@@ -58,8 +59,10 @@ class Feeder:
         inflight: BatchesInFlight,
         stats: RunStats,
         sizes: BatchSizer,
+        order: FirstPasses,
     ) -> None:
         self.cfg = cfg
+        self.order = order
         self.sizes = sizes
         self.queues = queues
         self.strategy = strategy
@@ -78,6 +81,7 @@ class Feeder:
         """Take a new config's batch sizes and a new strategy built from it."""
         self.cfg = cfg
         self.strategy = build_strategy(cfg)
+        self.order.reconfigure(cfg)
 
     def feed_once(self) -> bool:
         """Feed one batch if there is room and a source has one ready; False: none fed."""
@@ -87,6 +91,7 @@ class Feeder:
         ready = {
             name: q.buffered for name, q in self.queues.items()
             if self._ready(q, self._wanted(name, room)) and self.inflight.admits(name)
+            and not self.order.holds(name)
         }  # fmt: skip
         source = self.strategy.pick(ready)
         if source is None:

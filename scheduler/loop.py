@@ -31,6 +31,7 @@ from scheduler.feeder import Feeder
 from scheduler.gate import BackpressureGate
 from scheduler.inflight import BatchesInFlight
 from scheduler.ledger import UNFINISHED, Checkpoint, Ledger
+from scheduler.order import FirstPasses
 from scheduler.probe import Probe
 from scheduler.stats import RunStats
 from scheduler.strategy import Node
@@ -87,7 +88,7 @@ class MainLoop:
                                  die=self.die, halt=self._halt, budgets=budgets, sizes=self.sizes)
         self.feeder = Feeder(cfg, self.queues, strategy, ledger, sink, self.checkpoints,
                              throttle=self.throttle, inflight=self.inflight, stats=self.stats,
-                             sizes=self.sizes)
+                             sizes=self.sizes, order=FirstPasses(cfg, self.queues, ledger, clock))
 
     # -- the parts' state, where it was before they had objects of their own ------------
 

@@ -60,7 +60,8 @@ class ConfigReloader:
         from config.loader import load_config
 
         try:
-            new = load_config(self.config_path)
+            # tables: sources keep the tables found at start (new ones take a restart).
+            new = load_config(self.config_path, tables=self.cfg.table_catalog)
         except ConfigError as error:
             log.warning("config reload (%s) ignored, the running config stays: %s", reason, error)
             return False

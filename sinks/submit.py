@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pyspark
 
+from config.catalog import CATALOG_ENV
 from config.errors import ConfigError
 from config.models import SluiceConfig
 from sinks.abc import PoolSink, SinkClosed
@@ -109,6 +110,8 @@ class SubmitSink(PoolSink):
         env.setdefault("PYSPARK_DRIVER_PYTHON", env["PYSPARK_PYTHON"])
         if is_loopback_master(self.cfg.spark.master):
             env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        if self.cfg.groups:  # the job expands tables: sources without inspecting again
+            env[CATALOG_ENV] = self.cfg.table_catalog.to_json()
         return env
 
     def close(self, wait: bool = True) -> None:

@@ -32,6 +32,7 @@ if __name__ == "__main__" and not __package__:
 import argparse
 import json
 import logging
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -354,11 +355,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     # Imported here: config.loader pulls in YAML handling the job itself does not need.
+    from config.catalog import catalog_from_env
     from config.loader import load_config
     from sinks.session import build_session
 
     try:
-        cfg = load_config(args.config)
+        cfg = load_config(args.config, tables=catalog_from_env(os.environ))
         manifest = Manifest.from_json(args.manifest.read_text(encoding="utf-8"))
         target_table(cfg, manifest)  # an unknown source or target fails before the JVM starts
         spark = build_session(cfg.spark, app_name=f"sluice-import-{manifest.batch_id}")

@@ -25,6 +25,7 @@ if __name__ == "__main__" and not __package__:
 import argparse
 import json
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -158,13 +159,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--result", type=Path, help="where to write the outcome (JSON)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from config.catalog import catalog_from_env
     from config.errors import SluiceError
     from config.loader import load_config
     from sinks.session import build_session
 
     batch_id = args.batch
     try:
-        cfg = load_config(args.config)
+        cfg = load_config(args.config, tables=catalog_from_env(os.environ))
         outcome = import_batch(
             cfg, batch_id, lambda: build_session(cfg.spark, app_name=f"sluice-import-{batch_id}")
         )

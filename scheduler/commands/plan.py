@@ -73,6 +73,7 @@ class Plan:
     ticks: list[Tick]
     left: dict[str, int]
     max_items: int
+    order: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -86,7 +87,7 @@ def make_plan(cfg: SluiceConfig, ticks: int = 10, config_path: str = "CONFIG") -
     sources = [measure(name, cfg, view, config_path) for name in cfg.sources]
     pending = {s.name: s.pending for s in sources}
     fed, left = simulate(cfg, pending, ticks)
-    return Plan(view, sources, fed, left, cfg.batch.max_items)
+    return Plan(view, sources, fed, left, cfg.batch.max_items, order_lines(cfg))
 
 
 def read_ledger(url: str) -> LedgerView:
@@ -181,6 +182,25 @@ def _measure_sqs(name: str, src: SqsSourceConfig) -> SourceBacklog:
     return SourceBacklog(name, "sqs", count, "messages visible (approximate)", count)
 
 
+def _parents(cfg: SluiceConfig, name: str) -> list[str]:
+    return list(getattr(cfg.sources[name], "depends_on", []))
+
+
+def order_lines(cfg: SluiceConfig) -> list[str]:
+    """What waits for what (``depends_on``), and the tables that refer to themselves."""
+    waits = {name: _parents(cfg, name) for name in cfg.sources if _parents(cfg, name)}
+    selfish = [f"{group}.{t.name}" for group, found in cfg.table_catalog.groups.items()
+               for t in found if t.name in t.refers_to and f"{group}.{t.name}" in cfg.sources]
+    if not waits and not selfish:
+        return []
+    width = max(len(name) for name in [*waits, *selfish])
+    lines = ["order (a source is fed once the sources it waits for are done):"]
+    lines += [f"  {name:<{width}}  after {', '.join(parents)}" for name, parents in waits.items()]
+    lines += [f"  {name:<{width}}  refers to itself: its rows go in key order; a row that "
+              "refers to a later key may be rejected" for name in selfish]
+    return lines
+
+
 def simulate(
     cfg: SluiceConfig, pending: Mapping[str, int], ticks: int
 ) -> tuple[list[Tick], dict[str, int]]:
@@ -197,8 +217,9 @@ def simulate(
     fed: list[Tick] = []
     for number in range(1, ticks + 1):
         ready = {
-            name: min(n, cfg.sources[name].buffer.capacity) for name, n in left.items() if n > 0
-        }
+            name: min(n, cfg.sources[name].buffer.capacity) for name, n in left.items()
+            if n > 0 and not any(left.get(p, 0) > 0 for p in _parents(cfg, name))
+        }  # fmt: skip
         if not ready:
             break
         reason = strategy.explain(ready)
@@ -226,6 +247,7 @@ def render(plan: Plan, config_path: str) -> str:
         if batches:
             lines.append(f"  {'':<{width}}  {'':<15}  {items:>10,}  in {batches} unfinished "
                          "batches, re-run first")
+    lines += plan.order
     lines.append(f"next {len(plan.ticks)} ticks (batch.max_items {plan.max_items:,}; "
                  "assuming the downstream keeps up):")
     lines.extend(

@@ -1,0 +1,139 @@
+"""What a database holds, for ``tables:`` sources: its tables, their keys and foreign keys.
+
+:func:`inspect_tables` is the one place that asks (SQLAlchemy's inspector,
+one short connection). What it found is a :class:`TableCatalog`, which a
+reload or a ``spark-submit`` import job takes instead of asking again.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CATALOG_ENV = "SLUICE_TABLES"
+"""Where a ``spark-submit`` import job finds the daemon's catalog (:meth:`TableCatalog.to_json`)."""
+
+
+@dataclass(frozen=True)
+class FoundTable:
+    """One table a group's patterns selected, as the database describes it."""
+
+    name: str  # as the source name and the target table take it: ``orders``, ``sales.orders``
+    schema: str  # its schema as the database names it (the default schema's too)
+    key: tuple[str, ...]  # the primary key; empty when the table has none
+    refers_to: tuple[str, ...] = ()  # names of the tables its foreign keys refer to
+
+    @property
+    def forms(self) -> tuple[str, str]:
+        """The names a pattern may match: ``orders`` and ``public.orders``."""
+        return self.name, f"{self.schema}.{self.name.rsplit('.', 1)[-1]}"
+
+
+@dataclass
+class TableCatalog:
+    """What each ``tables:`` group found in its database: ``{group: [FoundTable…]}``."""
+
+    groups: dict[str, list[FoundTable]] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """The catalog as JSON (no URL, no secret: names and keys only)."""
+        return json.dumps(
+            {
+                g: [[t.name, t.schema, list(t.key), list(t.refers_to)] for t in found]
+                for g, found in self.groups.items()
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> TableCatalog:
+        """Read :meth:`to_json`'s output back."""
+        return cls(
+            {
+                g: [FoundTable(n, s, tuple(k), tuple(r)) for n, s, k, r in found]
+                for g, found in json.loads(text).items()
+            }
+        )
+
+
+def catalog_from_env(environ: Mapping[str, str]) -> TableCatalog | None:
+    """The catalog the daemon handed its import job in ``SLUICE_TABLES``, if any."""
+    text = environ.get(CATALOG_ENV)
+    return TableCatalog.from_json(text) if text else None
+
+
+def selected(table: FoundTable, patterns: list[str]) -> bool:
+    """Whether ``table`` matches a pattern of ``patterns`` and no ``!`` exclusion.
+
+    A pattern with a dot names a schema (``public.*``, ``sales.order_*``); the
+    default schema's tables are written without it, so ``public.orders``
+    matches the table named ``orders`` when ``public`` is the default schema.
+    """
+
+    def match(pattern: str) -> bool:
+        return any(fnmatch.fnmatchcase(form, pattern) for form in table.forms)
+
+    included = any(match(p) for p in patterns if not p.startswith("!"))
+    return included and not any(match(p[1:]) for p in patterns if p.startswith("!"))
+
+
+def inspect_tables(url: str, patterns: list[str], foreign_keys: bool) -> list[FoundTable]:
+    """Every table of the schemas ``patterns`` name at ``url``, with its primary key.
+
+    Imported and connected only here: SQLAlchemy's inspector, one short
+    connection, before any other work starts.
+    """
+    import sqlalchemy as sa
+    from sqlalchemy.pool import NullPool
+
+    _refuse_missing_sqlite(url)
+    engine = sa.create_engine(url, poolclass=NullPool)
+    try:
+        inspector = sa.inspect(engine)
+        default = inspector.default_schema_name or ""
+        wanted = {p.lstrip("!").rsplit(".", 1)[0] for p in patterns if "." in p.lstrip("!")}
+        schemas: list[str | None] = [None]
+        if wanted:
+            schemas += sorted(
+                s
+                for s in inspector.get_schema_names()
+                if s != default and any(fnmatch.fnmatchcase(s, w) for w in wanted)
+            )
+        tables: list[FoundTable] = []
+        for schema in schemas:
+            for table in sorted(inspector.get_table_names(schema=schema)):
+                name = table if schema is None else f"{schema}.{table}"
+                found = FoundTable(name, schema or default, ())
+                if not selected(found, patterns):
+                    continue
+                key = tuple(
+                    inspector.get_pk_constraint(table, schema=schema).get("constrained_columns")
+                    or ()
+                )
+                refers: tuple[str, ...] = ()
+                if foreign_keys:
+                    refers = tuple(
+                        sorted(
+                            {
+                                _name(fk.get("referred_schema"), fk["referred_table"], default)
+                                for fk in inspector.get_foreign_keys(table, schema=schema)
+                            }
+                        )
+                    )
+                tables.append(FoundTable(name, found.schema, key, refers))
+        return tables
+    finally:
+        engine.dispose()
+
+
+def _name(schema: str | None, table: str, default: str) -> str:
+    return table if schema in (None, "", default) else f"{schema}.{table}"
+
+
+def _refuse_missing_sqlite(url: str) -> None:
+    """Connecting would create an empty database where the user mistyped a path."""
+    path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else ""
+    if path not in ("", ":memory:") and not Path(path).is_file():
+        raise FileNotFoundError(f"no SQLite database at {path}")
