@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 import urllib.request
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,7 @@ def _snapshot(name: str, error: str) -> StatusSnapshot:
         refill_error=None,
         at_limit=True,
         batch_size=125,
+        waiting_for=(),
         limits=LimitsView(500.0, 250.0, 0.5, 4, 2, 1, 0.5, 0.0),
         states={"done": 3},
         last_error=error,
@@ -122,6 +124,14 @@ def test_the_page_escapes_what_users_and_databases_wrote() -> None:
     assert parsed.fields[name]["rows_per_s_limit"] == "250.0"
     assert parsed.texts[(name, "eta_s")] == "0:00:02"
     assert parsed.ids["gate"]["data-state"] == "open"
+
+
+def test_a_source_held_for_its_parents_says_which() -> None:
+    snapshot = _snapshot("shop.order_lines", "")
+    held = replace(snapshot.sources[0], waiting_for=("shop.orders", "shop.products"))
+    page = render(replace(snapshot, sources=(held,)))
+    assert '<span class="badge waiting" data-field="state">waiting</span>' in page
+    assert "after shop.orders, shop.products" in page
 
 
 def _free_port() -> int:

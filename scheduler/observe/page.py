@@ -132,7 +132,7 @@ def _source(src: SourceView) -> str:
               f" / {_n(src.capacity)}")  # fmt: skip
     cells = [
         f'<td><b>{_e(src.name)}</b><br><span class="muted">{_e(src.kind)} → '
-        f"{_e(src.target)}</span></td>",
+        f"{_e(src.target)}{_waits(src)}</span></td>",
         f'<td><span class="badge {state}" data-field="state">{state}</span></td>',
         f"<td>{progress}</td>",
         _num("rows_done", src.rows_done, _n(src.rows_done)),
@@ -165,9 +165,17 @@ def _state(src: SourceView) -> str:
         return "done"
     if src.failed:
         return "failed"
+    if src.waiting_for:
+        return "waiting"
     if src.at_limit:
         return "limited"
     return "drained" if src.exhausted else "running"
+
+
+def _waits(src: SourceView) -> str:
+    if not src.waiting_for:
+        return ""
+    return f'<br><span data-field="waiting_for">after {_e(", ".join(src.waiting_for))}</span>'
 
 
 def _limits(limits: LimitsView | None) -> str:

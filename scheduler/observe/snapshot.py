@@ -81,6 +81,7 @@ class SourceView:
     refill_error: str | None
     at_limit: bool  # going at the rate in force
     batch_size: int
+    waiting_for: tuple[str, ...]  # parents whose first pass it waits for (depends_on)
     limits: LimitsView | None  # None: not a SQL source
     states: dict[str, int]  # batches per state in the ledger
     last_error: str | None
@@ -307,6 +308,7 @@ class StatusBoard:
             ),
             at_limit=bool(eta and eta.limited),
             batch_size=self.loop.batch_size(name),
+            waiting_for=tuple(self.loop.feeder.order.waiting_for(name)),
             limits=_limits(budget, src) if isinstance(src, SqlSourceConfig) else None,
             states=dict(figures.states),
             last_error=_clean(figures.last_error, secrets),
