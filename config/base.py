@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
@@ -34,3 +35,16 @@ class Model(BaseModel):
     """Base of every config model: unknown keys are errors, values frozen."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def sqlite_url_at(url: str, base_dir: Path) -> str:
+    """``url`` with a relative ``sqlite:///file`` resolved against ``base_dir``.
+
+    Relative paths in a config mean "next to the config file"; other URLs
+    (and in-memory SQLite) are returned as they are.
+    """
+    prefix = "sqlite:///"
+    rest = url[len(prefix) :] if url.startswith(prefix) else ""
+    if not rest or rest == ":memory:" or Path(rest).is_absolute():
+        return url
+    return prefix + str((base_dir / rest).resolve())

@@ -84,7 +84,7 @@ def load_config_text(
         # The sources it would have made are missing: what else is found is noise.
         problems += [replace(p, line=line_at(lines, p.path)) for p in expansion.problems]
         raise config_error(problems, path, find_secrets(data))
-    data = expansion.data if expansion.members else data
+    data = expansion.data
     try:
         cfg = SluiceConfig.model_validate(data)
     except ValidationError as error:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from config.base import Duration, Model, parse_duration
+from config.base import Duration, Model, parse_duration, sqlite_url_at
 from config.catalog import TableCatalog
 from config.settings import (
     BackpressureConfig,
@@ -124,6 +124,15 @@ class SluiceConfig(Model):
         """Each ``tables:`` source's name → the names of the sources it became."""
         return self._groups
 
+    @property
+    def waits(self) -> dict[str, list[str]]:
+        """Each source that has ``depends_on`` → the sources it waits for."""
+        return {
+            name: list(src.depends_on)
+            for name, src in self.sources.items()
+            if src.kind == "sql" and src.depends_on
+        }
+
     def with_tables(self, catalog: TableCatalog, groups: dict[str, list[str]]) -> SluiceConfig:
         """This config, remembering what its ``tables:`` sources expanded into."""
         self._tables, self._groups = catalog, groups
@@ -221,12 +230,7 @@ class SluiceConfig(Model):
             return str((base_dir / path).resolve())
 
         def sqlite_url(url: str) -> str:
-            prefix = "sqlite:///"
-            if url.startswith(prefix) and not url.startswith("sqlite:////"):
-                rest = url[len(prefix) :]
-                if rest and rest != ":memory:":
-                    return prefix + absolute(rest)
-            return url
+            return sqlite_url_at(url, base_dir)
 
         sources = {
             name: src.model_copy(update={"url": sqlite_url(src.url)}) if src.kind == "sql" else src

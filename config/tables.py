@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from config.base import sqlite_url_at
 from config.catalog import FoundTable, TableCatalog, inspect_tables, selected
 from config.problems import KeyPath, Problem
 from config.secrets import redact_url
@@ -160,7 +161,7 @@ def _group_tables(
     if known is None:
         try:
             known = inspect_tables(
-                _absolute(raw.get("url"), base_dir),
+                sqlite_url_at(str(raw.get("url")), base_dir),
                 patterns,
                 foreign_keys=raw.get("order") == "foreign_keys",
             )
@@ -194,17 +195,6 @@ def _group_tables(
 
 def _pattern(value: Any) -> bool:
     return isinstance(value, str) and bool(value.strip("!"))
-
-
-def _absolute(url: Any, base_dir: Path) -> str:
-    """A relative ``sqlite:///file`` resolved against the config's folder, as loading does."""
-    text = str(url)
-    prefix = "sqlite:///"
-    if text.startswith(prefix) and not text.startswith(prefix + "/"):
-        rest = text[len(prefix) :]
-        if rest and rest != ":memory:":
-            return prefix + str((base_dir / rest).resolve())
-    return text
 
 
 def _members(

@@ -51,11 +51,7 @@ class FirstPasses:
 
     def reconfigure(self, cfg: SluiceConfig) -> None:
         """Take the ``depends_on`` of a new config (parents already done stay done)."""
-        self.parents = {
-            name: list(src.depends_on)
-            for name, src in cfg.sources.items()
-            if src.kind == "sql" and src.depends_on
-        }
+        self.parents = cfg.waits
 
     def waiting_for(self, source: str) -> list[str]:
         """The parents whose first pass ``source`` still waits for (none: it may be fed)."""

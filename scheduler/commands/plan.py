@@ -182,13 +182,9 @@ def _measure_sqs(name: str, src: SqsSourceConfig) -> SourceBacklog:
     return SourceBacklog(name, "sqs", count, "messages visible (approximate)", count)
 
 
-def _parents(cfg: SluiceConfig, name: str) -> list[str]:
-    return list(getattr(cfg.sources[name], "depends_on", []))
-
-
 def order_lines(cfg: SluiceConfig) -> list[str]:
     """What waits for what (``depends_on``), and the tables that refer to themselves."""
-    waits = {name: _parents(cfg, name) for name in cfg.sources if _parents(cfg, name)}
+    waits = cfg.waits
     selfish = [f"{group}.{t.name}" for group, found in cfg.table_catalog.groups.items()
                for t in found if t.name in t.refers_to and f"{group}.{t.name}" in cfg.sources]
     if not waits and not selfish:
@@ -215,10 +211,11 @@ def simulate(
     left = dict(pending)
     want = min(cfg.batch.max_items, cfg.backpressure.max_pending)
     fed: list[Tick] = []
+    waits = cfg.waits
     for number in range(1, ticks + 1):
         ready = {
             name: min(n, cfg.sources[name].buffer.capacity) for name, n in left.items()
-            if n > 0 and not any(left.get(p, 0) > 0 for p in _parents(cfg, name))
+            if n > 0 and not any(left.get(p, 0) > 0 for p in waits.get(name, ()))
         }  # fmt: skip
         if not ready:
             break
