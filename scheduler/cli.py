@@ -16,6 +16,7 @@ import typer
 
 from config.errors import ConfigError, SluiceError
 from scheduler.commands.init import init_command
+from scheduler.commands.verify import verify_command
 from scheduler.commands.where import where_command
 
 if TYPE_CHECKING:
@@ -386,6 +387,7 @@ def plan(
 # Their options and logic live in scheduler/commands/ (this module is at its size limit).
 app.command("where")(where_command(_fail))
 app.command("init")(init_command(_fail))
+app.command("verify")(verify_command(_fail))
 
 
 def main() -> None:

@@ -260,3 +260,26 @@ def _succeeded(params: dict[str, Any], answer: dict[str, Any]) -> list[dict[str,
     """The entries of a ``*_batch`` request that SQS carried out."""
     done = {entry["Id"] for entry in answer.get("Successful", [])}
     return [entry for entry in params["Entries"] if entry["Id"] in done]
+
+
+def drain(cfg: SluiceConfig, path: Path, spark: Any, timeout: float = 240.0) -> Any:
+    """Run a daemon on ``cfg`` in-process (imports on ``spark``) until drained; its summary.
+
+    A run that has not drained after ``timeout`` s is stopped (the test then fails on it).
+    """
+    from scheduler.daemon import Daemon
+    from sinks.spark import SparkSink
+
+    daemon = Daemon(cfg, config_path=str(path), sink=SparkSink(cfg, spark=spark))
+    outcome: dict[str, Any] = {}
+    runner = threading.Thread(target=lambda: outcome.update(summary=daemon.run(until_drained=True)))
+    runner.start()
+    try:
+        runner.join(timeout)
+    finally:
+        if runner.is_alive() and daemon.loop is not None:
+            daemon.loop.request_stop()
+        runner.join(30)
+        daemon.close()
+    assert "summary" in outcome, f"the run did not drain within {timeout:.0f} s"
+    return outcome["summary"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import sqlite3
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +21,7 @@ from config.errors import ConfigError
 from config.loader import load_config, load_config_text
 from config.models import FairEntry, FairNode
 from scheduler.commands.init import starter_config
-from scheduler.daemon import Daemon
-from sinks.spark import SparkSink
-from tests.helpers import write_config
+from tests.helpers import drain, write_config
 from tests.shop_schema import TABLES, create_schema, seed
 
 SMALL = """
@@ -219,18 +216,7 @@ def test_a_whole_schema_migrates_parents_first_into_enforced_foreign_keys(  # ty
     assert sorted(members) == sorted(f"{group}.{t}" for t in migrated)
     assert cfg.sources[f"{group}.shipment_items"].depends_on == [
         f"{group}.order_lines", f"{group}.shipments"]  # fmt: skip
-    daemon = Daemon(cfg, config_path=str(path), sink=SparkSink(cfg, spark=spark))
-    outcome: dict[str, Any] = {}
-    runner = threading.Thread(target=lambda: outcome.update(summary=daemon.run(until_drained=True)))
-    runner.start()
-    try:
-        runner.join(240)
-    finally:
-        if runner.is_alive() and daemon.loop is not None:
-            daemon.loop.request_stop()
-        runner.join(30)
-        daemon.close()
-    summary = outcome["summary"]
+    summary = drain(cfg, path, spark)
     assert summary.exit_code == 0, summary  # no dead batch, no rejected row
     for table in migrated:
         assert rows_of(target, table) == rows_of(source, table), table

@@ -1,0 +1,331 @@
+"""``sluice verify CONFIG [--source S] [--repair] [--apply-deletes] [--json]``: prove the target.
+
+Each SQL source's table is compared with its target table by a Spark job
+(:mod:`spark_jobs.verify`: per-bucket counts and hashes, then key by key in
+the buckets that differ), over what the ledger says is done, while daemons
+may go on running: a keyset source up to its oldest unfinished range, and
+keys that unfinished batches hold are left out (``in flight``). A sweep or
+incremental source's missing key that no batch ever held is ``pending``
+(not migrated yet), not missing. Rows the target refused
+(``_sluice_rejects``) are ``rejected``, apart from ``missing``. Exit 0 only
+when every table is equal.
+
+``--repair`` queues the missing and different keys as key-list batches in
+the ledger, each claim under a version of its own (a key repaired twice is
+claimed twice), for a daemon (running, or the next ``sluice run``) to import
+through the upsert path. Rows only the target has (deleted in the source)
+are reported; ``--apply-deletes`` deletes them from a JDBC target. SQS
+sources cannot be read again, so they are not verified.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+
+from config.errors import ConfigError, SluiceError
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
+    from pyspark.sql import SparkSession
+
+    from config.models import SluiceConfig, SqlSourceConfig
+
+ConfigPath = Annotated[Path, typer.Argument(help="The YAML config file.", show_default=False)]
+Sources = Annotated[
+    list[str] | None,
+    typer.Option("--source", "-s", show_default=False,
+                 help="A source to verify (repeat for more); default: every SQL source."),
+]  # fmt: skip
+Repair = Annotated[
+    bool, typer.Option("--repair", help="Queue the missing and different keys as repair batches.")
+]
+Deletes = Annotated[
+    bool, typer.Option("--apply-deletes", help="Delete rows only a JDBC target has (extras).")
+]
+AsJson = Annotated[bool, typer.Option("--json", help="One JSON document.")]
+
+_UNCHECKED_MISSING = 1_000_000
+"""Above this many missing keys, a sweep source's are not looked up one by one in the ledger."""
+
+
+@dataclass
+class TableReport:
+    """One source's table compared with its target table."""
+
+    source: str
+    target: str
+    checked: int = 0
+    target_rows: int = 0
+    missing: int = 0
+    extra: int = 0
+    different: int = 0
+    rejected: int = 0
+    in_flight: int = 0
+    pending: int = 0
+    first: dict[str, list[list[Any]]] = field(default_factory=dict)
+    scope: str = "every row"
+    repair_batches: int = 0
+    repaired_keys: int = 0
+    deleted: int = 0
+    note: str | None = None
+
+    @property
+    def equal(self) -> bool:
+        """Nothing missing, extra, different or rejected (a note alone is no difference)."""
+        return not (self.missing or self.extra or self.different or self.rejected)
+
+
+@dataclass
+class VerifyReport:
+    """Every table's :class:`TableReport`; ``equal`` when each is."""
+
+    tables: list[TableReport]
+
+    @property
+    def equal(self) -> bool:
+        return all(t.equal for t in self.tables)
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as one JSON document."""
+        return {"equal": self.equal,
+                "tables": [{**asdict(t), "equal": t.equal} for t in self.tables]}  # fmt: skip
+
+
+def verify_command(fail: Callable[[SluiceError], NoReturn]) -> Callable[..., None]:
+    """The ``verify`` command, reporting errors through the CLI's ``fail``."""
+
+    def verify(config: ConfigPath, source: Sources = None, repair: Repair = False,
+               apply_deletes: Deletes = False, as_json: AsJson = False) -> None:  # fmt: skip
+        """Compare each source table with its target table, over what the ledger says is done.
+
+        Reports per table the rows checked, missing, extra, different and
+        rejected, with the first keys of each. Exit 0 when every table is
+        equal, 1 when one differs, 2 for a bad config.
+        """
+        from config.loader import load_config
+        from sinks.session import build_session
+
+        try:
+            cfg = load_config(config)
+            names = _chosen(cfg, source, config)
+            spark = build_session(cfg.spark, app_name="sluice-verify")
+            report = verify_config(spark, cfg, names, repair=repair, apply_deletes=apply_deletes)
+        except SluiceError as error:
+            fail(error)
+        typer.echo(json.dumps(report.to_json(), indent=2, default=str) if as_json
+                   else render(report))  # fmt: skip
+        raise typer.Exit(0 if report.equal else 1)
+
+    return verify
+
+
+def _chosen(cfg: SluiceConfig, names: list[str] | None, config: Path) -> list[str]:
+    unknown = [n for n in names or [] if n not in cfg.sources]
+    if unknown:
+        raise ConfigError(f"{config}: no source {', '.join(map(repr, unknown))} "
+                          f"(sources: {', '.join(cfg.sources)})")  # fmt: skip
+    return list(names or cfg.sources)
+
+
+def verify_config(
+    spark: SparkSession,
+    cfg: SluiceConfig,
+    names: Iterable[str] | None = None,
+    *,
+    repair: bool = False,
+    apply_deletes: bool = False,
+) -> VerifyReport:
+    """Verify the named sources (default: all) on ``spark``; repair and delete if asked.
+
+    Up to ``spark.max_concurrent_imports`` tables are compared at once, each
+    reading with its share of its database's ``limits.max_connections``, and
+    never more tables of one database at once than its connections allow.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from config.models import SqlSourceConfig
+    from scheduler.commands.plan import readonly_engine
+    from spark_jobs.verify_read import parts_for
+
+    chosen = list(names or cfg.sources)
+    sql = {n: s for n in chosen if isinstance(s := cfg.sources[n], SqlSourceConfig)}
+    workers = max(1, min(cfg.spark.max_concurrent_imports, len(sql)))
+    parts = {name: max(1, parts_for(source) // workers) for name, source in sql.items()}
+    rooms: dict[str, int] = {}
+    for name, source in sql.items():
+        room = max(1, source.limits.max_connections // parts[name])
+        rooms[source.url] = min(room, rooms.get(source.url, room))
+    gates = {url: threading.BoundedSemaphore(room) for url, room in rooms.items()}
+    ledger = readonly_engine(cfg.ledger)
+
+    def one(name: str) -> TableReport:
+        source = sql.get(name)
+        if source is None:
+            note = "an SQS source cannot be read again: not verified"
+            return TableReport(name, cfg.sources[name].target, note=note)
+        with gates[source.url]:
+            return _verify_one(spark, cfg, name, source, ledger, parts[name], repair,
+                               apply_deletes)  # fmt: skip
+
+    try:
+        with ThreadPoolExecutor(workers, thread_name_prefix="verify") as pool:
+            return VerifyReport(list(pool.map(one, chosen)))
+    finally:
+        if ledger is not None:
+            ledger.dispose()
+
+
+def _verify_one(
+    spark: SparkSession, cfg: SluiceConfig, name: str, source: SqlSourceConfig,
+    ledger: sa.Engine | None, parts: int, repair: bool, apply_deletes: bool,
+) -> TableReport:  # fmt: skip
+    from scheduler.ledger.scope import DoneScope, done_scope, never_claimed
+    from spark_jobs.import_job import target_table
+    from spark_jobs.manifest import Manifest
+    from spark_jobs.verify import compare, encoded
+    from spark_jobs.verify_read import read_sides, rejected_keys
+
+    target = target_table(cfg, Manifest("verify", name, source.target, "keys", 0))
+    done = done_scope(ledger, name) if ledger is not None else DoneScope(known=False)
+    scope, said = _scope(source, done)
+    mine, theirs = read_sides(spark, source, target, scope, parts)
+    diff = compare(spark, mine, theirs, source.key_columns, label=target.label,
+                   held=done.held, rejected=rejected_keys(spark, target, name))  # fmt: skip
+    try:
+        if (
+            source.mode != "keyset"
+            and ledger is not None
+            and (0 < diff.counts["missing"] <= _UNCHECKED_MISSING)
+        ):
+            missing = [encoded(k) for k in diff.keys(["missing"])]
+            diff.set_pending([json.loads(t) for t in never_claimed(ledger, name, missing)])
+        counts = diff.counts
+        report = TableReport(
+            name, target.label, diff.checked, diff.target_rows, missing=counts["missing"],
+            extra=counts["extra"], different=counts["different"], rejected=counts["rejected"],
+            in_flight=diff.in_flight, pending=diff.pending, first=diff.first, scope=said,
+        )  # fmt: skip
+        if repair and (report.missing or report.different):
+            _repair(cfg, name, source, target, diff, report)
+        if apply_deletes and report.extra:
+            _delete_extras(target, diff.keys(["extra"]), report)
+        return report
+    finally:
+        diff.release()
+
+
+def _scope(source: SqlSourceConfig, done: Any) -> tuple[Any, str]:
+    """The rows compared, and how the report says so."""
+    from spark_jobs.verify_read import Scope
+
+    if source.mode != "keyset" or not done.known:
+        return Scope(), "every row" if done.known else "every row (the ledger has no record)"
+    if not done.ranged:
+        return Scope(nothing=True), "no row: no range of it is done yet"
+    if done.upto is None:
+        return Scope(nothing=True), "no row: its first range is not done yet"
+    if done.open_range:
+        return Scope(upto=done.upto), f"keys up to {done.upto}: later ranges are not done yet"
+    return Scope(upto=done.upto, target_open=True), f"keys up to {done.upto}, all done"
+
+
+def _repair(cfg: SluiceConfig, name: str, source: SqlSourceConfig, target: Any, diff: Any,
+            report: TableReport) -> None:  # fmt: skip
+    """Queue the missing and different keys as key-list batches under a repair version."""
+    from config.models import ParquetTargetConfig
+    from scheduler.ledger import Ledger
+
+    kinds = ["missing", "different"]
+    if isinstance(target.config, ParquetTargetConfig) and report.different:
+        # A Parquet table is appended to: a changed row written again would be there twice.
+        kinds = ["missing"]
+        report.note = (f"{report.different} different rows not repaired: a Parquet target "
+                       "cannot replace a row; rewrite the table or migrate it again")  # fmt: skip
+    version = f"repair:{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}:{uuid.uuid4().hex[:8]}"
+    # Never registered as an owner: a daemon takes the repair batches over at once.
+    ledger = Ledger(cfg.ledger, lease_ttl=cfg.lease.ttl,
+                    owner=f"verify:{socket.gethostname()}:{os.getpid()}")  # fmt: skip
+    try:
+        for chunk in _chunks(diff.keys(kinds), cfg.batch.max_items):
+            claimed = ledger.claim_keys(uuid.uuid4().hex, name, source.target, chunk,
+                                        versions=[version] * len(chunk))  # fmt: skip
+            if claimed is not None:
+                report.repair_batches += 1
+                report.repaired_keys += claimed.items
+    finally:
+        ledger.close()
+
+
+def _delete_extras(target: Any, keys: Iterator[list[Any]], report: TableReport) -> None:
+    """Delete rows only the target has, in transactions of 500 keys (JDBC targets)."""
+    import sqlalchemy as sa
+
+    from config.models import ParquetTargetConfig
+    from spark_jobs.jdbc import sql_engine
+
+    if isinstance(target.config, ParquetTargetConfig):
+        report.note = "extra rows not deleted: a Parquet target's files are not rewritten"
+        return
+    columns: list[sa.ColumnClause[Any]] = [sa.column(c) for c in target.key]
+    table = sa.table(target.table, *columns, schema=target.schema)
+    engine = sql_engine(target.config.url)
+    for chunk in _chunks(keys, 500):
+        if len(columns) == 1:
+            where = columns[0].in_([k[0] for k in chunk])
+        else:
+            where = sa.tuple_(*columns).in_([tuple(k) for k in chunk])
+        with engine.begin() as conn:
+            report.deleted += conn.execute(table.delete().where(where)).rowcount or 0
+
+
+def _chunks(items: Iterator[list[Any]], size: int) -> Iterator[list[list[Any]]]:
+    while chunk := list(islice(items, size)):
+        yield chunk
+
+
+def render(report: VerifyReport) -> str:
+    """The report as text: a line per table, then the first keys of each difference."""
+    lines = []
+    for t in report.tables:
+        if t.note and not t.checked and not t.target_rows:
+            lines.append(f"{t.source} -> {t.target}: {t.note}")
+            continue
+        verdict = "equal" if t.equal else "DIFFERENT"
+        lines.append(
+            f"{t.source} -> {t.target}: {verdict}: {t.checked} rows checked ({t.scope}), "
+            f"{t.missing} missing, {t.extra} extra, {t.different} different, "
+            f"{t.rejected} rejected"
+            + (f", {t.in_flight} in flight" if t.in_flight else "")
+            + (f", {t.pending} not migrated yet" if t.pending else "")
+        )
+        lines.extend(
+            f"  first {kind}: {', '.join(_key(k) for k in t.first[kind])}"
+            for kind in ("missing", "extra", "different", "rejected")
+            if t.first.get(kind)
+        )
+        if t.repair_batches:
+            lines.append(f"  queued {t.repaired_keys} keys in {t.repair_batches} repair batches: "
+                         "a running daemon imports them; else run `sluice run CONFIG`")  # fmt: skip
+        if t.deleted:
+            lines.append(f"  deleted {t.deleted} rows only the target had")
+        if t.note:
+            lines.append(f"  note: {t.note}")
+    verdict = "every table is equal" if report.equal else "the target differs from the source"
+    lines.append(f"{len(report.tables)} tables: {verdict}")
+    return "\n".join(lines)
+
+
+def _key(values: list[Any]) -> str:
+    return str(values[0]) if len(values) == 1 else "(" + ", ".join(map(str, values)) + ")"

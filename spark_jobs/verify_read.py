@@ -1,0 +1,149 @@
+"""Read both sides of a verify (:mod:`spark_jobs.verify`): the source table, as its rows go
+into the target, and the target table, over the same keys.
+
+The source is read as an import job reads it (its ``where:``, its
+``columns:``), at most ``parts`` queries at once: the database's
+``limits.max_connections`` bound a verify as they bound the daemon. With a
+single integer key both sides are split into the same key ranges, one
+query each, from the keys' min and max (two index look-ups).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pyspark.sql.functions as F
+import sqlalchemy as sa
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+
+from config.models import ParquetTargetConfig, SqlSourceConfig
+from config.sources import ReadConfig
+from spark_jobs.extract import SqlReader
+from spark_jobs.import_job import apply_columns
+from spark_jobs.jdbc import sql_engine
+from spark_jobs.jdbc_tables import rejects_table
+from spark_jobs.spark_names import quoted
+from spark_jobs.target import REJECTS_TABLE, TargetTable
+from spark_jobs.verify import at_or_below
+from spark_jobs.write_parquet import BatchFiles
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which keys a verify compares: those at or below ``upto`` (None: every key).
+
+    A keyset source is done up to where its first unfinished range begins;
+    ``nothing``: not even its first range is done, so no row is compared.
+    """
+
+    upto: list[Any] | None = None
+    nothing: bool = False
+    target_open: bool = False
+    """The target's rows past ``upto`` are compared too: no batch is unfinished, so a
+    target row past the source's high-water mark is one the source does not have."""
+
+
+def read_sides(
+    spark: SparkSession, source: SqlSourceConfig, target: TargetTable, scope: Scope, parts: int
+) -> tuple[DataFrame, DataFrame]:
+    """The source's rows in ``scope`` (after ``columns:``) and the target's, lazily."""
+    reader = SqlReader(spark, source)
+    lo, hi, target_hi = _bounds(source, target, scope)
+    rows = apply_columns(reader.read_range(lo, hi, parts=parts), source.columns)
+    if scope.nothing:
+        rows = rows.limit(0)
+    if isinstance(target.config, ParquetTargetConfig):
+        return rows, _parquet_side(spark, target, rows, scope)
+    engine = sql_engine(target.config.url)
+    if not sa.inspect(engine).has_table(target.table, schema=target.schema):
+        return rows, spark.createDataFrame([], rows.schema)
+    mirror = SqlSourceConfig(
+        kind="sql", url=target.config.url, table=_qualified(target), key=list(target.key),
+        read=ReadConfig(num_partitions=parts, fetchsize=source.read.fetchsize),
+        target=target.label,
+    )  # fmt: skip
+    theirs = SqlReader(spark, mirror).read_range(lo, target_hi, parts=parts)
+    return rows, theirs.limit(0) if scope.nothing else theirs
+
+
+def rejected_keys(spark: SparkSession, target: TargetTable, source: str) -> list[list[Any]]:
+    """The keys of ``source``'s rows the target refused (``_sluice_rejects``), distinct."""
+    if isinstance(target.config, ParquetTargetConfig):
+        folder = BatchFiles.of(target.config.path, target.schema, target.table, "-").table_dir
+        try:
+            found = spark.read.text(f"{folder}/{REJECTS_TABLE}/*.json").collect()
+        except AnalysisException:  # no rejects folder: nothing was refused
+            return []
+        records = [json.loads(row.value) for row in found if row.value.strip()]
+        texts = {r["key"] for r in records if r.get("source") == source}
+    else:
+        engine = sql_engine(target.config.url)
+        if not sa.inspect(engine).has_table(REJECTS_TABLE):
+            return []
+        t = rejects_table()
+        with engine.connect() as conn:
+            texts = set(conn.scalars(sa.select(t.c.key).where(t.c.source == source).distinct()))
+    return [json.loads(text) for text in sorted(texts)]
+
+
+def _bounds(
+    source: SqlSourceConfig, target: TargetTable, scope: Scope
+) -> tuple[list[Any] | None, list[Any] | None, list[Any] | None]:
+    """``lo`` and the source's and the target's ``hi``: ranges ``(lo, hi]`` covering the
+    scope on each side, split-able into the same parts for one integer key."""
+    target_hi = None if scope.target_open else scope.upto
+    if len(source.key_columns) != 1 or scope.nothing:
+        return None, scope.upto, target_hi
+    ends = [_min_max(source.url, source.table, source.key_columns[0])]
+    if not isinstance(target.config, ParquetTargetConfig):
+        ends.append(_min_max(target.config.url, _qualified(target), target.key[0], missing_ok=True))
+    lows = [lo for lo, _ in ends if isinstance(lo, int)]
+    highs = [hi for _, hi in ends if isinstance(hi, int)]
+    if not lows or not highs or any(not isinstance(v, int | None) for end in ends for v in end):
+        return None, scope.upto, target_hi
+    top = [max(highs)]
+    return [min(lows) - 1], scope.upto or top, top if target_hi is None else target_hi
+
+
+def _min_max(url: str, table: str, column: str, missing_ok: bool = False) -> tuple[Any, Any]:
+    schema, _, name = table.rpartition(".")
+    engine = sql_engine(url)
+    if missing_ok and not sa.inspect(engine).has_table(name, schema=schema or None):
+        return None, None
+    key: sa.ColumnClause[Any] = sa.column(column)
+    query = sa.select(sa.func.min(key), sa.func.max(key)).select_from(
+        sa.table(name, schema=schema or None)
+    )
+    with engine.connect() as conn:
+        low, high = conn.execute(query).one()
+    return low, high
+
+
+def _parquet_side(
+    spark: SparkSession, target: TargetTable, rows: DataFrame, scope: Scope
+) -> DataFrame:
+    assert isinstance(target.config, ParquetTargetConfig)
+    folder = BatchFiles.of(target.config.path, target.schema, target.table, "-").table_dir
+    try:
+        theirs = spark.read.parquet(folder)
+    except AnalysisException:  # no folder, or no file in it yet
+        return spark.createDataFrame([], rows.schema)
+    if scope.nothing:
+        return theirs.limit(0)
+    if scope.upto is not None and not scope.target_open:
+        columns = [F.col(quoted(name)) for name in target.key]
+        theirs = theirs.where(at_or_below(columns, scope.upto))
+    return theirs
+
+
+def _qualified(target: TargetTable) -> str:
+    return f"{target.schema}.{target.table}" if target.schema else target.table
+
+
+def parts_for(source: SqlSourceConfig) -> int:
+    """Queries a verify may run on ``source``'s database at once (its ``limits:``)."""
+    return max(1, min(source.read.num_partitions, source.limits.max_connections))
+
