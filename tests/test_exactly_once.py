@@ -22,6 +22,7 @@ test`` cannot afford).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import threading
@@ -164,6 +165,38 @@ def test_hot_hot_two_daemons_give_the_same_target_as_one(scenario: ScenarioMaker
         f"{len(injected.conflict_exits)} daemon(s) exited 1 on a race lost to the other "
         f"daemon: {injected.conflict_exits}"
     )
+
+
+# -- kill -9 during a repair ------------------------------------------------------------
+
+
+@chaos_only
+def test_a_daemon_killed_during_a_repair_leaves_the_target_equal(scenario: ScenarioMaker) -> None:
+    """Rows deleted and changed in the target behind sluice's back, found by ``sluice verify
+    --repair``, whose repair batches a daemon is killed in the middle of importing."""
+    sc = scenario("repair-kill")
+    sc.run_to_end("migrate")
+    with sc.target() as conn:
+        for statement in (
+            "DELETE FROM orders WHERE id % 7 = 0",
+            "UPDATE orders SET amount = amount + 1, customer = 'tampered ✗' WHERE id % 11 = 0",
+            "DELETE FROM customers WHERE id % 53 = 0",
+            "UPDATE customers SET note = NULL, balance = -1 WHERE id % 59 = 0",
+        ):
+            conn.execute(sa.text(statement))
+        conn.commit()
+    found = sc.sluice("verify", "--repair", "--json")
+    assert found.returncode == 1, found.stdout + found.stderr
+    queued = {t["source"]: t["repair_batches"] for t in json.loads(found.stdout)["tables"]}
+    assert queued["orders"] >= 2 and queued["customers"] >= 1, queued
+    injected = scenarios.Injected()
+    # kill -9 right after a repair batch's target commit, before the ledger knows.
+    scenarios.crash_at(sc, "after_target_commit:1", injected)
+    scenarios.kill_at_random(sc, rng_for(sc.name), injected, early_share=0.0, batches=(1, 1))
+    sc.run_to_end()
+    verified(sc, injected)
+    again = sc.sluice("verify")
+    assert again.returncode == 0, again.stdout + again.stderr
 
 
 # -- outages and failing imports ------------------------------------------------------
