@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from config.errors import ConfigError, SluiceError
+from scheduler.commands.cutover import cutover_command
 from scheduler.commands.init import init_command
 from scheduler.commands.verify import verify_command
 from scheduler.commands.where import where_command
@@ -385,9 +386,9 @@ def plan(
 
 
 # Their options and logic live in scheduler/commands/ (this module is at its size limit).
-app.command("where")(where_command(_fail))
-app.command("init")(init_command(_fail))
-app.command("verify")(verify_command(_fail))
+for _name, _command in (("where", where_command), ("init", init_command),
+                        ("verify", verify_command), ("cutover", cutover_command)):  # fmt: skip
+    app.command(_name)(_command(_fail))
 
 
 def main() -> None:

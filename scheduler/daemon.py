@@ -177,6 +177,17 @@ class Daemon:
         if self.loop is not None:
             self.loop.reconfigure(new)
 
+    def _watch_cutover(self) -> None:
+        """A cutover was requested (``sluice cutover``): a final pass, then stop feeding."""
+        from scheduler.ledger.cutover import cutover_requested
+
+        loop = self.loop
+        if loop is None or loop.until_drained:
+            return
+        if cutover_requested(self.ledger.engine) is not None:
+            log.info("cutover requested: a final pass over every source, then this daemon stops")
+            loop.drain_then_stop()
+
     def run(self, *, until_drained: bool = False) -> RunSummary:
         """Run until drained (or stopped); returns the summary and the exit code."""
         self.ledger.owners.register()
@@ -207,6 +218,7 @@ class Daemon:
                 self.report_every, lambda: reporter(loop.stats, self.queues, eta()), "progress"
             )
         self.background.keep_leases(self.loop)
+        self.background.every(1.0, self._watch_cutover, "cutover")
         if self.resume_points is not None:
             self.background.every(RESUME_POINTS_EVERY, self.resume_points.save, "resume-points")
         if self.reloader.watched:

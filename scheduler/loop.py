@@ -73,6 +73,7 @@ class MainLoop:
         self._next_retry_check = 0.0
         self._last_poke: dict[str, float] = {}
         self._next_global_check = 0.0
+        self.until_drained = False  # set by run(until_drained=True) or drain_then_stop()
         self._adopted: SimpleQueue[Manifest] = SimpleQueue()
         self._new_cfg: SluiceConfig | None = None
         self.fatal: BaseException | None = None
@@ -132,6 +133,11 @@ class MainLoop:
         self._stopping.set()
         self.wake.set()
 
+    def drain_then_stop(self) -> None:
+        """Feed until every source is drained, then stop (a cutover's final pass)."""
+        self.until_drained = True
+        self.wake.set()
+
     def notify(self) -> None:
         """Wake the loop (a refill landed, a batch finished)."""
         self.wake.set()
@@ -181,6 +187,7 @@ class MainLoop:
 
     def run(self, *, until_drained: bool = False, drain_timeout: float | None = None) -> RunStats:
         """Feed until stopped (or, with ``until_drained``, until nothing is left)."""
+        self.until_drained = self.until_drained or until_drained
         self._resume_unfinished()
         try:
             # Garbage is collected here, between ticks, so that no collection
@@ -197,9 +204,10 @@ class MainLoop:
                     self.inflight.dispatch_waiting()
                     if self._feed_once():
                         continue
-                    if until_drained and self._drained():
+                    if self.until_drained and self._drained():
                         break
-                    self._poke_exhausted(until_drained)
+                    poke_exhausted(self.queues, self.cfg, self._last_poke, self.clock(),
+                                   self.until_drained)  # fmt: skip
                     self.wake.wait(self._idle_timeout())
         except LedgerError as error:
             # The ledger is gone (for longer than the grace, or a stop came
@@ -274,19 +282,6 @@ class MainLoop:
         self._next_global_check = now + 0.5
         return not self.ledger.reads.batches(UNFINISHED + ("failed",), self.queues)
 
-    def _poke_exhausted(self, until_drained: bool) -> None:
-        """Ask drained sources again now and then: rows may have arrived."""
-        now = self.clock()
-        for name, queue in self.queues.items():
-            if not queue.exhausted:
-                continue
-            src_cfg = self.cfg.sources[name]
-            # Draining re-checks each second; a daemon waits a source's sweep pause.
-            pause = 1.0 if until_drained else getattr(src_cfg, "sweep_pause", 1.0)
-            if now - self._last_poke.get(name, 0.0) >= pause:
-                self._last_poke[name] = now
-                queue.poke()
-
     def _idle_timeout(self) -> float:
         ages = [q.oldest_age() for q in self.queues.values()]
         waits = [self.cfg.batch.max_wait - age for age in ages if age is not None]
@@ -295,3 +290,19 @@ class MainLoop:
         if rested is not None:
             waits.append(rested)
         return max(0.01, min([1.0, *waits]))
+
+
+def poke_exhausted(
+    queues: Mapping[str, QueueingLimitedSource], cfg: SluiceConfig, last_poke: dict[str, float],
+    now: float, draining: bool,
+) -> None:  # fmt: skip
+    """Ask drained sources again now and then: rows may have arrived."""
+    for name, queue in queues.items():
+        if not queue.exhausted:
+            continue
+        src_cfg = cfg.sources[name]
+        # Draining re-checks each second; a daemon waits a source's sweep pause.
+        pause = 1.0 if draining else getattr(src_cfg, "sweep_pause", 1.0)
+        if now - last_poke.get(name, 0.0) >= pause:
+            last_poke[name] = now
+            queue.poke()

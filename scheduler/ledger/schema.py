@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from config.sqlite import sqlite_engine
 
-SCHEMA = "0004"
+SCHEMA = "0005"
 """The schema revision these tables are (``migrate.REVISIONS[-1]``; a test holds them equal)."""
 UNFINISHED = ("claimed", "importing")
 STATES = ("claimed", "importing", "done", "failed", "dead")
@@ -82,6 +82,14 @@ poison_table = sa.Table(
     sa.Column("reason", sa.Text, nullable=False),
     sa.Column("body", sa.Text, nullable=False),
     sa.Column("recorded_at", sa.Float, nullable=False),
+)
+
+cutover_table = sa.Table(  # schema 0005: one row while a cutover is requested
+    "sluice_cutover",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("requested_at", sa.Float, nullable=False),
+    sa.Column("requested_by", sa.String(200), nullable=False),
 )
 
 owners_table = sa.Table(

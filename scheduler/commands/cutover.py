@@ -1,0 +1,184 @@
+"""``sluice cutover CONFIG [--apply-deletes] [--json] [--wait D] [--cancel]``: the last step.
+
+It sets the cutover flag in the ledger (:mod:`scheduler.ledger.cutover`).
+Every daemon on the ledger then runs a final pass (keyset: claims to the end
+as it is now; sweep and incremental: passes until one finds nothing new),
+finishes its batches and stops feeding and exits. With daemons running,
+the command waits for them (``--wait``, default 30 minutes); with none, it
+runs that final pass itself, in-process. Then it runs ``sluice verify`` over
+every source and prints a report that says whether the target may take
+over: ready when every table is equal and no batch is dead. Stop the
+application's writes to the sources first: rows written after the final
+pass are not migrated (a sweep pass that keeps finding new rows keeps the
+daemons going). ``--apply-deletes`` deletes rows the source no longer has
+from JDBC targets. ``--cancel`` clears the flag.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+
+from config.errors import SluiceError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from config.models import SluiceConfig
+    from scheduler.commands.verify import VerifyReport
+    from scheduler.ledger import Ledger
+
+ConfigPath = Annotated[Path, typer.Argument(help="The YAML config file.", show_default=False)]
+Deletes = Annotated[
+    bool, typer.Option("--apply-deletes", help="Delete rows only a JDBC target has (extras).")
+]
+AsJson = Annotated[bool, typer.Option("--json", help="One JSON document.")]
+Wait = Annotated[
+    str, typer.Option("--wait", help="How long to wait for running daemons' final pass.")
+]
+Cancel = Annotated[bool, typer.Option("--cancel", help="Clear the cutover flag and exit.")]
+
+
+@dataclass
+class CutoverReport:
+    """How the cutover went: the final pass, the dead batches, the verify."""
+
+    requested_at: float
+    final_pass: str
+    verify: VerifyReport | None = None
+    dead_batches: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ready(self) -> bool:
+        """The target may take over: the final pass ended, no batch is dead, every table equal."""
+        equal = self.verify is not None and self.verify.equal
+        return equal and not self.problems and not self.dead_batches
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as one JSON document."""
+        return {
+            "ready": self.ready, "requested_at": self.requested_at,
+            "final_pass": self.final_pass, "dead_batches": self.dead_batches,
+            "problems": self.problems,
+            "verify": None if self.verify is None else self.verify.to_json(),
+        }  # fmt: skip
+
+
+def cutover_command(fail: Callable[[SluiceError], NoReturn]) -> Callable[..., None]:
+    """The ``cutover`` command, reporting errors through the CLI's ``fail``."""
+
+    def cutover(config: ConfigPath, apply_deletes: Deletes = False, as_json: AsJson = False,
+                wait: Wait = "30m", cancel: Cancel = False) -> None:  # fmt: skip
+        """Final pass, then verify: says whether the target may take over.
+
+        Exit 0 when it may (every table equal, no dead batch), 1 when not,
+        2 for a bad config.
+        """
+        from config.base import parse_duration
+        from config.loader import load_config
+        from scheduler.commands.verify import render
+        from scheduler.ledger import Ledger
+        from scheduler.ledger.cutover import cancel_cutover
+        from sinks.session import build_session
+
+        try:
+            cfg = load_config(config)
+            if cancel:
+                ledger = Ledger(cfg.ledger, lease_ttl=cfg.lease.ttl)
+                try:
+                    cleared = cancel_cutover(ledger)
+                finally:
+                    ledger.close()
+                typer.echo("cutover cancelled" if cleared else "no cutover was requested")
+                return
+            spark = build_session(cfg.spark, app_name="sluice-cutover")
+            report = run_cutover(spark, cfg, config, apply_deletes=apply_deletes,
+                                 wait=parse_duration(wait))  # fmt: skip
+        except SluiceError as error:
+            fail(error)
+        if as_json:
+            typer.echo(json.dumps(report.to_json(), indent=2, default=str))
+        else:
+            if report.verify is not None:
+                typer.echo(render(report.verify))
+            typer.echo(f"final pass: {report.final_pass}; {report.dead_batches} dead batches")
+            for problem in report.problems:
+                typer.echo(f"problem: {problem}")
+            typer.echo("READY: the target may take over" if report.ready
+                       else "NOT READY: the target may not take over yet")  # fmt: skip
+        raise typer.Exit(0 if report.ready else 1)
+
+    return cutover
+
+
+def run_cutover(
+    spark: SparkSession, cfg: SluiceConfig, config_path: Path, *, apply_deletes: bool = False,
+    wait: float = 1800.0, poll: float = 1.0,
+) -> CutoverReport:  # fmt: skip
+    """Set the flag, see the final pass through (the daemons', or our own), then verify."""
+    from scheduler.commands.verify import verify_config
+    from scheduler.ledger import Ledger
+    from scheduler.ledger.cutover import request_cutover
+
+    by = f"cutover:{socket.gethostname()}:{os.getpid()}"
+    ledger = Ledger(cfg.ledger, lease_ttl=cfg.lease.ttl, owner=by)
+    try:
+        requested = request_cutover(ledger, by)
+        daemons = _others(ledger)
+        if daemons:
+            report = CutoverReport(requested, f"by {len(daemons)} running daemons")
+            if not _daemons_done(ledger, cfg, wait, poll):
+                report.problems.append(
+                    f"daemons still running after {wait:.0f} s: {', '.join(_others(ledger))} "
+                    "(a sweep that keeps finding new rows: stop the writes to the sources)"
+                )
+        else:
+            report = CutoverReport(requested, "run here (no daemon was running)")
+            summary = _final_pass(spark, cfg, config_path)
+            if summary.failures:
+                report.problems.extend(summary.failures)
+        report.dead_batches = sum(
+            n for (_, state), (n, _) in ledger.reads.state_counts(cfg.sources).items()
+            if state == "dead"
+        )  # fmt: skip
+    finally:
+        ledger.close()
+    if not report.problems:
+        report.verify = verify_config(spark, cfg, apply_deletes=apply_deletes)
+    return report
+
+
+def _others(ledger: Ledger) -> list[str]:
+    """The live daemons on the ledger (not this process's own owner)."""
+    return [o for o in ledger.owners.live() if o != ledger.owner]
+
+
+def _daemons_done(ledger: Ledger, cfg: SluiceConfig, wait: float, poll: float) -> bool:
+    """Wait until no daemon is live and no batch unfinished; False when ``wait`` ran out."""
+    deadline = time.monotonic() + wait
+    while _others(ledger) or ledger.reads.batches(("claimed", "importing"), cfg.sources):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(poll)
+    return True
+
+
+def _final_pass(spark: SparkSession, cfg: SluiceConfig, config_path: Path) -> Any:
+    """``sluice run --until-drained`` in this process, on ``spark``."""
+    from scheduler.daemon import Daemon
+    from sinks.spark import SparkSink
+
+    daemon = Daemon(cfg, config_path=str(config_path), sink=SparkSink(cfg, spark=spark))
+    try:
+        return daemon.run(until_drained=True)
+    finally:
+        daemon.close()

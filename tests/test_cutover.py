@@ -1,0 +1,138 @@
+"""``sluice cutover``: a final pass by the running daemons (or by the command), then verify.
+
+Real PostgreSQL source and target: a sweep source keeps receiving rows while
+a daemon migrates it; the cutover flag makes the daemon run a final pass and
+stop, and the report says the target may take over. Without a daemon, the
+command runs the final pass itself.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from typer.testing import CliRunner
+
+from scheduler.cli import app
+from scheduler.commands.cutover import run_cutover
+from scheduler.commands.verify import verify_config
+from scheduler.daemon import Daemon
+from scheduler.ledger.cutover import cutover_requested
+from scheduler.ledger.schema import open_engine
+from sinks.spark import SparkSink
+from tests.helpers import wait_until, write_config
+
+pytestmark = pytest.mark.spark
+
+
+def _source(url: str, rows: int) -> sa.Engine:
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE events (id integer PRIMARY KEY, body text, "
+                             "at timestamptz DEFAULT now())"))  # fmt: skip
+        conn.execute(sa.text("INSERT INTO events (id, body) SELECT i, 'event ' || i || ' ✓' "
+                             "FROM generate_series(1, :n) AS i"), {"n": rows})  # fmt: skip
+    return engine
+
+
+def _config(source: str, target: str) -> str:
+    return f"""
+ledger: sqlite:///ledger.db
+sources:
+  events:
+    kind: sql
+    url: '{source}'
+    table: events
+    key: id
+    mode: sweep
+    sweep_pause: 200ms
+    target: wh.events
+targets:
+  wh: {{kind: jdbc, url: '{target}'}}
+batch: {{max_items: 100, max_wait: 50ms}}
+"""
+
+
+def _count(url: str) -> int:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return int(conn.scalar(sa.text("SELECT count(*) FROM events")) or 0)
+    except sa.exc.ProgrammingError:
+        return 0  # the table is not there yet
+    finally:
+        engine.dispose()
+
+
+def test_cutover_with_a_daemon_running_while_rows_still_arrive(
+    tmp_path: Path, pg_factory: Any, spark: Any
+) -> None:
+    source, target = pg_factory.create("cut_src"), pg_factory.create("cut_dst")
+    writes = _source(source, 300)
+    path, cfg = write_config(tmp_path, _config(source, target))
+    daemon = Daemon(cfg, config_path=str(path), sink=SparkSink(cfg, spark=spark))
+    ended: dict[str, Any] = {}
+    runner = threading.Thread(target=lambda: ended.update(summary=daemon.run()))
+    stop_writing = threading.Event()
+
+    def write() -> None:  # the application, still writing
+        next_id = 301
+        while not stop_writing.wait(0.02):
+            with writes.begin() as conn:
+                conn.execute(sa.text("INSERT INTO events (id, body) VALUES (:i, 'late')"),
+                             {"i": next_id})  # fmt: skip
+            next_id += 1
+
+    writer = threading.Thread(target=write)
+    runner.start()
+    writer.start()
+    outcome: dict[str, Any] = {}
+    cutting = threading.Thread(target=lambda: outcome.update(
+        report=run_cutover(spark, cfg, path, wait=120, poll=0.2)))  # fmt: skip
+    try:
+        wait_until(lambda: _count(target) >= 300, "the daemon migrated the first rows",
+                   timeout=120)  # fmt: skip
+        ledger = open_engine(cfg.ledger)
+        cutting.start()
+        wait_until(lambda: cutover_requested(ledger) is not None, "the flag is set")
+        # The application is switched off a moment after the cutover began.
+        stop_writing.wait(0.5)
+        stop_writing.set()
+        writer.join()
+        cutting.join(180)
+        runner.join(60)
+    finally:
+        stop_writing.set()
+        if runner.is_alive() and daemon.loop is not None:
+            daemon.loop.request_stop()
+        runner.join(30)
+        daemon.close()
+    report = outcome["report"]
+    assert report.ready, (report.problems, report.verify and report.verify.to_json())
+    assert report.final_pass == "by 1 running daemons"
+    # The daemon ran its final pass and stopped on its own.
+    assert not runner.is_alive() and ended["summary"].exit_code == 0
+    with writes.connect() as conn:
+        late = conn.scalar(sa.text("SELECT count(*) FROM events WHERE body = 'late'"))
+    assert late and _count(target) == 300 + late
+    assert verify_config(spark, cfg).equal
+    ledger.dispose()
+    writes.dispose()
+
+
+def test_cutover_without_a_daemon_runs_the_final_pass_itself(
+    tmp_path: Path, pg_factory: Any, spark: Any
+) -> None:
+    source, target = pg_factory.create("cut1_src"), pg_factory.create("cut1_dst")
+    _source(source, 150).dispose()
+    path, _ = write_config(tmp_path, _config(source, target))
+    result = CliRunner().invoke(app, ["cutover", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "run here (no daemon was running)" in result.output
+    assert result.output.rstrip().endswith("READY: the target may take over")
+    assert _count(target) == 150
+    cancelled = CliRunner().invoke(app, ["cutover", str(path), "--cancel"])
+    assert cancelled.exit_code == 0 and "cutover cancelled" in cancelled.output
