@@ -7,8 +7,9 @@ database's collation matters), the key's canonical text, a 64-bit hash of
 the row's canonical values, and the key's own values. Per bucket, the two
 sides' row counts and sums of row hashes are compared: a sum does not depend
 on the order rows arrive in. Only the buckets that differ are joined key by
-key. Each side is read once: the narrow frames stay persisted between the
-two steps.
+key: each side is read once when the two are equal, and again, for the
+differing buckets only, when they are not. Keys the target holds twice are
+reported as ``duplicate``.
 
 Canonical text, so that PostgreSQL, MariaDB, SQLite and Parquet agree on
 equal values stored in their own types: integers and booleans as digits
@@ -21,9 +22,11 @@ arrays, maps and structs as JSON. NULL is a marker no text value equals.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import pyspark.sql.functions as F
@@ -38,8 +41,9 @@ BUCKETS = 4096
 """Buckets the key space is hashed into; a differing bucket is compared key by key."""
 SAMPLE = 10
 """Keys listed per kind of difference."""
-KINDS = ("missing", "extra", "different", "rejected")
-"""Kinds of difference: not in the target, only in the target, unequal, refused by the target."""
+KINDS = ("missing", "extra", "different", "rejected", "duplicate")
+"""Kinds of difference: not in the target, only in the target, unequal, refused by the
+target, held by more than one target row."""
 
 _NULL = "\u0000N"  # no text column holds NUL (PostgreSQL refuses it)
 _SEP = "\u001f"
@@ -78,7 +82,7 @@ class TableDiff:
             return
         rows = self._rows.where(F.col("kind").isin(list(kinds))).select("kind", "skey", "tkey")
         for row in rows.toLocalIterator():
-            key = list(row.skey or row.tkey)
+            key = plain_key(row.skey or row.tkey)
             if row.kind != "missing" or encoded(key) not in self._pending:
                 yield key
 
@@ -94,6 +98,27 @@ class TableDiff:
         """Let Spark drop the persisted frames."""
         if self._rows is not None:
             self._rows.unpersist()
+
+
+def plain_key(values: Any) -> list[Any]:
+    """A key's values as the scheduler read them from the database, to look them up in
+    the ledger and to claim them: Spark hands TIMESTAMP values back as naive local
+    times (here: aware, UTC), integral decimals of scale 0 (MariaDB's BIGINT UNSIGNED)
+    as decimals (here: ints), and PostgreSQL's unconstrained numeric with 18 zeros."""
+    plain = []
+    for value in values:
+        if isinstance(value, dt.datetime) and value.tzinfo is None:
+            # TimestampNTZ comes back naive too; it is rare in keys, and local-as-UTC
+            # is what the scheduler's drivers give for it on a UTC machine.
+            value = value.astimezone(dt.UTC)
+        elif isinstance(value, Decimal):
+            exponent = value.as_tuple().exponent
+            if value == value.to_integral_value() and exponent == 0:
+                value = int(value)
+            elif isinstance(exponent, int) and exponent == -18:
+                value = Decimal(format(value.normalize(), "f"))
+        plain.append(value)
+    return plain
 
 
 def encoded(key: Sequence[Any]) -> str:
@@ -133,7 +158,7 @@ def compare(
     if not differing:
         return TableDiff(checked, target_rows, dict.fromkeys(KINDS, 0), {k: [] for k in KINDS})
     mine, theirs = [_narrow(df, key, pair, buckets, differing) for df, pair in sides]
-    rows = _key_by_key(mine, theirs)
+    rows = _key_by_key(mine, theirs).unionByName(_duplicates(mine, theirs))
     key_types = [types[name][0] for name in key]
     # Held keys are in flight whatever their difference; refused ones are
     # rejected rather than missing.
@@ -290,6 +315,15 @@ def _key_by_key(mine: DataFrame, theirs: DataFrame) -> DataFrame:
     ).where(F.col("kind").isNotNull())
 
 
+def _duplicates(mine: DataFrame, theirs: DataFrame) -> DataFrame:
+    """Keys the target holds more than once (one row each), as ``_key_by_key``'s rows."""
+    twice = theirs.groupBy("_k").agg(F.count(F.lit(1)).alias("n"), F.first("key").alias("tkey"))
+    return twice.where(F.col("n") > 1).select(
+        F.lit("duplicate").alias("kind"), "_k",
+        F.lit(None).cast(mine.schema["key"].dataType).alias("skey"), "tkey",
+    )  # fmt: skip
+
+
 def _key_texts(
     spark: SparkSession,
     keys: Sequence[Sequence[Any]],
@@ -303,7 +337,7 @@ def _key_texts(
     schema = T.StructType([T.StructField(f"c{i}", T.StringType()) for i in range(width)])
     frame = spark.createDataFrame(rows, schema)
     texts = [
-        canonical(F.col(f"c{i}").cast(key_types[i]), key_types[i], types[name][1])
+        canonical(F.col(f"c{i}").try_cast(key_types[i]), key_types[i], types[name][1])
         for i, name in enumerate(names)
     ]
     return frame.select(F.concat_ws(_SEP, *texts).alias("_k")).distinct()
@@ -317,7 +351,7 @@ def _first(rows: DataFrame) -> dict[str, list[list[Any]]]:
     first: dict[str, list[list[Any]]] = {kind: [] for kind in KINDS}
     for row in picked.collect():
         if row.kind in first:
-            first[row.kind].append(list(row.skey or row.tkey))
+            first[row.kind].append(plain_key(row.skey or row.tkey))
     return first
 
 

@@ -5,9 +5,11 @@ Every daemon on the ledger then runs a final pass (keyset: claims to the end
 as it is now; sweep and incremental: passes until one finds nothing new),
 finishes its batches and stops feeding and exits. With daemons running,
 the command waits for them (``--wait``, default 30 minutes); with none, it
-runs that final pass itself, in-process. Then it runs ``sluice verify`` over
+runs that final pass itself, in-process (and after the daemons too: its
+pass surely begins after the flag). Then it runs ``sluice verify`` over
 every source and prints a report that says whether the target may take
-over: ready when every table is equal and no batch is dead. Stop the
+over: ready when every table is equal, with no row left to migrate or in
+flight, and no batch is dead. Stop the
 application's writes to the sources first: rows written after the final
 pass are not migrated (a sweep pass that keeps finding new rows keeps the
 daemons going). ``--apply-deletes`` deletes rows the source no longer has
@@ -135,7 +137,7 @@ def run_cutover(
         requested = request_cutover(ledger, by)
         daemons = _others(ledger)
         if daemons:
-            report = CutoverReport(requested, f"by {len(daemons)} running daemons")
+            report = CutoverReport(requested, f"by {len(daemons)} running daemons, then here")
             if not _daemons_done(ledger, cfg, wait, poll):
                 report.problems.append(
                     f"daemons still running after {wait:.0f} s: {', '.join(_others(ledger))} "
@@ -143,9 +145,11 @@ def run_cutover(
                 )
         else:
             report = CutoverReport(requested, "run here (no daemon was running)")
+        if not report.problems:
+            # Here too after the daemons: a pass of our own begins after the flag
+            # for certain, where a daemon's refill may have begun just before it.
             summary = _final_pass(spark, cfg, config_path)
-            if summary.failures:
-                report.problems.extend(summary.failures)
+            report.problems.extend(summary.failures)
         report.dead_batches = sum(
             n for (_, state), (n, _) in ledger.reads.state_counts(cfg.sources).items()
             if state == "dead"
@@ -154,6 +158,10 @@ def run_cutover(
         ledger.close()
     if not report.problems:
         report.verify = verify_config(spark, cfg, apply_deletes=apply_deletes)
+        report.problems.extend(
+            f"{t.source}: {t.pending} rows not migrated, {t.in_flight} in flight"
+            for t in report.verify.tables if t.pending or t.in_flight
+        )  # fmt: skip
     return report
 
 

@@ -72,6 +72,7 @@ class TableReport:
     extra: int = 0
     different: int = 0
     rejected: int = 0
+    duplicate: int = 0
     in_flight: int = 0
     pending: int = 0
     first: dict[str, list[list[Any]]] = field(default_factory=dict)
@@ -80,11 +81,14 @@ class TableReport:
     repaired_keys: int = 0
     deleted: int = 0
     note: str | None = None
+    error: str | None = None
 
     @property
     def equal(self) -> bool:
-        """Nothing missing, extra, different or rejected (a note alone is no difference)."""
-        return not (self.missing or self.extra or self.different or self.rejected)
+        """Compared, and nothing missing, extra, different, rejected or twice (a note
+        alone is no difference)."""
+        differences = self.missing + self.extra + self.different + self.rejected + self.duplicate
+        return self.error is None and not differences
 
 
 @dataclass
@@ -157,6 +161,7 @@ def verify_config(
 
     from config.models import SqlSourceConfig
     from scheduler.commands.plan import readonly_engine
+    from scheduler.ledger.lookup import reader_engine
     from spark_jobs.verify_read import parts_for
 
     chosen = list(names or cfg.sources)
@@ -168,16 +173,23 @@ def verify_config(
         room = max(1, source.limits.max_connections // parts[name])
         rooms[source.url] = min(room, rooms.get(source.url, room))
     gates = {url: threading.BoundedSemaphore(room) for url, room in rooms.items()}
-    ledger = readonly_engine(cfg.ledger)
+    # Read-only, and never created here; a pool of its own, one connection per worker.
+    found = readonly_engine(cfg.ledger)
+    ledger = None if found is None else reader_engine(cfg.ledger, workers + 1)
+    if found is not None:
+        found.dispose()
 
     def one(name: str) -> TableReport:
         source = sql.get(name)
         if source is None:
             note = "an SQS source cannot be read again: not verified"
             return TableReport(name, cfg.sources[name].target, note=note)
-        with gates[source.url]:
-            return _verify_one(spark, cfg, name, source, ledger, parts[name], repair,
-                               apply_deletes)  # fmt: skip
+        try:
+            with gates[source.url]:
+                return _verify_one(spark, cfg, name, source, ledger, parts[name], repair,
+                                   apply_deletes)  # fmt: skip
+        except Exception as error:  # noqa: BLE001 - this table's outcome; the others go on
+            return TableReport(name, source.target, error=_why(error))
 
     try:
         with ThreadPoolExecutor(workers, thread_name_prefix="verify") as pool:
@@ -215,12 +227,13 @@ def _verify_one(
         report = TableReport(
             name, target.label, diff.checked, diff.target_rows, missing=counts["missing"],
             extra=counts["extra"], different=counts["different"], rejected=counts["rejected"],
+            duplicate=counts["duplicate"],
             in_flight=diff.in_flight, pending=diff.pending, first=diff.first, scope=said,
         )  # fmt: skip
         if repair and (report.missing or report.different):
             _repair(cfg, name, source, target, diff, report)
         if apply_deletes and report.extra:
-            _delete_extras(target, diff.keys(["extra"]), report)
+            _delete_extras(source, target, diff.keys(["extra"]), done.held, report)
         return report
     finally:
         diff.release()
@@ -268,26 +281,53 @@ def _repair(cfg: SluiceConfig, name: str, source: SqlSourceConfig, target: Any, 
         ledger.close()
 
 
-def _delete_extras(target: Any, keys: Iterator[list[Any]], report: TableReport) -> None:
-    """Delete rows only the target has, in transactions of 500 keys (JDBC targets)."""
+def _delete_extras(source: SqlSourceConfig, target: Any, keys: Iterator[list[Any]],
+                   held: list[list[Any]], report: TableReport) -> None:  # fmt: skip
+    """Delete rows only the target has, in transactions of 500 keys (JDBC targets).
+
+    A key is deleted only if the source table (without ``where:``) does not
+    hold it when it is looked up, just before, and no unfinished batch does:
+    a row a daemon migrated after the comparison read the source stays.
+    """
     import sqlalchemy as sa
 
     from config.models import ParquetTargetConfig
     from spark_jobs.jdbc import sql_engine
+    from spark_jobs.verify import encoded
 
     if isinstance(target.config, ParquetTargetConfig):
         report.note = "extra rows not deleted: a Parquet target's files are not rewritten"
         return
+    busy = {encoded(k) for k in held}
+    schema, _, name = source.table.rpartition(".")
+    source_keys: list[sa.ColumnClause[Any]] = [sa.column(c) for c in source.key_columns]
+    source_table = sa.table(name, *source_keys, schema=schema or None)
     columns: list[sa.ColumnClause[Any]] = [sa.column(c) for c in target.key]
     table = sa.table(target.table, *columns, schema=target.schema)
-    engine = sql_engine(target.config.url)
     for chunk in _chunks(keys, 500):
-        if len(columns) == 1:
-            where = columns[0].in_([k[0] for k in chunk])
-        else:
-            where = sa.tuple_(*columns).in_([tuple(k) for k in chunk])
-        with engine.begin() as conn:
-            report.deleted += conn.execute(table.delete().where(where)).rowcount or 0
+        with sql_engine(source.url).connect() as conn:
+            present = {encoded(row) for row in conn.execute(
+                sa.select(*source_keys).select_from(source_table)
+                .where(_among(source_keys, chunk)))}  # fmt: skip
+        gone = [k for k in chunk if encoded(k) not in present and encoded(k) not in busy]
+        if gone:
+            with sql_engine(target.config.url).begin() as conn:
+                report.deleted += conn.execute(table.delete().where(_among(columns, gone))).rowcount
+
+
+def _among(columns: list[Any], keys: list[list[Any]]) -> Any:
+    import sqlalchemy as sa
+
+    if len(columns) == 1:
+        return columns[0].in_([k[0] for k in keys])
+    return sa.tuple_(*columns).in_([tuple(k) for k in keys])
+
+
+def _why(error: BaseException) -> str:
+    """An error's first line, the database's or the JVM's own words where there are some."""
+    cause = getattr(error, "java_exception", None) or getattr(error, "orig", None) or error
+    lines = str(cause).strip().splitlines() or [type(error).__name__]
+    return f"{type(error).__name__}: {lines[0][:400]}"
 
 
 def _chunks(items: Iterator[list[Any]], size: int) -> Iterator[list[list[Any]]]:
@@ -299,6 +339,9 @@ def render(report: VerifyReport) -> str:
     """The report as text: a line per table, then the first keys of each difference."""
     lines = []
     for t in report.tables:
+        if t.error is not None:
+            lines.append(f"{t.source} -> {t.target}: ERROR: {t.error}")
+            continue
         if t.note and not t.checked and not t.target_rows:
             lines.append(f"{t.source} -> {t.target}: {t.note}")
             continue
@@ -306,13 +349,13 @@ def render(report: VerifyReport) -> str:
         lines.append(
             f"{t.source} -> {t.target}: {verdict}: {t.checked} rows checked ({t.scope}), "
             f"{t.missing} missing, {t.extra} extra, {t.different} different, "
-            f"{t.rejected} rejected"
+            f"{t.rejected} rejected" + (f", {t.duplicate} keys twice" if t.duplicate else "")
             + (f", {t.in_flight} in flight" if t.in_flight else "")
             + (f", {t.pending} not migrated yet" if t.pending else "")
         )
         lines.extend(
             f"  first {kind}: {', '.join(_key(k) for k in t.first[kind])}"
-            for kind in ("missing", "extra", "different", "rejected")
+            for kind in ("missing", "extra", "different", "rejected", "duplicate")
             if t.first.get(kind)
         )
         if t.repair_batches:
