@@ -46,7 +46,7 @@ from config.strategy import (
     strategy_refs,
     strategy_sources,
 )
-from config.tables import find_cycle
+from config.tables import ORDERS, find_cycle
 from config.targets import (
     JdbcTargetConfig,
     ParquetTargetConfig,
@@ -252,3 +252,21 @@ class SluiceConfig(Model):
                 "targets": targets,
             }
         )
+
+
+def editor_schema() -> dict[str, Any]:
+    """The config's JSON Schema, for editors (``sluice schema``), with a SQL source's
+    ``tables:``, ``overrides:`` and ``order:``, which exist only before expansion: a
+    source names ``table:`` and ``key:``, or ``tables:`` (keys from the database)."""
+    schema = SluiceConfig.model_json_schema()
+    sql = schema["$defs"]["SqlSourceConfig"]
+    sql["properties"].update({
+        "tables": {"type": "array", "items": {"type": "string"}, "minItems": 1,
+                   "description": 'Table patterns: globs, "!" excludes ("public.*").'},
+        "overrides": {"type": "object", "additionalProperties": {"type": "object"},
+                      "description": "Per table: key, where, columns, mode, cursor, …"},
+        "order": {"enum": list(ORDERS), "description": "foreign_keys: parents first."},
+    })  # fmt: skip
+    sql["required"] = [n for n in sql["required"] if n not in ("table", "key")]
+    sql["oneOf"] = [{"required": ["table", "key"]}, {"required": ["tables"]}]
+    return schema

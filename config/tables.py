@@ -327,3 +327,4 @@ def _names(node: Any) -> Iterator[str]:
             yield from _names(node.get(key))
         fair = node.get("fair")
         yield from (fair if isinstance(fair, Mapping) else _names(fair))
+

@@ -76,9 +76,9 @@ def validate(config: ConfigPath) -> None:
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of config files (for editors)."""
-    from config.models import SluiceConfig
+    from config.models import editor_schema
 
-    typer.echo(json.dumps(SluiceConfig.model_json_schema(), indent=2))
+    typer.echo(json.dumps(editor_schema(), indent=2))
 
 
 LogFormat = Annotated[

@@ -154,6 +154,10 @@ def test_schema_command_prints_json_schema() -> None:
     assert result.returncode == 0, result.stderr
     schema = json.loads(result.stdout)
     assert "sources" in schema["properties"]
+    # A whole-database source (tables: instead of table: and key:) is described too.
+    sql = schema["$defs"]["SqlSourceConfig"]
+    assert {"tables", "overrides", "order"} <= set(sql["properties"])
+    assert sql["oneOf"] == [{"required": ["table", "key"]}, {"required": ["tables"]}]
 
 
 def test_broken_example_reports_its_three_mistakes() -> None:
