@@ -143,3 +143,22 @@ def seed(url: str, scale: int = 1, seed_: int = 7) -> dict[str, int]:
             conn.execute(meta.tables[table].insert(), rows[table])
     engine.dispose()
     return {table: len(rows[table]) for table in rows}
+
+
+def shop_config(source: str, target: str, dialect: str) -> str:
+    """A hand-written config migrating the whole schema (but ``audit_log``), parents first."""
+    schema = "public." if dialect == "postgresql" else ""
+    return f"""
+ledger: sqlite:///ledger.db
+sources:
+  shop:
+    kind: sql
+    url: '{source}'
+    tables: ["{schema}*", "!{schema}audit_*"]
+    order: foreign_keys
+    target: wh
+    overrides: {{notes: {{key: [customer_id, seq]}}}}
+targets:
+  wh: {{kind: jdbc, url: '{target}'}}
+batch: {{max_items: 100, max_wait: 50ms}}
+"""

@@ -22,7 +22,7 @@ from config.loader import load_config, load_config_text
 from config.models import FairEntry, FairNode
 from scheduler.commands.init import starter_config
 from tests.helpers import drain, write_config
-from tests.shop_schema import TABLES, create_schema, seed
+from tests.shop_schema import TABLES, create_schema, seed, shop_config
 
 SMALL = """
 CREATE TABLE customers (id integer PRIMARY KEY, name text);
@@ -211,7 +211,7 @@ def test_a_whole_schema_migrates_parents_first_into_enforced_foreign_keys(  # ty
         path, cfg = write_config(tmp_path, text + "\nbatch: {max_items: 100, max_wait: 50ms}\n")
         migrated = [*(t for t in TABLES if t != "notes"), "audit_log"]
     else:
-        path, cfg = write_config(tmp_path, _hand_written(source, target, dialect))
+        path, cfg = write_config(tmp_path, shop_config(source, target, dialect))
     [(group, members)] = cfg.groups.items()
     assert sorted(members) == sorted(f"{group}.{t}" for t in migrated)
     assert cfg.sources[f"{group}.shipment_items"].depends_on == [
@@ -224,20 +224,3 @@ def test_a_whole_schema_migrates_parents_first_into_enforced_foreign_keys(  # ty
     if written_by == "hand":
         assert rows_of(target, "audit_log") == []  # left out by the pattern
 
-
-def _hand_written(source: str, target: str, dialect: str) -> str:
-    schema = "public." if dialect == "postgresql" else ""
-    return f"""
-ledger: sqlite:///ledger.db
-sources:
-  shop:
-    kind: sql
-    url: '{source}'
-    tables: ["{schema}*", "!{schema}audit_*"]
-    order: foreign_keys
-    target: wh
-    overrides: {{notes: {{key: [customer_id, seq]}}}}
-targets:
-  wh: {{kind: jdbc, url: '{target}'}}
-batch: {{max_items: 100, max_wait: 50ms}}
-"""

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from scheduler.cli import app
 from scheduler.commands.verify import VerifyReport, verify_config
 from tests.helpers import drain, write_config
-from tests.shop_schema import TABLES, create_schema, seed
+from tests.shop_schema import TABLES, create_schema, seed, shop_config
 
 pytestmark = pytest.mark.spark
 
@@ -67,7 +67,7 @@ def test_verify_finds_what_changed_behind_its_back_and_repair_fixes_it_twice(
     source, target = pg_factory.create("verify_src"), pg_factory.create("verify_dst")
     seed(source)
     create_schema(target, target=True)
-    path, cfg = write_config(tmp_path, _shop_config(source, target))
+    path, cfg = write_config(tmp_path, shop_config(source, target, "postgresql"))
     assert drain(cfg, path, spark).exit_code == 0
     tamper_shop(target)
     [shipped] = _one(source, "SELECT order_id FROM shipment_items WHERE shipment_id = 1")
@@ -101,23 +101,6 @@ def test_verify_finds_what_changed_behind_its_back_and_repair_fixes_it_twice(
     assert _one(source, "SELECT count(*) FROM payments") == _one(
         target, "SELECT count(*) FROM payments"
     )
-
-
-def _shop_config(source: str, target: str) -> str:
-    return f"""
-ledger: sqlite:///ledger.db
-sources:
-  shop:
-    kind: sql
-    url: '{source}'
-    tables: ["public.*", "!public.audit_*"]
-    order: foreign_keys
-    target: wh
-    overrides: {{notes: {{key: [customer_id, seq]}}}}
-targets:
-  wh: {{kind: jdbc, url: '{target}'}}
-batch: {{max_items: 100, max_wait: 50ms}}
-"""
 
 
 def _one(url: str, sql: str) -> list[Any]:
