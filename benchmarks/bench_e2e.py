@@ -210,6 +210,14 @@ def _timed(command: list[str], cwd: Path | None = None, expect: str = "") -> flo
 def run_sluice(folder: Path, source: str, target: str | None, batch: int) -> float:
     """``sluice run --until-drained`` in a fresh process; its wall time."""
     folder.mkdir(parents=True)
+    (folder / "sluice.yaml").write_text(sluice_yaml(source, target, batch))
+    sluice = Path(sys.executable).with_name("sluice")
+    command = [str(sluice), "run", "sluice.yaml", "--until-drained"]
+    return _timed(command, cwd=folder, expect=f"sluice: {ROWS:,} rows")
+
+
+def sluice_yaml(source: str, target: str | None, batch: int) -> str:
+    """The benchmarks' config: ``orders`` from ``source`` into ``target`` (None: Parquet)."""
     # Keys for two more batches always buffered: a refill never holds up the
     # next batch while two are importing.
     capacity = max(4 * batch, 100_000)
@@ -223,8 +231,7 @@ def run_sluice(folder: Path, source: str, target: str | None, batch: int) -> flo
             f"{{kind: jdbc, url: '{target}', "
             f"write: {{batchsize: {BATCHSIZE}, num_partitions: {PARTITIONS}}}}}"
         )
-    (folder / "sluice.yaml").write_text(
-        f"""
+    return f"""
 ledger: sqlite:///ledger.db
 work_dir: ./work
 spark: {{master: "local[2]", max_concurrent_imports: 2}}
@@ -243,10 +250,6 @@ targets:
 batch: {{max_items: {batch}, max_wait: 2s}}
 backpressure: {{max_pending: {pending}, resume_below: {pending}, max_importing_batches: 2}}
 """
-    )
-    sluice = Path(sys.executable).with_name("sluice")
-    command = [str(sluice), "run", "sluice.yaml", "--until-drained"]
-    return _timed(command, cwd=folder, expect=f"sluice: {ROWS:,} rows")
 
 
 def run_plain(source: str, kind: str, target: str) -> float:

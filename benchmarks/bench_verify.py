@@ -37,9 +37,6 @@ import sqlalchemy as sa  # noqa: E402
 
 from benchmarks.bench_e2e import (  # noqa: E402
     ADMIN,
-    BATCHSIZE,
-    FETCHSIZE,
-    PARTITIONS,
     ROUNDS,
     ROWS,
     check_count,
@@ -47,6 +44,7 @@ from benchmarks.bench_e2e import (  # noqa: E402
     create_database,
     drop_database,
     seed,
+    sluice_yaml,
 )
 from benchmarks.common import report  # noqa: E402
 
@@ -56,6 +54,7 @@ BATCH = 100_000
 def main() -> int:
     from config.loader import load_config
     from config.models import SparkConfig
+    from scheduler.commands.cutover import run_until_drained
     from scheduler.commands.verify import verify_config
     from sinks.session import build_session
 
@@ -81,11 +80,11 @@ def main() -> int:
             work = folder / f"round-{round_}"
             work.mkdir()
             path = work / "sluice.yaml"
-            path.write_text(_config(source, target))
+            path.write_text(sluice_yaml(source, target, BATCH))
             cfg = load_config(path)
             checkpoint(admin)
             started = time.perf_counter()
-            summary = _copy(cfg, path, spark)
+            summary = run_until_drained(spark, cfg, path)
             copies.append(time.perf_counter() - started)
             if summary.exit_code != 0:
                 raise SystemExit(f"the copy exited with {summary.exit_code}: {summary}")
@@ -108,45 +107,6 @@ def main() -> int:
             drop_database(admin, sa.make_url(url).database or "")
         admin.dispose()
     return 0
-
-
-def _copy(cfg: object, path: Path, spark: object) -> object:
-    """``sluice run --until-drained`` in this process, on ``spark``; its summary."""
-    from scheduler.daemon import Daemon
-    from sinks.spark import SparkSink
-
-    sink = SparkSink(cfg, spark=spark)  # type: ignore[arg-type]
-    daemon = Daemon(cfg, config_path=str(path), sink=sink)  # type: ignore[arg-type]
-    try:
-        return daemon.run(until_drained=True)
-    finally:
-        daemon.close()
-
-
-def _config(source: str, target: str) -> str:
-    capacity = 4 * BATCH
-    return f"""
-ledger: sqlite:///ledger.db
-work_dir: ./work
-spark: {{master: "local[2]", max_concurrent_imports: 2}}
-sources:
-  orders:
-    kind: sql
-    url: {source}
-    table: orders
-    key: id
-    page_size: 50000
-    buffer: {{capacity: {capacity}, replenish_below: {capacity - BATCH}}}
-    read: {{num_partitions: {PARTITIONS}, fetchsize: {FETCHSIZE}}}
-    target: out.orders
-targets:
-  out:
-    kind: jdbc
-    url: '{target}'
-    write: {{batchsize: {BATCHSIZE}, num_partitions: {PARTITIONS}}}
-batch: {{max_items: {BATCH}, max_wait: 2s}}
-backpressure: {{max_pending: {2 * BATCH}, resume_below: {2 * BATCH}, max_importing_batches: 2}}
-"""
 
 
 if __name__ == "__main__":

@@ -148,7 +148,7 @@ def run_cutover(
         if not report.problems:
             # Here too after the daemons: a pass of our own begins after the flag
             # for certain, where a daemon's refill may have begun just before it.
-            summary = _final_pass(spark, cfg, config_path)
+            summary = run_until_drained(spark, cfg, config_path)
             report.problems.extend(summary.failures)
         report.dead_batches = sum(
             n for (_, state), (n, _) in ledger.reads.state_counts(cfg.sources).items()
@@ -180,8 +180,8 @@ def _daemons_done(ledger: Ledger, cfg: SluiceConfig, wait: float, poll: float) -
     return True
 
 
-def _final_pass(spark: SparkSession, cfg: SluiceConfig, config_path: Path) -> Any:
-    """``sluice run --until-drained`` in this process, on ``spark``."""
+def run_until_drained(spark: SparkSession, cfg: SluiceConfig, config_path: Path) -> Any:
+    """``sluice run --until-drained`` in this process, on ``spark``; its summary."""
     from scheduler.daemon import Daemon
     from sinks.spark import SparkSink
 
