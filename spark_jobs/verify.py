@@ -148,16 +148,21 @@ def compare(
     target = _aligned(source, target, label)
     types = {name: (source.schema[name].dataType, target.schema[name].dataType)
              for name in source.columns}  # fmt: skip
-    sides = ((source, types), (target, {n: (t, s) for n, (s, t) in types.items()}))
+    # Each side's hash expressions are built once (each piece is a call into the
+    # JVM: for a small table, building them costs more than the job) and serve both passes.
+    sides = [
+        (df, pair, _hash_columns(df, key, pair, buckets))
+        for df, pair in ((source, types), (target, {n: (t, s) for n, (s, t) in types.items()}))
+    ]
     # First pass: per bucket only, nothing kept; the sides are read again,
     # only when some bucket differs, for the key-by-key pass.
-    ours, other = _per_bucket(*[_hashed(df, key, pair, buckets) for df, pair in sides])
+    ours, other = _per_bucket(*[df.select(*hashes) for df, _, hashes in sides])
     differing = sorted(b for b in set(ours) | set(other) if ours.get(b) != other.get(b))
     checked = sum(n for n, *_ in ours.values())
     target_rows = sum(n for n, *_ in other.values())
     if not differing:
         return TableDiff(checked, target_rows, dict.fromkeys(KINDS, 0), {k: [] for k in KINDS})
-    mine, theirs = [_narrow(df, key, pair, buckets, differing) for df, pair in sides]
+    mine, theirs = [_narrow(df, key, pair, hashes, differing) for df, pair, hashes in sides]
     rows = _key_by_key(mine, theirs).unionByName(_duplicates(mine, theirs))
     key_types = [types[name][0] for name in key]
     # Held keys are in flight whatever their difference; refused ones are
@@ -174,10 +179,9 @@ def compare(
                 .drop("_m")
             )
     rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
-    counts = dict.fromkeys(KINDS, 0)
-    counts.update({r.kind: r["count"] for r in rows.groupBy("kind").count().collect()})
+    counts, first = _counted(rows)
     in_flight = counts.pop("in_flight", 0)
-    return TableDiff(checked, target_rows, counts, _first(rows), in_flight, _rows=rows)
+    return TableDiff(checked, target_rows, counts, first, in_flight, _rows=rows)
 
 
 def _aligned(source: DataFrame, target: DataFrame, label: str) -> DataFrame:
@@ -214,31 +218,30 @@ def _row_hash(df: DataFrame, types: Types) -> Column:
     columns are NULL is hashed too: (NULL, 5) and (5, NULL) differ."""
     columns = list(df.columns)
     masks = [
-        sum((F.when(F.col(quoted(n)).isNull(), F.lit(1 << i)).otherwise(F.lit(0))
-             for i, n in enumerate(columns[start : start + 62])), F.lit(0))
+        F.expr(" + ".join(f"IF({quoted(n)} IS NULL, {1 << i}L, 0L)"
+                          for i, n in enumerate(columns[start : start + 62])))
         for start in range(0, len(columns), 62)
     ]  # fmt: skip
     return F.xxhash64(*masks, *_values(df, columns, types))
 
 
-def _bucket(df: DataFrame, key: Sequence[str], types: Types, buckets: int) -> Column:
-    return F.pmod(F.xxhash64(*_values(df, key, types)), F.lit(buckets))
-
-
-def _hashed(df: DataFrame, key: Sequence[str], types: Types, buckets: int) -> DataFrame:
-    """Per row: bucket ``_b`` and row hash ``_h``."""
-    return df.select(_bucket(df, key, types, buckets).alias("_b"), _row_hash(df, types).alias("_h"))
+def _hash_columns(
+    df: DataFrame, key: Sequence[str], types: Types, buckets: int
+) -> tuple[Column, Column]:
+    """Per row: the bucket ``_b`` (of the key) and the row hash ``_h``."""
+    bucket = F.pmod(F.xxhash64(*_values(df, key, types)), F.lit(buckets))
+    return bucket.alias("_b"), _row_hash(df, types).alias("_h")
 
 
 def _narrow(
-    df: DataFrame, key: Sequence[str], types: Types, buckets: int, only: list[int]
-) -> DataFrame:
+    df: DataFrame, key: Sequence[str], types: Types, hashes: tuple[Column, Column],
+    only: list[int],
+) -> DataFrame:  # fmt: skip
     """The rows of buckets ``only``: ``_b``, ``_h``, the key's canonical text ``_k`` (what
     the sides are joined on) and its values ``key``."""
     texts = [canonical(F.col(quoted(name)), *types[name]) for name in key]
     narrow = df.select(
-        _bucket(df, key, types, buckets).alias("_b"),
-        _row_hash(df, types).alias("_h"),
+        *hashes,
         F.concat_ws(_SEP, *texts).alias("_k"),
         F.struct(*[F.col(quoted(name)) for name in key]).alias("key"),
     )
@@ -343,16 +346,27 @@ def _key_texts(
     return frame.select(F.concat_ws(_SEP, *texts).alias("_k")).distinct()
 
 
-def _first(rows: DataFrame) -> dict[str, list[list[Any]]]:
-    """The first :data:`SAMPLE` keys of each kind, in key order: one Spark job."""
+def _counted(rows: DataFrame) -> tuple[dict[str, int], dict[str, list[list[Any]]]]:
+    """Rows per kind, and the first :data:`SAMPLE` keys of each kind in key order.
+
+    One Spark job: each picked row carries its kind's count, so counting and
+    picking share one shuffle (a small table's verify is mostly job overhead).
+    """
     # A kind's keys are all the source's (skey) or all the target's (tkey, extras).
-    rank = F.row_number().over(Window.partitionBy("kind").orderBy("skey", "tkey"))
-    picked = rows.withColumn("_n", rank).where(F.col("_n") <= SAMPLE).orderBy("kind", "_n")
+    kinds = Window.partitionBy("kind")
+    picked = (
+        rows.withColumn("_n", F.row_number().over(kinds.orderBy("skey", "tkey")))
+        .withColumn("_c", F.count(F.lit(1)).over(kinds))
+        .where(F.col("_n") <= SAMPLE)
+        .orderBy("kind", "_n")
+    )
+    counts = dict.fromkeys(KINDS, 0)
     first: dict[str, list[list[Any]]] = {kind: [] for kind in KINDS}
     for row in picked.collect():
+        counts[row.kind] = row._c
         if row.kind in first:
             first[row.kind].append(plain_key(row.skey or row.tkey))
-    return first
+    return counts, first
 
 
 def at_or_below(columns: Sequence[Column], bound: Sequence[Any]) -> Column:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 from decimal import Decimal
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -162,3 +163,29 @@ targets:
   wh: {{kind: jdbc, url: '{target}'}}
 batch: {{max_items: 100, max_wait: 50ms}}
 """
+
+
+def rows_of(url: str, table: str) -> list[tuple[str, ...]]:
+    """Every row of ``table`` as text, sorted (the target's own types, normalised)."""
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        result = conn.execute(
+            sa.select(sa.table(table, *[sa.column(c) for c in _columns(engine, table)]))
+        )
+        rows = sorted(tuple(_text(v) for v in row) for row in result)
+    engine.dispose()
+    return rows
+
+
+def _columns(engine: sa.Engine, table: str) -> list[str]:
+    return sorted(c["name"] for c in sa.inspect(engine).get_columns(table))
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bytes | memoryview):
+        return bytes(value).hex()
+    if hasattr(value, "astimezone") and getattr(value, "tzinfo", None) is not None:
+        value = value.astimezone(dt.UTC).replace(tzinfo=None)
+    return str(value)
