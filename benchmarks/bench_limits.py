@@ -7,7 +7,11 @@ a role the database itself lets open two connections (``CONNECTION LIMIT
 
 - once by one daemon (``limits_one_daemon_*``);
 - once by two daemons started together on one PostgreSQL ledger, hot-hot,
-  sharing the budget (``limits_two_daemons_*``).
+  sharing the budget (``limits_two_daemons_*``);
+- once by one daemon with ``sluice verify`` started on its ledger once a
+  fifth of the rows are in, the two sharing the budget
+  (``limits_verify_beside_a_daemon_*``; the verify must find the rows done
+  so far equal).
 
 While they run, the table's own tuple counters (``pg_stat_user_tables``:
 ``seq_tup_read + idx_tup_fetch``, what every reader of the table fetched) are
@@ -61,15 +65,17 @@ def main() -> int:
     admin = sa.create_engine(ADMIN, isolation_level="AUTOCOMMIT")
     prefix = f"sluice_bench_{uuid.uuid4().hex[:6]}"
     role = f"{prefix}_reader"
-    names = ("src", "tgt1", "tgt2", "ledger1", "ledger2")
+    names = ("src", "tgt1", "tgt2", "tgt3", "ledger1", "ledger2", "ledger3")
     urls = {name: create_database(admin, f"{prefix}_{name}") for name in names}
     folder = Path(tempfile.mkdtemp(prefix="sluice-bench-limits-"))
     try:
         seed(urls["src"], role)
         reader = sa.make_url(urls["src"]).set(username=role).render_as_string(hide_password=False)
-        for label, daemons, n in (("one_daemon", 1, "1"), ("two_daemons", 2, "2")):
+        runs = (("one_daemon", 1, "1", False), ("two_daemons", 2, "2", False),
+                ("verify_beside_a_daemon", 1, "3", True))  # fmt: skip
+        for label, daemons, n, verify in runs:
             figures = run(folder / label, reader, urls[f"tgt{n}"], urls[f"ledger{n}"],
-                          urls["src"], role, daemons)  # fmt: skip
+                          urls["src"], role, daemons, verify=verify)  # fmt: skip
             for name, (value, unit, baseline) in figures.items():
                 report(f"limits_{label}_{name}", value, unit, baseline)
     finally:
@@ -109,6 +115,7 @@ class Sampler:
         self.engine = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
         self.role = role
         self.counts: list[tuple[float, int]] = []
+        self.seq: list[int] = []  # of which read by sequential scans
         self.sessions = 0
         self._stop = threading.Event()
         self._threads = [
@@ -127,12 +134,14 @@ class Sampler:
         self.engine.dispose()
 
     def _tuples(self) -> None:
-        query = sa.text("SELECT seq_tup_read + coalesce(idx_tup_fetch, 0) "
+        query = sa.text("SELECT seq_tup_read, coalesce(idx_tup_fetch, 0) "
                         "FROM pg_stat_user_tables WHERE relname = 'orders'")  # fmt: skip
         with self.engine.connect() as conn:
             next_at = time.monotonic()
             while not self._stop.is_set():
-                self.counts.append((time.monotonic(), int(conn.scalar(query) or 0)))
+                seq, idx = conn.execute(query).one()
+                self.counts.append((time.monotonic(), int(seq) + int(idx)))
+                self.seq.append(int(seq))
                 next_at += 1.0
                 self._stop.wait(max(0.0, next_at - time.monotonic()))
 
@@ -145,9 +154,11 @@ class Sampler:
 
 
 def run(
-    folder: Path, source: str, target: str, ledger: str, admin_url: str, role: str, daemons: int
-) -> dict[str, tuple[float, str, float]]:
-    """Migrate the table with ``daemons`` daemons; the figures read from the database."""
+    folder: Path, source: str, target: str, ledger: str, admin_url: str, role: str, daemons: int,
+    *, verify: bool = False,
+) -> dict[str, tuple[float, str, float]]:  # fmt: skip
+    """Migrate the table with ``daemons`` daemons (and a verify beside them, if asked);
+    the figures read from the database."""
     folder.mkdir(parents=True)
     (folder / "sluice.yaml").write_text(f"""
 ledger: '{ledger}'
@@ -176,12 +187,20 @@ backpressure: {{max_pending: 200000, resume_below: 100000, max_importing_batches
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             for _ in range(daemons)
         ]  # fmt: skip
+        if verify:
+            wait_for_rows(ledger, ROWS // 5, procs[0])
+            procs.append(subprocess.Popen(
+                [sluice, "verify", "sluice.yaml"], cwd=folder, env=env,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))  # fmt: skip
         outputs = [p.communicate(timeout=TIMEOUT)[0] for p in procs]
         time.sleep(2.0)  # the last reads' counters reach the statistics
     for proc, output in zip(procs, outputs, strict=True):
         if proc.returncode != 0:
             sys.stderr.write(output[-4000:])
-            raise SystemExit(f"sluice run exited with {proc.returncode}")
+            raise SystemExit(f"{' '.join(proc.args[1:])} exited with {proc.returncode}")
+    if verify:
+        said = [line for line in outputs[-1].splitlines() if line.startswith("orders -> ")]
+        print("# verify: " + " ".join(said), flush=True)
     check_count(target)
     refused = sum(o.count("too many connections") for o in outputs)
     engine = sa.create_engine(ledger)
@@ -190,8 +209,9 @@ backpressure: {{max_pending: 200000, resume_below: 100000, max_importing_batches
                                          "FROM sluice_batches")) or 0)  # fmt: skip
     engine.dispose()
     max_rate, mean_rate, fetched = rates(sampler.counts)
-    print(f"# {daemons} daemon(s): {fetched:,} tuples fetched, {len(sampler.counts)} samples",
-          flush=True)
+    by_seq = sampler.seq[-1] - sampler.seq[0]
+    print(f"# {daemons} daemon(s): {fetched:,} tuples fetched ({by_seq:,} by sequential scans), "
+          f"{len(sampler.counts)} samples", flush=True)  # fmt: skip
     return {
         "max_10s_rows_per_s": (max_rate, "rows/s", RATE),
         "mean_rows_per_s": (mean_rate, "rows/s", RATE),
@@ -199,6 +219,23 @@ backpressure: {{max_pending: 200000, resume_below: 100000, max_importing_batches
         "refused_connections": (float(refused), "connections", 0.0),
         "failed_attempts": (float(failed), "attempts", 0.0),
     }
+
+
+def wait_for_rows(ledger: str, rows: int, daemon: subprocess.Popen[str]) -> None:
+    """Wait until the ledger counts ``rows`` rows done (or the daemon ended)."""
+    engine = sa.create_engine(ledger)
+    query = sa.text("SELECT coalesce(sum(rows), 0) FROM sluice_batches WHERE state = 'done'")
+    try:
+        while daemon.poll() is None:
+            try:
+                with engine.connect() as conn:
+                    if int(conn.scalar(query) or 0) >= rows:
+                        return
+            except sa.exc.ProgrammingError:  # the daemon has not made the ledger yet
+                pass
+            time.sleep(0.5)
+    finally:
+        engine.dispose()
 
 
 def rates(counts: list[tuple[float, int]]) -> tuple[float, float, int]:

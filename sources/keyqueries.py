@@ -23,12 +23,16 @@ class KeyQueries:
 
     Every query reads the rows of the source: past a position in walk order
     (``after``, None from the start), matching ``where:``, with a cursor in
-    incremental mode. A read blocks on the database and raises what
+    incremental mode; not past ``through`` when given (a walk that ends
+    there). A read blocks on the database and raises what
     :meth:`SourceDatabase.guard` raises.
     """
 
-    def __init__(self, cfg: SqlSourceConfig, db: SourceDatabase) -> None:
+    def __init__(
+        self, cfg: SqlSourceConfig, db: SourceDatabase, through: KeyTuple | None = None
+    ) -> None:
         self._db = db
+        self._through = through
         schema, _, table = cfg.table.rpartition(".")
         cursor = [cfg.cursor] if cfg.mode == "incremental" and cfg.cursor else []
         order: list[sa.ColumnClause[Any]] = [sa.column(c) for c in [*cursor, *cfg.key_columns]]
@@ -107,10 +111,13 @@ class KeyQueries:
         return self._db.guard(run)
 
     def _filter(self, stmt: sa.Select[Any], after: KeyTuple | None) -> sa.Select[Any]:
-        """The rows this source reads: past ``after``, matching ``where:``, with a cursor."""
+        """The rows this source reads: past ``after`` (and not past ``through``), matching
+        ``where:``, with a cursor."""
+        dialect = self._db.engine.dialect.name
         if after is not None:
-            dialect = self._db.engine.dialect.name
             stmt = stmt.where(row_compare(self._order_cols, after, ">", dialect))
+        if self._through is not None:
+            stmt = stmt.where(row_compare(self._order_cols, self._through, "<=", dialect))
         if self._has_cursor is not None:
             stmt = stmt.where(self._has_cursor)
         if self._where is not None:

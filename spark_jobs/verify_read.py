@@ -47,12 +47,23 @@ class Scope:
 
 
 def read_sides(
-    spark: SparkSession, source: SqlSourceConfig, target: TargetTable, scope: Scope, parts: int
-) -> tuple[DataFrame, DataFrame]:
-    """The source's rows in ``scope`` (after ``columns:``) and the target's, lazily."""
-    reader = SqlReader(spark, source)
-    lo, hi, target_hi = _bounds(source, target, scope)
-    rows = apply_columns(reader.read_range(lo, hi, parts=parts), source.columns)
+    spark: SparkSession, source: SqlSourceConfig, target: TargetTable, scope: Scope, parts: int,
+    kept: DataFrame | None = None, spare: bool = True,
+) -> tuple[DataFrame, DataFrame]:  # fmt: skip
+    """The source's rows in ``scope`` (after ``columns:``) and the target's, lazily.
+
+    ``kept``: the source's rows in scope, read already (at a rate limit), in
+    place of a read of the source here. ``spare``: a query of the source's
+    keys' ends may open a connection of its own (else the reads are split by
+    the target's).
+    """
+    ask = spare and kept is None
+    lo, hi, target_hi = _bounds(source, target, scope, ask)
+    if kept is None:
+        # Split by the target's ends alone, the source's read could miss its rows past them.
+        kept = SqlReader(spark, source).read_range(*((lo, hi) if ask else (None, scope.upto)),
+                                                   parts=parts)  # fmt: skip
+    rows = apply_columns(kept, source.columns)
     if scope.nothing:
         rows = rows.limit(0)
     if isinstance(target.config, ParquetTargetConfig):
@@ -90,14 +101,15 @@ def rejected_keys(spark: SparkSession, target: TargetTable, source: str) -> list
 
 
 def _bounds(
-    source: SqlSourceConfig, target: TargetTable, scope: Scope
+    source: SqlSourceConfig, target: TargetTable, scope: Scope, ask_source: bool
 ) -> tuple[list[Any] | None, list[Any] | None, list[Any] | None]:
     """``lo`` and the source's and the target's ``hi``: ranges ``(lo, hi]`` covering the
-    scope on each side, split-able into the same parts for one integer key."""
+    scope on each side, split-able into the same parts for one integer key (the keys'
+    ends on each side, the source's only if ``ask_source``)."""
     target_hi = None if scope.target_open else scope.upto
     if len(source.key_columns) != 1 or scope.nothing:
         return None, scope.upto, target_hi
-    ends = [_min_max(source.url, source.table, source.key_columns[0])]
+    ends = [_min_max(source.url, source.table, source.key_columns[0])] if ask_source else []
     if not isinstance(target.config, ParquetTargetConfig):
         ends.append(_min_max(target.config.url, _qualified(target), target.key[0], missing_ok=True))
     lows = [lo for lo, _ in ends if isinstance(lo, int)]

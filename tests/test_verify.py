@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sqlite3
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -228,3 +229,55 @@ def test_equal_values_in_other_types_agree_and_a_moved_null_does_not(spark: Any)
     assert diff.first["different"] == [[2]]
     assert diff.counts == {"missing": 0, "extra": 0, "different": 1, "rejected": 0, "duplicate": 0}
     diff.release()
+
+
+# -- limits: a verify reads its share, at the rate --------------------------------------------
+
+
+def test_a_rate_limited_source_is_read_at_its_share_beside_a_daemon(
+    tmp_path: Path, spark: Any
+) -> None:
+    from scheduler.commands.verify_limits import ReadShare
+    from scheduler.ledger import Ledger
+    from tests.helpers import FakeClock
+
+    rows = [(i, f"row {i} ✓") for i in range(1, 601)]
+    for name in ("src", "dst"):
+        with sqlite3.connect(tmp_path / f"{name}.db") as conn:
+            conn.execute("CREATE TABLE t (id integer PRIMARY KEY, body text)")
+            conn.executemany("INSERT INTO t VALUES (?, ?)", rows)
+    path, cfg = write_config(tmp_path, """
+ledger: sqlite:///ledger.db
+sources:
+  t:
+    kind: sql
+    url: sqlite:///src.db
+    table: t
+    key: id
+    mode: sweep
+    limits: {max_connections: 2, max_rows_per_s: 400}
+    target: dst.t
+targets:
+  dst: {kind: jdbc, url: 'sqlite:///dst.db'}
+""")  # fmt: skip
+    daemon = Ledger(cfg.ledger, owner="daemon-a")  # a daemon on the ledger: the limits are halved
+    daemon.owners.register()
+    clock = FakeClock(0.0)
+    seen: list[list[str]] = []
+
+    def wait(seconds: float) -> None:  # what the verify waits, on the test's clock
+        seen.append(daemon.owners.live())
+        clock.now += seconds
+
+    try:
+        report = verify_config(spark, cfg, share=ReadShare(cfg, ["t"], clock=clock, wait=wait))
+    finally:
+        daemon.close()
+    [table] = report.tables
+    assert table.equal and table.checked == 600, table
+    assert table.read_rate == 200  # half of 400
+    # It joined as one more reader, after the daemon's next heartbeat (5 s + 1 s), then
+    # read 600 rows at 200 rows/s in slices of 0.5 s: the last slice is not waited for.
+    assert any(o.startswith("verify:") for o in seen[0]), seen[0]
+    assert 6 + (600 - 100) / 200 <= clock.now <= 6 + 600 / 200 + 0.5, clock.now
+    assert daemon.owners.live() == ["daemon-a"]  # gone again

@@ -27,6 +27,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from config.models import SluiceConfig, SqlSourceConfig
+    from scheduler.commands.verify_limits import ReadShare
 
 ConfigPath = Annotated[Path, typer.Argument(help="The YAML config file.", show_default=False)]
 Sources = Annotated[
@@ -77,6 +79,8 @@ class TableReport:
     pending: int = 0
     first: dict[str, list[list[Any]]] = field(default_factory=dict)
     scope: str = "every row"
+    read_rate: float | None = None
+    """Rows per second the source was read at, at most: its share of ``max_rows_per_s``."""
     repair_batches: int = 0
     repaired_keys: int = 0
     deleted: int = 0
@@ -150,17 +154,22 @@ def verify_config(
     *,
     repair: bool = False,
     apply_deletes: bool = False,
+    share: ReadShare | None = None,
 ) -> VerifyReport:
     """Verify the named sources (default: all) on ``spark``; repair and delete if asked.
 
     Up to ``spark.max_concurrent_imports`` tables are compared at once, each
     reading with its share of its database's ``limits.max_connections``, and
     never more tables of one database at once than its connections allow.
+    With daemons running, the limits are shared with them, and
+    ``max_rows_per_s`` paces the source's reads (:mod:`.verify_limits`;
+    ``share``: one made for the test's clock).
     """
     from concurrent.futures import ThreadPoolExecutor
 
     from config.models import SqlSourceConfig
     from scheduler.commands.plan import readonly_engine
+    from scheduler.commands.verify_limits import ReadShare
     from scheduler.ledger.lookup import reader_engine
     from spark_jobs.verify_read import parts_for
 
@@ -178,6 +187,7 @@ def verify_config(
     ledger = None if found is None else reader_engine(cfg.ledger, workers + 1)
     if found is not None:
         found.dispose()
+    reads = share or ReadShare(cfg, sql)
 
     def one(name: str) -> TableReport:
         source = sql.get(name)
@@ -186,13 +196,13 @@ def verify_config(
             return TableReport(name, cfg.sources[name].target, note=note)
         try:
             with gates[source.url]:
-                return _verify_one(spark, cfg, name, source, ledger, parts[name], repair,
+                return _verify_one(spark, cfg, name, source, ledger, reads, parts[name], repair,
                                    apply_deletes)  # fmt: skip
         except Exception as error:  # noqa: BLE001 - this table's outcome; the others go on
             return TableReport(name, source.target, error=_why(error))
 
     try:
-        with ThreadPoolExecutor(workers, thread_name_prefix="verify") as pool:
+        with reads, ThreadPoolExecutor(workers, thread_name_prefix="verify") as pool:
             return VerifyReport(list(pool.map(one, chosen)))
     finally:
         if ledger is not None:
@@ -201,8 +211,9 @@ def verify_config(
 
 def _verify_one(
     spark: SparkSession, cfg: SluiceConfig, name: str, source: SqlSourceConfig,
-    ledger: sa.Engine | None, parts: int, repair: bool, apply_deletes: bool,
+    ledger: sa.Engine | None, share: ReadShare, parts: int, repair: bool, apply_deletes: bool,
 ) -> TableReport:  # fmt: skip
+    from scheduler.commands.verify_limits import read_paced
     from scheduler.ledger.scope import DoneScope, done_scope, never_claimed
     from spark_jobs.import_job import target_table
     from spark_jobs.manifest import Manifest
@@ -212,9 +223,19 @@ def _verify_one(
     target = target_table(cfg, Manifest("verify", name, source.target, "keys", 0))
     done = done_scope(ledger, name) if ledger is not None else DoneScope(known=False)
     scope, said = _scope(source, done)
-    mine, theirs = read_sides(spark, source, target, scope, parts)
-    diff = compare(spark, mine, theirs, source.key_columns, label=target.label,
-                   held=done.held, rejected=rejected_keys(spark, target, name))  # fmt: skip
+    kept = None if scope.nothing else read_paced(spark, share, name, source, scope.upto, parts)
+    try:
+        # Read at its rate already: the comparison reads the kept rows, not the database.
+        with nullcontext(parts) if kept else share.reading(name, parts) as held:
+            mine, theirs = read_sides(spark, source, target, scope, held,
+                                      None if kept is None else kept.rows,
+                                      spare=not share.bounds_connections(name))  # fmt: skip
+            diff = compare(spark, mine, theirs, source.key_columns, label=target.label,
+                           held=done.held, rejected=rejected_keys(spark, target, name))  # fmt: skip
+    except BaseException:
+        if kept is not None:
+            kept.release()
+        raise
     try:
         if (
             source.mode != "keyset"
@@ -229,6 +250,7 @@ def _verify_one(
             extra=counts["extra"], different=counts["different"], rejected=counts["rejected"],
             duplicate=counts["duplicate"],
             in_flight=diff.in_flight, pending=diff.pending, first=diff.first, scope=said,
+            read_rate=None if kept is None else kept.rate,
         )  # fmt: skip
         if repair and (report.missing or report.different):
             _repair(cfg, name, source, target, diff, report)
@@ -237,6 +259,8 @@ def _verify_one(
         return report
     finally:
         diff.release()
+        if kept is not None:
+            kept.release()
 
 
 def _scope(source: SqlSourceConfig, done: Any) -> tuple[Any, str]:
@@ -346,8 +370,9 @@ def render(report: VerifyReport) -> str:
             lines.append(f"{t.source} -> {t.target}: {t.note}")
             continue
         verdict = "equal" if t.equal else "DIFFERENT"
+        scope = t.scope + (f", read at {t.read_rate:,.0f} rows/s at most" if t.read_rate else "")
         lines.append(
-            f"{t.source} -> {t.target}: {verdict}: {t.checked} rows checked ({t.scope}), "
+            f"{t.source} -> {t.target}: {verdict}: {t.checked} rows checked ({scope}), "
             f"{t.missing} missing, {t.extra} extra, {t.different} different, "
             f"{t.rejected} rejected" + (f", {t.duplicate} keys twice" if t.duplicate else "")
             + (f", {t.in_flight} in flight" if t.in_flight else "")
