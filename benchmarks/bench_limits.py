@@ -16,7 +16,9 @@ a role the database itself lets open two connections (``CONNECTION LIMIT
 While they run, the table's own tuple counters (``pg_stat_user_tables``:
 ``seq_tup_read + idx_tup_fetch``, what every reader of the table fetched) are
 sampled each second, and the role's sessions in ``pg_stat_activity`` every
-10 ms. Figures per run:
+10 ms; the tuples read by sequential scans are printed apart (the import
+jobs' key ranges are index scans: a whole-table count would show there).
+Figures per run:
 
 - ``…_max_10s_rows_per_s``: the highest rate over any 10 s window of the
   samples; baseline the limit (the bound: ratio at most 1.1);

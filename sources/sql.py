@@ -22,6 +22,10 @@ from sources.keyqueries import KeyQueries, KeyTuple
 from sources.resume import ReadMark
 from sources.sqldb import SourceDatabase
 
+ESTIMATE_ABOVE = 100_000
+"""Backlogs of more rows than this are the database's estimate, where it has one
+(:meth:`SqlSource.backlog`); fewer are counted."""
+
 
 def _nothing_done(keys: Sequence[KeyTuple]) -> set[KeyTuple]:
     return set()
@@ -113,10 +117,18 @@ class SqlSource(LimitedSource):
 
         Keyset and incremental: rows past :attr:`position` (that match
         ``where:``). Sweep: every row that matches ``where:`` (a sweep reads
-        them all again; which are done only the ledger knows). Blocks on the
+        them all again; which are done only the ledger knows). Past
+        :data:`ESTIMATE_ABOVE` rows, the database's estimate where it has one
+        (PostgreSQL, no ``where:``): a count of a big table would read it
+        all, each time, past every limit set on the database. Blocks on the
         database; raises :class:`SourceError` like :meth:`next_batch`.
         """
-        return self._queries.count(None if self.cfg.mode == "sweep" else self._position)
+        after = None if self.cfg.mode == "sweep" else self._position
+        if self.cfg.where is None:
+            guess = self._queries.estimate(after)
+            if guess is not None and guess >= ESTIMATE_ABOVE:
+                return guess
+        return self._queries.count(after)
 
     def rows_between(self, after: KeyTuple | None, last: KeyTuple) -> int:
         """Rows past ``after`` (None: from the start) up to ``last``, in the database's key order.

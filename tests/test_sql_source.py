@@ -10,7 +10,8 @@ import sqlalchemy as sa
 
 from config.errors import ConfigError, SourceError
 from config.models import SqlSourceConfig
-from sources.sql import SqlSource
+from sources.sql import ESTIMATE_ABOVE, SqlSource
+from tests.helpers import wait_until
 
 N = 3000
 REGIONS = ("apac", "eu", "us")
@@ -312,6 +313,51 @@ def test_backlog_counts_what_is_left_without_moving(
     inc = opened("inc", config(db, mode="incremental", cursor="updated_at"))
     inc.next_batch(N - 10)
     assert inc.backlog() == 10
+
+
+@pytest.mark.postgres
+def test_a_big_postgresql_backlog_is_the_planners_estimate_and_reads_no_row(pg_url: str) -> None:
+    rows = ESTIMATE_ABOVE + 50_000
+
+    def backlog(after: tuple[int] | None = None, **kw: Any) -> int:
+        source = SqlSource("big", config(pg_url, table="big", **kw), after=after)
+        try:
+            return source.backlog()
+        finally:
+            source.close()
+
+    engine = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text("CREATE TABLE big (id bigint PRIMARY KEY, body text)"))
+        conn.execute(sa.text("INSERT INTO big SELECT i, 'row ' || i "
+                             "FROM generate_series(1, :n) AS i"), {"n": rows})  # fmt: skip
+        # Never analyzed: the planner would guess from the table's size, so it is counted.
+        assert backlog() == rows
+        conn.execute(sa.text("ANALYZE big"))
+
+        def read() -> int:
+            """Tuples every reader of ``big`` fetched, once every other session has ended
+            (a session's counts reach the statistics before it leaves pg_stat_activity)."""
+            others = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            wait_until(lambda: conn.scalar(sa.text(others + "AND pid <> pg_backend_pid()")) == 0,
+                       "the sources' sessions to end")  # fmt: skip
+            return int(conn.scalar(sa.text(
+                "SELECT seq_tup_read + coalesce(idx_tup_fetch, 0) FROM pg_stat_user_tables "
+                "WHERE relname = 'big'")))  # fmt: skip
+
+        # The planner may look at the key index's ends: a tuple or two, no more.
+        probe = 2
+        before = read()
+        # The check sees a count: with a where:, the rows are counted, and read.
+        assert backlog(where="id > 0") == rows
+        counted = read()
+        assert rows <= counted - before <= rows + probe
+        # Without one: the planner's rows, within 1 %, and no row read.
+        assert abs(backlog() - rows) <= rows / 100
+        assert read() - counted <= probe
+        # Near the end, the rows left are counted exactly again.
+        assert backlog(after=(rows - 10,)) == 10
+    engine.dispose()
 
 
 def test_backlog_of_an_unreachable_database_is_a_transient_error(
