@@ -59,11 +59,11 @@ def read_sides(
     """
     ask = spare and kept is None
     lo, hi, target_hi = _bounds(source, target, scope, ask)
-    if kept is None:
-        # Split by the target's ends alone, the source's read could miss its rows past them.
-        kept = SqlReader(spark, source).read_range(*((lo, hi) if ask else (None, scope.upto)),
-                                                   parts=parts)  # fmt: skip
-    rows = apply_columns(kept, source.columns)
+    # Split by the target's ends alone, the source's read could miss its rows past them.
+    source_range = (lo, hi) if ask else (None, scope.upto)
+    rows = kept if kept is not None else SqlReader(spark, source).read_range(*source_range,
+                                                                             parts=parts)
+    rows = apply_columns(rows, source.columns)
     if scope.nothing:
         rows = rows.limit(0)
     if isinstance(target.config, ParquetTargetConfig):

@@ -27,7 +27,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -223,20 +223,19 @@ def _verify_one(
     target = target_table(cfg, Manifest("verify", name, source.target, "keys", 0))
     done = done_scope(ledger, name) if ledger is not None else DoneScope(known=False)
     scope, said = _scope(source, done)
-    kept = None if scope.nothing else read_paced(spark, share, name, source, scope.upto, parts)
-    try:
+    with ExitStack() as releases:  # Spark's kept frames, dropped once the report is made
+        kept = None if scope.nothing else read_paced(spark, share, name, source, scope.upto,
+                                                     parts)  # fmt: skip
+        if kept is not None:
+            releases.callback(kept.release)
         # Read at its rate already: the comparison reads the kept rows, not the database.
-        with nullcontext(parts) if kept else share.reading(name, parts) as held:
+        with nullcontext(parts) if kept is not None else share.reading(name, parts) as held:
             mine, theirs = read_sides(spark, source, target, scope, held,
                                       None if kept is None else kept.rows,
                                       spare=not share.bounds_connections(name))  # fmt: skip
             diff = compare(spark, mine, theirs, source.key_columns, label=target.label,
                            held=done.held, rejected=rejected_keys(spark, target, name))  # fmt: skip
-    except BaseException:
-        if kept is not None:
-            kept.release()
-        raise
-    try:
+        releases.callback(diff.release)
         if (
             source.mode != "keyset"
             and ledger is not None
@@ -257,10 +256,6 @@ def _verify_one(
         if apply_deletes and report.extra:
             _delete_extras(source, target, diff.keys(["extra"]), done.held, report)
         return report
-    finally:
-        diff.release()
-        if kept is not None:
-            kept.release()
 
 
 def _scope(source: SqlSourceConfig, done: Any) -> tuple[Any, str]:
