@@ -10,6 +10,8 @@ when another process wrote in between). A busy database is waited for.
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 
 BUSY_TIMEOUT_MS = 30_000
+_WAL_RETRY = 0.01  # seconds between two tries to switch a new file to WAL
 
 
 def sqlite_engine(
@@ -43,10 +46,10 @@ def sqlite_engine(
     @sa.event.listens_for(engine, "connect")
     def _connect(dbapi_conn: Any, _record: Any) -> None:
         cursor = dbapi_conn.cursor()
-        if wal:
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        if wal:
+            _into_wal(cursor)
+            cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
         dbapi_conn.isolation_level = None
 
@@ -55,3 +58,21 @@ def sqlite_engine(
         conn.exec_driver_sql("BEGIN IMMEDIATE" if writes(conn) else "BEGIN")
 
     return engine
+
+
+def _into_wal(cursor: Any) -> None:
+    """Put the file in WAL mode (it stays so), once.
+
+    Switching answers "database is locked" at once, without waiting as the
+    busy timeout would, while another connection switches the same new file
+    (four daemons started together on a new ledger): it is tried again.
+    """
+    waited = 0.0
+    while cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or waited >= BUSY_TIMEOUT_MS / 1000:
+                raise
+            time.sleep(_WAL_RETRY)  # at connect: no stop to watch for
+            waited += _WAL_RETRY
