@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
+from scheduler.ledger import DEAD_AFTER
 from sources.budget import Budget, Budgets
 
 if TYPE_CHECKING:
@@ -76,8 +77,12 @@ class ReadShare:
 
             owner = f"verify:{socket.gethostname()}:{os.getpid()}"
             self._ledger = Ledger(self._cfg.ledger, lease_ttl=self._cfg.lease.ttl, owner=owner)
-            self._ledger.owners.register()
-            self._share(joining=True)
+            try:
+                self._ledger.owners.register()
+                self._share(joining=True)
+            except BaseException:
+                self._ledger.close()
+                raise
             self._thread = threading.Thread(target=self._beat, name="verify-heartbeat",
                                             daemon=True)  # fmt: skip
             self._thread.start()
@@ -90,6 +95,9 @@ class ReadShare:
         if self._ledger is not None:
             try:
                 self._ledger.owners.unregister()
+            except Exception as error:  # noqa: BLE001 - the report stands; the owner lapses
+                log.warning("verify: cannot leave the ledger's owners (it lapses in %.0f s): %s",
+                            DEAD_AFTER, error)  # fmt: skip
             finally:
                 self._ledger.close()
 
