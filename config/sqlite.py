@@ -68,9 +68,11 @@ def _into_wal(cursor: Any) -> None:
     (four daemons started together on a new ledger): it is tried again.
     """
     waited = 0.0
-    while cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+    while True:
         try:
-            cursor.execute("PRAGMA journal_mode=WAL")
+            # A file already in WAL, or an in-memory database, answers at once.
+            cursor.execute("PRAGMA journal_mode=WAL").fetchall()
+            return
         except sqlite3.OperationalError as error:
             if "locked" not in str(error) or waited >= BUSY_TIMEOUT_MS / 1000:
                 raise
