@@ -11,9 +11,14 @@ import sqlalchemy as sa
 
 
 class SluiceError(Exception):
-    """Root of every error sluice raises on purpose."""
+    """Root of every error sluice raises on purpose.
+
+    ``permanent``: no retry can ever help (a column type the target cannot hold):
+    a batch that fails so is dead at its first attempt, not retried with backoff.
+    """
 
     transient: bool = False
+    permanent: bool = False
     exit_code: int = 1
 
 

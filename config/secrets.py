@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote
 
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
-
-if TYPE_CHECKING:
-    from config.models import SluiceConfig
 
 MASK = "***"
 
@@ -97,7 +94,9 @@ def find_secrets(data: Any, key: object = None) -> list[str]:
     return url_passwords(data) if isinstance(data, str) else []
 
 
-def config_secrets(cfg: SluiceConfig) -> list[str]:
-    """Every password in any URL of ``cfg`` and every :class:`SecretStr` value."""
+def config_secrets(cfg: BaseModel) -> list[str]:
+    """Every password in any URL of ``cfg`` (a ``SluiceConfig``: any model, so that this
+    module, which the models' own errors use, imports none of them) and every
+    :class:`SecretStr` value."""
     # model_dump keeps SecretStr objects as they are in python mode.
     return sorted(set(find_secrets(cfg.model_dump())))

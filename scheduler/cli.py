@@ -144,7 +144,7 @@ def demo(
     cfg = load_config(setup.config)
     tty = is_tty()
     if tty:
-        from sinks.children import send_spark_output_to
+        from spark_jobs.children import send_spark_output_to
 
         # Spark's JVM would write its start-up lines across the bars.
         send_spark_output_to(setup.folder / "spark.log")
@@ -223,7 +223,7 @@ def status(
 
     from config.errors import LedgerError
     from config.secrets import config_secrets, redact_text, redact_url
-    from scheduler.commands.plan import readonly_engine
+    from scheduler.commands.readonly import readonly_engine
     from scheduler.commands.status import collect_status, render_table, render_text, rows_left
     from scheduler.ledger import LedgerReads
 
@@ -336,7 +336,7 @@ def import_(
     from config.secrets import config_secrets, redact_text
     from scheduler.commands.import_batch import import_batch
     from scheduler.observe.logs import setup_logging
-    from sinks.session import build_session
+    from spark_jobs.session import build_session
 
     try:
         cfg = load_config(config)

@@ -311,6 +311,9 @@ def format_summary(summary: RunSummary) -> str:
         f"  failed attempts {s.batches_failed}, dead batches {s.batches_dead}, "
         f"rejected rows {s.rows_rejected}"
     )
+    if s.zero_dates:
+        lines.append("  zero dates set to NULL: " + ", ".join(
+            f"{column} {count:,}" for column, count in sorted(s.zero_dates.items())))
     lines.extend(f"  failed: {failure}" for failure in summary.failures)
     if summary.signal is not None:
         lines.append(f"  stopped by {signal.Signals(summary.signal).name}")

@@ -174,6 +174,9 @@ class BatchesInFlight:
                     s = self.stats
                     s.batches_done += 1
                     s.rows_rejected += rejected
+                    for column, count in (getattr(result, "zero_dates", None) or {}).items():
+                        name = f"{manifest.source}.{column}"
+                        s.zero_dates[name] = s.zero_dates.get(name, 0) + count
                     s.rows_by_source[manifest.source] = (
                         s.rows_by_source.get(manifest.source, 0) + result.rows_written
                     )
@@ -185,7 +188,8 @@ class BatchesInFlight:
                 self._observe(manifest, None, error)
                 unavailable = isinstance(error, SinkUnavailable)
                 state = self.ledger.fail(manifest.batch_id, str(error), self.retry,
-                                         token=manifest.token, counted=not unavailable)
+                                         token=manifest.token, counted=not unavailable,
+                                         permanent=getattr(error, "permanent", False))
                 log.warning("batch %s of %s %s: %s", manifest.batch_id, manifest.source,
                             state, error)
                 if unavailable:

@@ -22,6 +22,8 @@ class RunStats:
     batches_failed: int = 0
     batches_dead: int = 0
     rows_rejected: int = 0
+    # "source.column" -> MySQL zero dates that became NULL on their way to another engine
+    zero_dates: dict[str, int] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:

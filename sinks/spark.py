@@ -21,9 +21,9 @@ from pyspark.sql import SparkSession
 from config.models import JOB_GROUP, SluiceConfig
 from sinks.abc import PoolSink
 from sinks.pyfiles import build_pyfiles_zip, executor_archives
-from sinks.session import SparkUnavailable, build_session
 from spark_jobs.import_job import ImportResult, group_key, run_import, run_imports
 from spark_jobs.manifest import Manifest
+from spark_jobs.session import SparkUnavailable, build_session
 
 log = logging.getLogger(__name__)
 

@@ -33,12 +33,12 @@ from config.catalog import CATALOG_ENV
 from config.errors import ConfigError
 from config.models import SluiceConfig
 from sinks.abc import PoolSink, SinkClosed
-from sinks.children import ignore_stop_signals
 from sinks.pyfiles import build_pyfiles_zip, executor_archives
-from sinks.session import is_loopback_master, spark_submit_args
 from spark_jobs import import_job
+from spark_jobs.children import ignore_stop_signals
 from spark_jobs.import_job import BatchImportFailed, ImportResult
 from spark_jobs.manifest import Manifest
+from spark_jobs.session import is_loopback_master, spark_submit_args
 from spark_jobs.write_parquet import file_tag
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ class SubmitSink(PoolSink):
             running = list(self._running.values())
         if not wait:
             for proc in running:  # the driver and its children (spark-submit's JVM)
-                # SIGKILL: they ignore the stop signals (see sinks.children).
+                # SIGKILL: they ignore the stop signals (see spark_jobs.children).
                 _signal_group(proc, signal.SIGKILL)
         self._shutdown(wait)
 
@@ -168,7 +168,8 @@ class SubmitSink(PoolSink):
             return ImportResult(**{k: v for k, v in outcome.items() if k in _RESULT_FIELDS})
         if "error" in outcome:
             message = f"{outcome['error']} (driver log: {log_path})"
-            raise BatchImportFailed(message, transient=bool(outcome.get("transient", True)))
+            raise BatchImportFailed(message, transient=bool(outcome.get("transient", True)),
+                                    permanent=bool(outcome.get("permanent", False)))
         # No word from the job: the JVM died, was killed, or spark-submit refused
         # its options. A retry may help; the log says more.
         how = f"signal {-code}" if code < 0 else f"exit status {code}"

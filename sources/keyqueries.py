@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from config.models import SqlSourceConfig
 from sources.sqldb import SourceDatabase
-from spark_jobs.keyorder import row_compare
+from spark_jobs.keyorder import key_types, row_compare, typed_key
 
 KeyTuple = tuple[Any, ...]
 
@@ -38,6 +38,8 @@ class KeyQueries:
         cursor = [cfg.cursor] if cfg.mode == "incremental" and cfg.cursor else []
         order: list[sa.ColumnClause[Any]] = [sa.column(c) for c in [*cursor, *cfg.key_columns]]
         self._order_cols = order
+        self._table_name = cfg.table
+        self._types: list[type | None] | None = None
         self._table = sa.table(table, *order, schema=schema or None)
         # Escape ':' so the operator's SQL reaches the database verbatim
         # rather than being read as bind parameters (PostgreSQL '::int' casts).
@@ -70,29 +72,32 @@ class KeyQueries:
     def range_end(self, after: KeyTuple | None, size: int) -> tuple[KeyTuple, int] | None:
         """The last key and the row count of the next ``size`` rows past ``after``.
 
-        One query over the key's index; None when no row is left.
+        By the key's index, in the key's own order, for a key of any type (no
+        aggregate: ``max(uuid)`` does not exist): the ``size``-th key past
+        ``after``, one query; where fewer rows are left, the last of them and
+        their count, one more. None when no row is left.
         """
+        nth = self.select(after, 1).offset(max(0, size - 1))
         inner = self.select(after, size).subquery()
         keys = [inner.c[c.name] for c in self._order_cols]
-        if len(keys) == 1:
-            stmt = sa.select(sa.func.max(keys[0]), sa.func.count())
-        else:
-            # A row value has no max(): the last row, with the count of all.
-            stmt = (
-                sa.select(*keys, sa.func.count().over())
-                .order_by(*[k.desc() for k in keys])
-                .limit(1)
-            )
+        last = (
+            sa.select(*keys, sa.func.count().over())
+            .order_by(*[k.desc() for k in keys])
+            .limit(1)
+        )
 
-        def run() -> tuple[Any, ...] | None:
+        def run() -> tuple[tuple[Any, ...] | None, int]:
             with self._db.engine.connect() as conn:
-                row = conn.execute(stmt).first()
-            return None if row is None else tuple(row)
+                row = conn.execute(nth).first()
+                if row is not None:
+                    return tuple(row), size
+                row = conn.execute(last).first()
+            return (None, 0) if row is None else (tuple(row[:-1]), int(row[-1]))
 
-        row = self._db.guard(run)
-        if row is None or not row[-1]:
+        end, rows = self._db.guard(run)
+        if end is None or not rows:
             return None
-        return tuple(row[:-1]), int(row[-1])
+        return end, rows
 
     def estimate(self, after: KeyTuple | None) -> int | None:
         """The database's own estimate of :meth:`count` ``(after)``, from its statistics:
@@ -135,7 +140,7 @@ class KeyQueries:
         stmt = self._filter(sa.select(sa.func.count()).select_from(self._table), after)
         if through is not None:
             dialect = self._db.engine.dialect.name
-            stmt = stmt.where(row_compare(self._order_cols, through, "<=", dialect))
+            stmt = stmt.where(row_compare(self._order_cols, self._typed(through), "<=", dialect))
 
         def run() -> int:
             with self._db.engine.connect() as conn:
@@ -143,14 +148,25 @@ class KeyQueries:
 
         return self._db.guard(run)
 
+    def _typed(self, values: KeyTuple) -> list[Any]:
+        """A position as its columns' types (read back from the ledger, a uuid is text)."""
+        if self._types is None:
+            names = [c.name for c in self._order_cols]
+            self._types = self._db.guard(
+                lambda: key_types(self._db.engine, self._table_name, names)
+            )
+        return typed_key(values, self._types)
+
     def _filter(self, stmt: sa.Select[Any], after: KeyTuple | None) -> sa.Select[Any]:
         """The rows this source reads: past ``after`` (and not past ``through``), matching
         ``where:``, with a cursor."""
         dialect = self._db.engine.dialect.name
         if after is not None:
-            stmt = stmt.where(row_compare(self._order_cols, after, ">", dialect))
+            stmt = stmt.where(row_compare(self._order_cols, self._typed(after), ">", dialect))
         if self._through is not None:
-            stmt = stmt.where(row_compare(self._order_cols, self._through, "<=", dialect))
+            stmt = stmt.where(
+                row_compare(self._order_cols, self._typed(self._through), "<=", dialect)
+            )
         if self._has_cursor is not None:
             stmt = stmt.where(self._has_cursor)
         if self._where is not None:

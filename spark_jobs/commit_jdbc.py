@@ -22,12 +22,14 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from config.faults import crash_point
+from spark_jobs.engines.postgresql.insert import insert as pg_insert
 from spark_jobs.jdbc_tables import ROW_COLUMN, TargetFit, commits_table, rejects_table
 from spark_jobs.keyorder import row_compare
 from spark_jobs.manifest import Manifest
 from spark_jobs.rejects_jdbc import is_row_error, reason, record_rejects, set_aside, split
 from spark_jobs.staging import index_staging_rows
 from spark_jobs.target import TargetTable, Written, stale_token_error
+from spark_jobs.upsert import key_order, upsert
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +158,7 @@ def _transaction(
 ) -> Written:
     dialect = engine.dialect.name
     commits, rejects = commits_table(), rejects_table()
-    values = _values(staging, names, fit)
+    values = _values(staging, names, fit, engine.dialect)
     with engine.begin() as conn:
         current = _take_commit_row(conn, commits, manifest)
         if current is not None and current > manifest.token:
@@ -167,7 +169,8 @@ def _transaction(
         narrowed = 0
         for narrowing in fit.narrowings:
             narrowed += set_aside(
-                conn, rejects, staging, names, target, manifest, narrowing, narrowed
+                conn, rejects, staging, names, target, manifest, narrowing, narrowed,
+                fit.floats_as_text,
             )
         if isolate:
             numbers = (
@@ -176,11 +179,14 @@ def _transaction(
                 .all()
             )
             total = len(numbers)
-            upsert_where = functools.partial(upsert, dialect, target, staging, values)
-            refused = split(conn, target, staging, list(numbers), upsert_where, narrowed)
-            record_rejects(conn, rejects, staging, names, target, manifest, refused)
+            upsert_where = functools.partial(upsert, dialect, target, staging, values,
+                                             always=fit.always)
+            blame = functools.partial(_blame, conn, staging, values, list(fit.casts))
+            refused = split(conn, target, staging, list(numbers), upsert_where, narrowed, blame)
+            record_rejects(conn, rejects, staging, names, target, manifest, refused,
+                           fit.floats_as_text)
         else:
-            total = _upsert_all(conn, dialect, target, staging, values)
+            total = _upsert_all(conn, dialect, target, staging, values, fit.always)
             refused = []
         rows = int(total) - len(refused)
         conn.execute(
@@ -191,16 +197,46 @@ def _transaction(
     return Written(rows, narrowed + len(refused))
 
 
+def _blame(
+    conn: sa.Connection,
+    staging: sa.Table,
+    values: dict[str, sa.ColumnElement[Any]],
+    cast: Sequence[str],
+    number: int,
+) -> str | None:
+    """The column of staged row ``number`` whose value the table's type does not take (its
+    cast fails), or None: a database names no column in a failed cast's message."""
+    for name in cast:
+        probe = sa.select(values[name]).where(staging.c[ROW_COLUMN] == number)
+        try:
+            with conn.begin_nested():
+                conn.execute(probe).all()
+        except sa.exc.DBAPIError:
+            return name
+    return None
+
+
 def _values(
-    staging: sa.Table, names: Sequence[str], fit: TargetFit
+    staging: sa.Table, names: Sequence[str], fit: TargetFit, dialect: sa.Dialect
 ) -> dict[str, sa.ColumnElement[Any]]:
     """What the upsert inserts into each target column: the staged column, or NULL.
 
     A column null in the whole batch is staged as text (it may be created
     so), but the table's column may be of any type: a bare NULL takes the
-    column's type in ``INSERT … SELECT``, a text one would be refused.
+    column's type in ``INSERT … SELECT``, a text one would be refused. A
+    column staged in another type than the table's is cast to it.
     """
-    return {n: sa.null().label(n) if n in fit.null_columns else staging.c[n] for n in names}
+    values: dict[str, sa.ColumnElement[Any]] = {}
+    for n in names:
+        if n in fit.null_columns:
+            values[n] = sa.null().label(n)
+        elif n in fit.casts:
+            # Staged in its carrier (a uuid as text): the table's type parses it.
+            staged = str(staging.c[n].compile(dialect=dialect))
+            values[n] = sa.literal_column(fit.casts[n].format(staged)).label(n)
+        else:
+            values[n] = staging.c[n]
+    return values
 
 
 def _upsert_all(
@@ -209,15 +245,17 @@ def _upsert_all(
     target: TargetTable,
     staging: sa.Table,
     values: dict[str, sa.ColumnElement[Any]],
+    always: frozenset[str] = frozenset(),
 ) -> int:
     """Upsert every staged row; return how many. Raises :class:`_RowsRefused` on a row error."""
     names = list(values)
     if dialect == "postgresql":
-        inserted = _insert_new(conn, target, staging, values)
+        inserted = _insert_new(conn, target, staging, values, bool(always))
         if inserted is not None:
             return inserted
     # SQLAlchemy keeps an INSERT's rowcount only when asked to.
-    statement = upsert(dialect, target, staging, values).execution_options(preserve_rowcount=True)
+    statement = upsert(dialect, target, staging, values, always=always)
+    statement = statement.execution_options(preserve_rowcount=True)
     try:
         total = conn.execute(statement).rowcount
     except sa.exc.DBAPIError as error:
@@ -239,6 +277,7 @@ def _insert_new(
     target: TargetTable,
     staging: sa.Table,
     values: dict[str, sa.ColumnElement[Any]],
+    overriding: bool = False,
 ) -> int | None:
     """PostgreSQL: the rows by a plain INSERT, if no key of theirs is in the table yet.
 
@@ -251,8 +290,9 @@ def _insert_new(
     """
     names = list(values)
     table = sa.table(target.table, *[sa.column(n) for n in names], schema=target.schema)
-    rows = sa.select(*values.values()).select_from(staging).order_by(*_key_order(target, staging))
-    statement = sa.insert(table).from_select(names, rows).execution_options(preserve_rowcount=True)
+    rows = sa.select(*values.values()).select_from(staging).order_by(*key_order(target, staging))
+    statement = pg_insert(table, overriding).from_select(names, rows)
+    statement = statement.execution_options(preserve_rowcount=True)
     try:
         with conn.begin_nested():
             inserted = conn.execute(statement).rowcount
@@ -296,69 +336,3 @@ def _take_commit_row(conn: sa.Connection, commits: sa.Table, manifest: Manifest)
         query = query.with_for_update()
     row = conn.execute(query).one()
     return None if row.rows == _PLACEHOLDER_ROWS else int(row.token)
-
-
-def _key_order(target: TargetTable, staging: sa.Table) -> list[sa.Column[Any]]:
-    """The order to insert staged rows in: the key's.
-
-    The parallel Spark writers interleave their rows in the staging table;
-    inserted in that order, the key index splits pages in the middle (it came
-    out a quarter larger, and the insert a few percent slower).
-    """
-    return [staging.c[k] for k in target.key]
-
-
-def upsert(
-    dialect: str,
-    target: TargetTable,
-    staging: sa.Table,
-    values: dict[str, sa.ColumnElement[Any]],
-    where: sa.ColumnElement[bool] | None = None,
-) -> sa.Executable:
-    """``INSERT INTO target SELECT … FROM staging [WHERE …]`` updating rows whose key exists.
-
-    ``values``: each target column's value, a staged column or NULL (see :func:`_values`).
-    """
-    names = list(values)
-    table = sa.table(target.table, *[sa.column(n) for n in names], schema=target.schema)
-    # Without a WHERE, SQLite would read "ON CONFLICT" as a join's ON clause.
-    rows = (
-        sa.select(*values.values())
-        .select_from(staging)
-        .where(where if where is not None else sa.true())
-        .order_by(*_key_order(target, staging))
-    )
-    updates = [n for n in names if n not in target.key]
-    cursor = target.cursor if target.cursor in updates else None
-    if dialect in ("mysql", "mariadb"):
-        stmt = mysql.insert(table).from_select(names, rows)
-        if cursor is None:
-            # ON DUPLICATE KEY needs an assignment: with no other column, a no-op on the key.
-            return stmt.on_duplicate_key_update({n: stmt.inserted[n] for n in updates or names[:1]})
-        # No WHERE here: each column keeps its value unless the row is newer.
-        # MySQL assigns left to right, each assignment seeing the ones before
-        # it: the cursor goes last, so every test sees the row's old cursor.
-        newer = _not_older(table.c[cursor], stmt.inserted[cursor])
-        ordered = [n for n in updates if n != cursor] + [cursor]
-        return stmt.on_duplicate_key_update(
-            [(n, sa.case((newer, stmt.inserted[n]), else_=table.c[n])) for n in ordered]
-        )
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    statement = insert(table).from_select(names, rows)
-    if not updates:
-        return statement.on_conflict_do_nothing(index_elements=list(target.key))
-    return statement.on_conflict_do_update(
-        index_elements=list(target.key),
-        set_={n: statement.excluded[n] for n in updates},
-        where=None if cursor is None else _not_older(table.c[cursor], statement.excluded[cursor]),
-    )
-
-
-def _not_older(current: sa.ColumnElement[Any], incoming: sa.ColumnElement[Any]) -> Any:
-    """SQL: the incoming row is not older than the one in the table (by the cursor column).
-
-    An incremental source's import may commit after that of a newer version
-    of the same row (two daemons, or a retry): it must not bring the old
-    version back. A row without a cursor value is replaced, as before.
-    """
-    return sa.or_(current.is_(None), current <= incoming)

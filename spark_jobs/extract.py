@@ -10,7 +10,6 @@ types do not depend on Spark's JSON inference settings.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -20,25 +19,31 @@ import sqlalchemy as sa
 from cachetools import TTLCache, cached
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
+from sqlalchemy.pool import NullPool
 from sqlalchemy.sql.elements import ColumnElement
 
 from config.errors import SourceError
 from config.models import SqlSourceConfig, SqsSourceConfig
+from spark_jobs.engines import catalogued
 from spark_jobs.jdbc import JdbcEndpoint, sql_engine
 from spark_jobs.jdbc_read import SCHEMA_TTL, forget_schema, jdbc_frame
-from spark_jobs.keyorder import row_compare
+from spark_jobs.keyorder import key_types, row_compare, typed_key
 from spark_jobs.manifest import Manifest
+from spark_jobs.payloads import payload_frame
+from spark_jobs.read_sql import (
+    forget_columns,
+    has_native_reader,
+    jdbc_catalogued_frame,
+    native_frame,
+    table_columns,
+)
 from spark_jobs.spark_names import quoted
 
 _INT64 = range(-(2**63), 2**63)
 _MAX_IN_LIST = 1000
 """Most keys one JDBC query looks up by value (non-integer keys of a keys batch)."""
-
-
-class BadPayload(SourceError):
-    """A payload in the manifest is not a JSON object: retrying cannot help."""
-
-    transient = False
+_MAX_NATIVE_LIST = 20_000
+"""Most keys one native read looks up by value."""
 
 
 def extract(
@@ -83,11 +88,16 @@ def extract_ranges(
 
 
 class SqlReader:
-    """Reads a SQL source through Spark JDBC with rendered, pushed-down predicates."""
+    """Reads a SQL source with rendered, pushed-down predicates, by its engine's reader.
 
-    def __init__(self, spark: SparkSession, source: SqlSourceConfig) -> None:
+    ``as_text``: every value as the server prints it (what verify compares), not in
+    the carriers an import takes.
+    """
+
+    def __init__(self, spark: SparkSession, source: SqlSourceConfig, as_text: bool = False) -> None:
         self.spark = spark
         self.source = source
+        self.as_text = as_text
         self.endpoint = JdbcEndpoint.from_url(source.url)
         self.dialect = self.endpoint.sql_dialect()
         self.key_names = list(source.key_columns)
@@ -95,6 +105,7 @@ class SqlReader:
         schema, _, name = source.table.rpartition(".")
         table = sa.table(name, schema=schema or None)
         self.table_sql = self.dialect.identifier_preparer.format_table(table)
+        self.native = has_native_reader(source.url)
 
     def read_range(
         self,
@@ -149,6 +160,11 @@ class SqlReader:
         if not unique:
             return self._read([sa.false()])
         parts = self.source.read.num_partitions if parts is None else parts
+        if self.native:
+            # Read by the listed keys themselves: the rows' keys are the source's text
+            # forms, which a join with the manifest's JSON values could miss.
+            size = min(_MAX_NATIVE_LIST, -(-len(unique) // parts))
+            return self._read([self._listed(chunk) for chunk in _chunks(unique, size)])
         if all(_is_int(v) for key in unique for v in key):
             chunks = _chunks(sorted(unique), -(-len(unique) // parts))
             predicates = [self._between(chunk[0], chunk[-1]) for chunk in chunks]
@@ -166,26 +182,49 @@ class SqlReader:
     def _range(self, lo: Sequence[Any] | None, hi: Sequence[Any] | None) -> ColumnElement[bool]:
         parts = []
         if lo is not None:
-            parts.append(row_compare(self.keys, lo, ">", self.endpoint.dialect))
+            parts.append(row_compare(self.keys, self._typed(lo), ">", self.endpoint.dialect))
         if hi is not None:
-            parts.append(row_compare(self.keys, hi, "<=", self.endpoint.dialect))
+            parts.append(row_compare(self.keys, self._typed(hi), "<=", self.endpoint.dialect))
         return sa.and_(sa.true(), *parts)
 
     def _between(self, first: Sequence[Any], last: Sequence[Any]) -> ColumnElement[bool]:
         return sa.and_(
-            row_compare(self.keys, first, ">=", self.endpoint.dialect),
-            row_compare(self.keys, last, "<=", self.endpoint.dialect),
+            row_compare(self.keys, self._typed(first), ">=", self.endpoint.dialect),
+            row_compare(self.keys, self._typed(last), "<=", self.endpoint.dialect),
         )
 
     def _listed(self, keys: list[tuple[Any, ...]]) -> ColumnElement[bool]:
+        typed = [tuple(self._typed(k)) for k in keys]
         if len(self.keys) == 1:
-            return self.keys[0].in_([k[0] for k in keys])
-        return sa.tuple_(*self.keys).in_(keys)
+            return self.keys[0].in_([k[0] for k in typed])
+        return sa.tuple_(*self.keys).in_(typed)
+
+    def _typed(self, values: Sequence[Any]) -> list[Any]:
+        """A bound as its key columns' types (from a manifest's JSON, a uuid is text)."""
+        if all(isinstance(v, int | float | None) for v in values):
+            return list(values)  # nothing to retype: no look-up
+        looker = sa.create_engine(self.source.url, poolclass=NullPool)  # none kept idle
+        try:
+            types = key_types(looker, self.source.table, self.key_names)
+        finally:
+            looker.dispose()
+        return typed_key(values, types)
 
     def _read(self, predicates: list[ColumnElement[bool]]) -> DataFrame:
         where = self.source.where
         rendered = [self._render(p) + (f" AND ({where})" if where else "") for p in predicates]
+        if self.native:
+            columns = table_columns(self.source.url, self.source.table)
+            return native_frame(self.spark, self.source.url, self.table_sql, columns, rendered,
+                                self.as_text)  # fmt: skip
         options = {"fetchsize": str(self.source.read.fetchsize), "preferTimestampNTZ": "true"}
+        if catalogued(self.source.url):
+            columns = table_columns(self.source.url, self.source.table)
+            return jdbc_catalogued_frame(
+                self.spark, self.source.url, self.table_sql, columns, self.key_names, rendered,
+                self.endpoint.read_url, self.endpoint.connection_properties(**options),
+                self.as_text,
+            )  # fmt: skip
         if self.endpoint.dialect == "sqlite":
             timestamps = _sqlite_timestamps(self.source.url, self.source.table)
             if timestamps:
@@ -201,6 +240,7 @@ class SqlReader:
     def forget_schema(self) -> None:
         """Look the table's columns up again on the next read (see :mod:`spark_jobs.jdbc_read`)."""
         forget_schema(self.endpoint.read_url, self.table_sql)
+        forget_columns(self.source.url, self.source.table)
         _sqlite_schemas.pop((self.source.url, self.source.table), None)
 
     def _render(self, clause: ColumnElement[bool]) -> str:
@@ -288,103 +328,3 @@ def _key_type(values: list[Any]) -> T.DataType:
 
 def _key_value(value: Any, data_type: T.DataType) -> Any:
     return value if isinstance(data_type, T.LongType) else str(value)
-
-
-# ---------------------------------------------------------------- payloads
-
-_KIND_TYPES: dict[str, T.DataType] = {
-    "bigint": T.LongType(),
-    "double": T.DoubleType(),
-    "boolean": T.BooleanType(),
-    "string": T.StringType(),
-}
-
-
-def _kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "bigint" if value in _INT64 else "string"
-    if isinstance(value, float):
-        return "double"
-    return "string"  # str, and objects/arrays as JSON text
-
-
-def _merge(a: str | None, b: str) -> str:
-    if a is None or a == b:
-        return b
-    if {a, b} == {"bigint", "double"}:
-        return "double"
-    return "string"  # incompatible kinds: keep every value, as text
-
-
-def payload_schema(records: Sequence[dict[str, Any]]) -> T.StructType:
-    """Columns for JSON records: integer → bigint, number → double, bool →
-    boolean, string → string, object/array → JSON text; fields in order of
-    first appearance; a field of mixed kinds becomes text.
-
-    A field that is null (or missing) in every record is ``void``: the batch
-    says nothing about its type, so the writer takes the target column's own
-    type (a JDBC table's column, a Parquet table's files) instead of guessing
-    one that may clash with what earlier batches wrote.
-    """
-    kinds: dict[str, str | None] = {}
-    for record in records:
-        for name, value in record.items():
-            current = kinds.get(name)
-            kinds[name] = current if value is None else _merge(current, _kind(value))
-    return T.StructType(
-        [
-            T.StructField(name, _KIND_TYPES[kind] if kind else T.NullType(), True)
-            for name, kind in kinds.items()
-        ]
-    )
-
-
-def _cell(value: Any, data_type: T.DataType) -> Any:
-    if value is None:
-        return None
-    if isinstance(data_type, T.StringType):
-        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    if isinstance(data_type, T.DoubleType):
-        return float(value)
-    return value
-
-
-def parse_payloads(payloads: Sequence[str], key: str | None) -> list[dict[str, Any]]:
-    """JSON bodies as dicts; when ``key`` (a.b for nested) is given, the last
-    body of each key wins, so a batch never holds a key twice."""
-    records: dict[Any, dict[str, Any]] = {}
-    for position, text in enumerate(payloads):
-        try:
-            record = json.loads(text)
-        except ValueError as error:
-            raise BadPayload(f"payload {position} is not JSON: {error}") from error
-        if not isinstance(record, dict):
-            raise BadPayload(f"payload {position} is a JSON {type(record).__name__}, not an object")
-        identity: Any = position
-        if key:
-            identity = _lookup(record, key)
-            if identity is None:
-                raise BadPayload(f"payload {position} has no key field {key!r}")
-            identity = json.dumps(identity, sort_keys=True)
-        records.pop(identity, None)  # re-insert: the last body takes the last place
-        records[identity] = record
-    return list(records.values())
-
-
-def _lookup(record: dict[str, Any], path: str) -> Any:
-    value: Any = record
-    for part in path.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
-
-
-def payload_frame(spark: SparkSession, payloads: Sequence[str], key: str | None) -> DataFrame:
-    """A DataFrame of JSON bodies, one column per top-level field (see :func:`payload_schema`)."""
-    records = parse_payloads(payloads, key)
-    schema = payload_schema(records)
-    rows = [
-        tuple(_cell(record.get(f.name), f.dataType) for f in schema.fields) for record in records
-    ]
-    return spark.createDataFrame(rows, schema)

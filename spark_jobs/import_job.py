@@ -35,60 +35,33 @@ import logging
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import sqlalchemy as sa
 from py4j.protocol import Py4JError
-from pyspark.errors import AnalysisException, PySparkException
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
-from config.errors import ConfigError, SluiceError, is_transient
-from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig, split_target
+from config.errors import ConfigError, SluiceError
+from config.models import (
+    ParquetTargetConfig,
+    SluiceConfig,
+    SqlSourceConfig,
+    SqsSourceConfig,
+    split_target,
+)
 from spark_jobs.extract import SqlReader, extract, extract_ranges
 from spark_jobs.manifest import Manifest
+from spark_jobs.outcomes import BatchImportFailed, ImportResult, reason, transient
 from spark_jobs.spark_names import quoted
 from spark_jobs.target import TargetTable, Written, stale_token_error
+from spark_jobs.transforms import for_target, target_engine
 from spark_jobs.write import committed_batch, sweep_stages, write_batch
 from spark_jobs.write_bulk import may_copy_straight_in
 from spark_jobs.write_jdbc import write_jdbc_straight_in
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ImportResult:
-    """What one import did.
-
-    ``rows_read``: rows the extract produced (payload bodies for SQS,
-    duplicates of a key included); ``rows_written``: rows the target
-    received, one per key; ``rows_rejected``: rows the target refused (in
-    ``_sluice_rejects``; a run with any must end with exit code 1).
-    ``skipped``: the batch was already committed, so nothing was read;
-    ``rows_written`` and ``rows_rejected`` are then what that commit recorded.
-    ``seconds``: how long the batch's own import took (its Spark task's load
-    when it had one, see :class:`~spark_jobs.target.Written`); None when skipped.
-    """
-
-    batch_id: str
-    rows_read: int
-    rows_written: int
-    target: str
-    skipped: bool = False
-    rows_rejected: int = 0
-    seconds: float | None = field(default=None, compare=False)
-
-
-class BatchImportFailed(SluiceError, RuntimeError):
-    """Spark or a database failed during an import.
-
-    ``transient``: a retry may help (a lost connection, a dead executor), as
-    opposed to a bad ``columns:`` expression or a row the target rejects.
-    """
-
-    def __init__(self, message: str, transient: bool = True) -> None:
-        super().__init__(message)
-        self.transient = transient
 
 
 def run_import(spark: SparkSession, cfg: SluiceConfig, manifest: Manifest) -> ImportResult:
@@ -117,7 +90,7 @@ def _import_new(
     try:
         one_task = may_copy_straight_in(target, manifest)
         rows = apply_columns(extract(spark, source, manifest, one_task), source.columns)
-        written = write_batch(spark, rows, target, manifest)
+        written = write_batch(spark, for_target(rows, target_engine_of(target)), target, manifest)
     except (PySparkException, Py4JError, sa.exc.SQLAlchemyError) as error:
         raise _failure(spark, source, target, manifest, error) from error
     if written.seconds is None:  # no task of its own timed it: its time here
@@ -194,10 +167,11 @@ def _straight_in(
     assert isinstance(source, SqlSourceConfig)
     try:
         rows = apply_columns(extract_ranges(spark, source, manifests), source.columns)
+        rows = for_target(rows, target_engine_of(target))
         written = write_jdbc_straight_in(rows, target, manifests)
     except Exception as error:  # noqa: BLE001 - each batch then tries on its own
         log.info("batches %s: imported one by one: %s",
-                 ", ".join(m.batch_id for m in manifests), _reason(error))  # fmt: skip
+                 ", ".join(m.batch_id for m in manifests), reason(error))  # fmt: skip
         return {}
     outcomes: dict[str, ImportResult | BaseException] = {}
     for manifest, outcome in zip(manifests, written, strict=True):
@@ -239,8 +213,8 @@ def _failure(
     if isinstance(source, SqlSourceConfig):
         SqlReader(spark, source).forget_schema()  # the table may have changed
     return BatchImportFailed(
-        f"batch {manifest.batch_id} ({manifest.source} -> {target.label}): {_reason(error)}",
-        transient=_transient(error),
+        f"batch {manifest.batch_id} ({manifest.source} -> {target.label}): {reason(error)}",
+        transient=transient(error),
     )
 
 
@@ -257,8 +231,11 @@ def _imported(manifest: Manifest, target: TargetTable, written: Written) -> Impo
         written.method,
         written.rejected,
     )
+    if written.zero_dates:
+        log.warning("batch %s: zero dates set to NULL in %s: %s", manifest.batch_id, target.label,
+                    ", ".join(f"{c} {n}" for c, n in sorted(written.zero_dates.items())))
     return ImportResult(manifest.batch_id, rows_read, written.rows, manifest.target, False,
-                        written.rejected, written.seconds)
+                        written.rejected, written.seconds, dict(written.zero_dates))
 
 
 def is_committed(cfg: SluiceConfig, manifest: Manifest) -> bool:
@@ -278,6 +255,12 @@ def target_table(cfg: SluiceConfig, manifest: Manifest) -> TargetTable:
     return TargetTable(name, cfg.targets[name], schema, table, target_key(source), cursor)
 
 
+def target_engine_of(target: TargetTable) -> str:
+    """The engine name of a batch's target (``parquet`` for a Parquet table)."""
+    cfg = target.config
+    return target_engine("parquet" if isinstance(cfg, ParquetTargetConfig) else cfg.url)
+
+
 def target_key(source: SqlSourceConfig | SqsSourceConfig) -> tuple[str, ...]:
     """The target's key columns: the SQL key, or the SQS key field (its last part if nested)."""
     if isinstance(source, SqlSourceConfig):
@@ -292,32 +275,6 @@ def apply_columns(df: DataFrame, columns: dict[str, str] | None) -> DataFrame:
     return df.selectExpr(*[f"{expr} AS {quoted(name)}" for name, expr in columns.items()])
 
 
-def _reason(error: Exception) -> str:
-    # A Py4JJavaError's own text is "An error occurred while calling o42.jdbc";
-    # the Java exception says what went wrong. Database messages carry no
-    # password (credentials travel as properties, never in a URL).
-    java = getattr(error, "java_exception", None)
-    if java is not None:
-        text = str(java.toString())
-    elif isinstance(error, sa.exc.DBAPIError):
-        text = str(error.orig)  # without the SQL text and its parameters
-    else:
-        text = str(error)
-    return (text.strip().splitlines() or ["unknown error"])[0][:500]
-
-
-def _transient(error: Exception) -> bool:
-    if isinstance(error, PySparkException):
-        if (error.getCondition() or "").startswith("FAILED_JDBC"):
-            return True  # a database unreachable or failing (Spark 4 raises it at analysis)
-        # Otherwise an analysis error means the plan is wrong (a column or
-        # expression of columns: does not resolve): retrying cannot help.
-        return not isinstance(error, AnalysisException)
-    if isinstance(error, sa.exc.DBAPIError):
-        return is_transient(error)
-    return True
-
-
 def _sweep(target: TargetTable, manifest: Manifest, spark: SparkSession) -> None:
     """Best effort: leftovers never fail a batch that is already committed."""
     try:
@@ -326,7 +283,7 @@ def _sweep(target: TargetTable, manifest: Manifest, spark: SparkSession) -> None
         log.warning(
             "batch %s: could not remove what older attempts staged: %s",
             manifest.batch_id,
-            _reason(error),
+            reason(error),
         )
 
 
@@ -357,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Imported here: config.loader pulls in YAML handling the job itself does not need.
     from config.catalog import catalog_from_env
     from config.loader import load_config
-    from sinks.session import build_session
+    from spark_jobs.session import build_session
 
     try:
         cfg = load_config(args.config, tables=catalog_from_env(os.environ))
@@ -366,21 +323,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark = build_session(cfg.spark, app_name=f"sluice-import-{manifest.batch_id}")
         result = run_import(spark, cfg, manifest)
     except SluiceError as error:
-        return report_failure(args.result, str(error), error.transient, error.exit_code)
+        return report_failure(args.result, str(error), error.transient, error.exit_code,
+                              error.permanent)  # fmt: skip
     except (OSError, ValueError) as error:  # an unreadable config or manifest
         return report_failure(args.result, str(error), False, 2)
     except Exception as error:  # the JVM died under us, …: say so, in the result too
-        return report_failure(args.result, f"{type(error).__name__}: {_reason(error)}", True, 1)
+        return report_failure(args.result, f"{type(error).__name__}: {reason(error)}", True, 1)
     outcome = asdict(result)
     write_result(args.result, outcome)
     print(json.dumps(outcome))
     return 0
 
 
-def report_failure(result: Path | None, message: str, transient: bool, exit_code: int) -> int:
+def report_failure(
+    result: Path | None, message: str, transient: bool, exit_code: int, permanent: bool = False
+) -> int:
     """Say why the job failed on stderr and in ``result``; returns ``exit_code``."""
     print(f"error: {message}", file=sys.stderr)
-    write_result(result, {"error": message, "transient": transient, "exit_code": exit_code})
+    write_result(result, {"error": message, "transient": transient, "exit_code": exit_code,
+                          "permanent": permanent})
     return exit_code
 
 

@@ -10,14 +10,16 @@ import decimal
 import logging
 import threading
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 from config.errors import TargetError
-from spark_jobs.narrowing import Narrowing, narrowing
+from spark_jobs.batch_columns import BatchColumn
+from spark_jobs.engines import catalogued, engine_of
+from spark_jobs.narrowing import narrowing
 from spark_jobs.target import COMMITS_TABLE, REJECTS_TABLE, TargetTable
+from spark_jobs.target_fit import TargetFit, check_catalogued, missing_column
 
 log = logging.getLogger(__name__)
 
@@ -99,20 +101,6 @@ def own_tables_known(engine: sa.Engine) -> bool:
 # ----------------------------------------------------------- the target table
 
 
-@dataclass(frozen=True)
-class TargetFit:
-    """How a batch's columns meet the target table, as :func:`prepare_target` found it.
-
-    ``null_columns``: columns null in the whole batch (Spark ``void``); the
-    commit writes NULL into them, whatever their type in the table.
-    ``narrowings``: columns whose values the table's column may change (a
-    fraction into an integer column); the commit sets those rows aside.
-    """
-
-    null_columns: frozenset[str] = frozenset()
-    narrowings: tuple[Narrowing, ...] = ()
-
-
 _checked: dict[tuple[str, ...], TargetFit] = {}
 _checked_lock = threading.Lock()
 
@@ -120,11 +108,14 @@ _checked_lock = threading.Lock()
 def _check_key(
     engine: sa.Engine,
     target: TargetTable,
-    columns: Sequence[sa.Column],
+    columns: Sequence[BatchColumn],
     null_columns: Collection[str] = (),
 ) -> tuple[str, ...]:
     url = engine.url.render_as_string(hide_password=True)
-    shape = [f"{c.name}:{'void' if c.name in null_columns else repr(c.type)}" for c in columns]
+    shape = [
+        f"{c.name}:{'void' if c.name in null_columns else repr(c.stage)}:{c.type_text}"
+        for c in columns
+    ]
     return (url, target.schema or "", target.table, *target.key, "|", *shape)
 
 
@@ -144,7 +135,7 @@ def forget_target(engine: sa.Engine, target: TargetTable) -> None:
 def prepare_target(
     engine: sa.Engine,
     target: TargetTable,
-    columns: Sequence[sa.Column],
+    columns: Sequence[BatchColumn],
     null_columns: Collection[str] = (),
 ) -> TargetFit:
     """Create the target table, or check that the batch's columns fit the one there.
@@ -154,34 +145,61 @@ def prepare_target(
     type takes them. Whether the table exists is asked every time; whether
     the columns fit is remembered for the process once it passed (a dozen
     catalog queries per batch otherwise), until :func:`forget_target`.
+    Raises :class:`~spark_jobs.engines.base.UnsupportedColumn` (terminal) for
+    a column that cannot go in, naming both types.
     """
     void = frozenset(null_columns)
     inspector = sa.inspect(engine)
+    created = False
     if not inspector.has_table(target.table, schema=target.schema):
-        table = sa.Table(
-            target.table,
-            sa.MetaData(),
-            *[sa.Column(c.name, c.type, primary_key=c.name in target.key) for c in columns],
-            schema=target.schema,
-        )
-        create_if_missing(engine, table)
-        return TargetFit(void)
+        create_target(engine, target, columns)
+        created = True
     key = _check_key(engine, target, columns, void)
     with _checked_lock:
         fit = _checked.get(key)
     if fit is not None:
         return fit
-    fit = _check_target(inspector, engine, target, columns, void)
+    if engine.dialect.name in ("postgresql", "mysql", "mariadb"):
+        # A table created now too: its types are the catalogue's, not the batch's carriers.
+        fit = check_catalogued(engine, target, columns, void)
+    elif created:
+        return TargetFit(void)
+    else:
+        fit = _check_target(inspector, engine, target, columns, void)
+    if not _key_is_unique(inspector, target):
+        raise TargetError(
+            f"{target.label}: no primary key or unique constraint on {list(target.key)}; "
+            "the upsert needs one"
+        )
     with _checked_lock:
         _checked[key] = fit
     return fit
+
+
+def create_target(engine: sa.Engine, target: TargetTable, columns: Sequence[BatchColumn]) -> None:
+    """Create the target table in the types the catalogue maps the batch's columns to
+    (the types its source defines, first, where the target is of the same engine)."""
+    if catalogued(engine.url):
+        catalogue = engine_of(engine.url)
+        sources = [c.source[1] for c in columns
+                   if c.source is not None and c.source[0] is catalogue]  # fmt: skip
+        if sources:
+            with engine.begin() as conn:
+                catalogue.prepare_types(conn, sources)
+    table = sa.Table(
+        target.table,
+        sa.MetaData(),
+        *[sa.Column(c.name, c.create, primary_key=c.name in target.key) for c in columns],
+        schema=target.schema,
+    )
+    create_if_missing(engine, table)
 
 
 def _check_target(
     inspector: sa.Inspector,
     engine: sa.Engine,
     target: TargetTable,
-    columns: Sequence[sa.Column],
+    columns: Sequence[BatchColumn],
     null_columns: frozenset[str],
 ) -> TargetFit:
     existing = {c["name"]: c for c in inspector.get_columns(target.table, schema=target.schema)}
@@ -189,18 +207,15 @@ def _check_target(
     for column in columns:
         found = existing.get(column.name)
         if found is None:
-            raise TargetError(
-                f"{target.label}: column {column.name!r} of the batch is not in the table "
-                "(add it to the table, or map the batch's columns with columns:)"
-            )
+            raise missing_column(target, column.name)
         if column.name in null_columns:
             continue  # NULL fits a column of any type
-        if not _compatible(found["type"], column.type, engine.dialect.name):
+        if not _compatible(found["type"], column.stage, engine.dialect.name):
             raise TargetError(
                 f"{target.label}: column {column.name!r} is {found['type']} in the table "
-                f"but {column.type.compile(engine.dialect)} in the batch"
+                f"but {column.stage.compile(engine.dialect)} in the batch"
             )
-        narrowed = narrowing(column.name, found["type"], column.type, engine.dialect)
+        narrowed = narrowing(column.name, found["type"], column.stage, engine.dialect)
         if narrowed is not None:
             narrowings.append(narrowed)
     batch_names = {c.name for c in columns}
@@ -210,11 +225,6 @@ def _check_target(
                 f"{target.label}: column {name!r} is NOT NULL without a default, "
                 "and the batch has no value for it"
             )
-    if not _key_is_unique(inspector, target):
-        raise TargetError(
-            f"{target.label}: no primary key or unique constraint on {list(target.key)}; "
-            "the upsert needs one"
-        )
     return TargetFit(null_columns, tuple(narrowings))
 
 

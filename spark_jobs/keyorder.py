@@ -1,4 +1,5 @@
-"""Comparisons of keys in key order, as SQL each dialect can answer from the key's index.
+"""Comparisons of keys in key order, as SQL each dialect can answer from the key's index;
+and keys read back from JSON made of their columns' types again (:func:`typed_key`).
 
 ``(a, b) > (x, y)`` is how PostgreSQL and SQLite compare row values, and
 they use the key's index for it; MySQL and MariaDB do not, so there the
@@ -7,11 +8,17 @@ order is spelled out with the leading column as a plain range.
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
+import decimal
 import operator
-from collections.abc import Sequence
+import threading
+import uuid
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
+from cachetools import TTLCache
 from sqlalchemy.sql.elements import ColumnElement
 
 from config.errors import SourceError
@@ -46,3 +53,68 @@ def row_compare(
 
 
 _OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
+
+
+_PARSERS: dict[type, Callable[[str], Any]] = {
+    uuid.UUID: uuid.UUID,
+    decimal.Decimal: decimal.Decimal,
+    dt.datetime: dt.datetime.fromisoformat,
+    dt.date: dt.date.fromisoformat,
+    dt.time: dt.time.fromisoformat,
+    int: int,
+}
+_TYPES_TTL = 60.0
+_types: TTLCache[tuple[str, str, tuple[str, ...]], list[type | None]] = TTLCache(
+    maxsize=256, ttl=_TYPES_TTL
+)
+_types_lock = threading.Lock()
+
+
+def key_types(engine: sa.Engine, table: str, key: Sequence[str]) -> list[type | None]:
+    """The Python type of each key column of ``table`` (``schema.table``), as its driver
+    reads it (None: not known); looked up once a minute."""
+    url = engine.url.render_as_string(hide_password=True)
+    cache_key = (url, table, tuple(key))
+    with _types_lock:
+        known = _types.get(cache_key)
+    if known is not None:
+        return known
+    schema, _, name = table.rpartition(".")
+    columns = {c["name"]: c["type"] for c in sa.inspect(engine).get_columns(name, schema or None)}
+    found: list[type | None] = []
+    for column in key:
+        try:
+            found.append(columns[column].python_type if column in columns else None)
+        except NotImplementedError:
+            found.append(None)
+    with _types_lock:
+        _types[cache_key] = found
+    return found
+
+
+def typed_key(values: Sequence[Any], types: Sequence[type | None]) -> list[Any]:
+    """A key's values as its columns' Python types: a key read back from JSON (the ledger,
+    a manifest) holds a uuid, a decimal or a timestamp as text, which SQL would compare as
+    text (MariaDB: a decimal as a double) or refuse to compare at all (PostgreSQL's uuid)."""
+    typed = []
+    for value, kind in zip(values, types, strict=False):
+        parse = _PARSERS.get(kind) if kind is not None else None
+        if isinstance(value, str) and parse is not None:
+            # Not of its column's form: the database says so when it compares.
+            with contextlib.suppress(ValueError):
+                value = parse(value)
+        typed.append(value)
+    return typed
+
+
+def key_typer(url: str, table: str, key: Sequence[str]) -> Callable[[Sequence[Any]], list[Any]]:
+    """:func:`typed_key` for the key of ``table`` at ``url`` (its types looked up now, on a
+    connection closed at once: none is kept idle against a connection limit)."""
+    from sqlalchemy.pool import NullPool
+
+    looker = sa.create_engine(url, poolclass=NullPool)
+    try:
+        types = key_types(looker, table, key)
+    finally:
+        looker.dispose()
+    return lambda values: typed_key(values, types)

@@ -23,6 +23,7 @@ row went in as sent; the caller's transaction is then rolled back.
 
 from __future__ import annotations
 
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -34,7 +35,7 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
-from spark_jobs.pgcopy import CannotEncode
+from spark_jobs.engines.postgresql.binarycopy import CannotEncode
 
 _STREAM_PREFIX = "sluice-stream/"
 """How the "file" names of sluice's own streams begin."""
@@ -142,11 +143,21 @@ def load_data(
             yield encode(batch)
 
     name = f"{_STREAM_PREFIX}{uuid.uuid4().hex}"
+    bits = _bit_columns(cursor, table_sql)
+    fields: list[str] = []
+    sets: list[str] = []
+    for column in names:
+        if column in bits:
+            # A bit string's digits, which LOAD DATA would take as the bytes of their text.
+            fields.append(f"@v{len(sets)}")
+            sets.append(f"{quoted(column)} = CAST(CONV(@v{len(sets)}, 2, 10) AS UNSIGNED)")
+        else:
+            fields.append(quoted(column))
     statement = (
         f"LOAD DATA LOCAL INFILE '{name}' INTO TABLE {table_sql} CHARACTER SET utf8mb4 "
         # Tab, backslash, newline; in hex, which reads the same under NO_BACKSLASH_ESCAPES.
         "FIELDS TERMINATED BY X'09' ESCAPED BY X'5C' LINES TERMINATED BY X'0A' "
-        f"({quoted(*names)})"
+        f"({', '.join(fields)})" + (f" SET {', '.join(sets)}" if sets else "")
     )
     with _streams_lock:
         _streams[name] = chunks()
@@ -169,6 +180,17 @@ def load_data(
         )
         raise LoadRefusedRows(statement, None, refused)
     return loaded
+
+
+def _bit_columns(cursor: Any, table_sql: str) -> set[str]:
+    """The BIT columns of ``table_sql`` (quoted ``schema.table`` or ``table``)."""
+    parts = [p.replace("``", "`") for p in re.findall(r"`((?:[^`]|``)*)`", table_sql)]
+    schema, table = (None, parts[-1]) if len(parts) == 1 else (parts[0], parts[1])
+    cursor.execute(
+        "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = "
+        "COALESCE(%s, DATABASE()) AND TABLE_NAME = %s AND DATA_TYPE = 'bit'", (schema, table)
+    )
+    return {row[0] for row in cursor.fetchall()}
 
 
 # ------------------------------------------------------------------ encoding
@@ -239,9 +261,13 @@ def _decimal(array: pa.Array) -> pa.Array:
 
 
 def _floating(array: pa.Array) -> pa.Array:
-    finite = pc.is_finite(array)
-    if not pc.all(pc.or_kleene(finite, pc.is_null(array))).as_py():
-        raise CannotEncode("NaN or infinity, which MySQL cannot store")
+    """Shortest exact text; NaN and infinities as ``nan``, ``inf``: MySQL stores neither,
+    and refuses them (a staging table keeps floating point as text, so that the upsert
+    refuses such a row on its own, naming the column). A single-precision value goes
+    as its exact double: MySQL parses a double and rounds it to a float, and the
+    shortest text of the largest float (3.4028235e+38) is past the largest it takes."""
+    if pa.types.is_float32(array.type):
+        array = array.cast(pa.float64())
     return _as_text(array)
 
 

@@ -20,6 +20,7 @@ column is for.
 
 from __future__ import annotations
 
+import contextlib
 import decimal
 import math
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ class Narrowing:
     scale: int | None
     low: int | None = None
     high: int | None = None
+    staged_as: str | None = None
+    """The SQL type the staged values are compared in, when they are staged as text."""
 
     def changes(self, value: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
         """SQL that is true where ``value`` (the staged column) would change in the table.
@@ -67,6 +70,9 @@ class Narrowing:
         """Why ``value`` is set aside: the column, the value and both types."""
         where = f"column {self.column!r} is {self.table_type} in the table"
         batch = f"(the batch has {self.batch_type})"
+        if isinstance(value, str):
+            with contextlib.suppress(decimal.InvalidOperation):
+                value = decimal.Decimal(value)
         if _not_a_number(value):
             return f"{where}, which cannot hold {value} {batch}"
         if self.low is not None and self.high is not None and not self.low <= value <= self.high:
@@ -86,6 +92,7 @@ def narrowing(
     """The :class:`Narrowing` of ``column`` from ``batch_type`` into ``table_type``, if any."""
     if _is_bool(table_type) or _is_bool(batch_type):
         return None  # MySQL's BOOL is a TINYINT: 0 and 1 always fit
+    table_type, batch_type = _plain(table_type), _plain(batch_type)
     table_scale = _exact_scale(table_type)
     batch_scale = _batch_scale(batch_type)
     if table_scale is None or batch_scale == _NOT_A_NUMBER:
@@ -119,6 +126,12 @@ _ANY = "any"
 """A batch type with any number of decimal places (floating point)."""
 _NOT_A_NUMBER = "nan"
 """A batch type that is not a number: not this module's business."""
+
+
+def _plain(type_: sa.types.TypeEngine[Any]) -> sa.types.TypeEngine[Any]:
+    """A catalogue's type as the plain SQLAlchemy type of its values (see ``SqlType``)."""
+    like = getattr(type_, "like", None)
+    return like if like is not None else type_
 
 
 def _is_bool(type_: sa.types.TypeEngine[Any]) -> bool:

@@ -31,6 +31,8 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from spark_jobs.engines import source_column
+from spark_jobs.engines.parquet import parquet_type
 from spark_jobs.filesystems import HadoopFs, LocalFs, basename
 from spark_jobs.jdbc_read import SCHEMA_TTL
 from spark_jobs.manifest import Manifest
@@ -108,6 +110,9 @@ def fit_to_table(
             # A value fits when it survives the way there and back: try_cast
             # alone turns 1.5 into the bigint 1 and 2^53 + 1 into a double 2^53.
             same = F.coalesce(cast.try_cast(field.dataType) == column, F.lit(False))
+            if isinstance(field.dataType, T.StringType) and source_column(field) is not None:
+                # A source's text form (a numeric, a timestamp): it fits when it parses.
+                same = cast.isNotNull()
             try:
                 df.select(cast, same).schema  # noqa: B018 (analysed here: castable at all?)
             except AnalysisException:
@@ -165,6 +170,16 @@ def set_aside_misfits(
 def rejects_path(table_dir: str, tag: str) -> str:
     """Where a batch's rows that did not fit are recorded (JSON lines)."""
     return f"{table_dir}/{REJECTS_TABLE}/{tag}.json"
+
+
+def catalogue_types(schema: T.StructType) -> dict[str, T.DataType]:
+    """The Parquet types the catalogue gives the batch's columns read from a SQL table."""
+    found = {}
+    for field in schema.fields:
+        source = source_column(field)
+        if source is not None:
+            found[field.name] = parquet_type(source[1], field.dataType)
+    return found
 
 
 def _differ(have: T.DataType, wanted: T.DataType) -> bool:

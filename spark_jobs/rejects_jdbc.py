@@ -34,6 +34,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from config.errors import TargetError
+from spark_jobs.engines.ddl import SqlType
 from spark_jobs.jdbc_tables import ROW_COLUMN
 from spark_jobs.manifest import Manifest
 from spark_jobs.narrowing import Narrowing
@@ -83,6 +84,7 @@ def set_aside(
     manifest: Manifest,
     narrowed: Narrowing,
     already: int,
+    floats: frozenset[str] = frozenset(),
 ) -> int:
     """Set aside the staged rows whose ``narrowed`` column would change; return how many.
 
@@ -90,7 +92,9 @@ def set_aside(
     the commit's transaction, so the upsert that follows never sees them.
     ``already``: rows set aside before, which count against :data:`MAX_REJECTS`.
     """
-    column = staging.c[narrowed.column]
+    column: sa.ColumnElement[Any] = staging.c[narrowed.column]
+    if narrowed.staged_as is not None:
+        column = sa.cast(column, SqlType(narrowed.staged_as))
     changes = narrowed.changes(column)
     number = staging.c[ROW_COLUMN]
     budget = MAX_REJECTS - already
@@ -107,7 +111,7 @@ def set_aside(
             "type, or convert the values with columns: (round(), cast())"
         )
     refused = [Reject(row, narrowed.reason(value)) for row, value in found]
-    record_rejects(conn, rejects, staging, names, target, manifest, refused)
+    record_rejects(conn, rejects, staging, names, target, manifest, refused, floats)
     conn.execute(staging.delete().where(changes))
     return len(refused)
 
@@ -119,13 +123,15 @@ def split(
     numbers: list[int],
     upsert_where: Callable[[sa.ColumnElement[bool]], sa.Executable],
     already: int = 0,
+    blame: Callable[[int], str | None] | None = None,
 ) -> list[Reject]:
     """Upsert the staged rows in halves; return the rows that fail on their own.
 
     ``numbers``: the staged rows' numbers, distinct and sorted;
     ``upsert_where``: the upsert of the staged rows a condition selects.
     ``already``: rows of the batch set aside before, which count against
-    :data:`MAX_REJECTS` too.
+    :data:`MAX_REJECTS` too. ``blame``: the column a refused row's value does
+    not fit, by its number, for the reason (a failed cast's message names none).
     """
     refused: list[Reject] = []
     number = staging.c[ROW_COLUMN]
@@ -145,7 +151,11 @@ def split(
     def settle(lo: int, hi: int, error: sa.exc.DBAPIError) -> None:
         # rows numbers[lo:hi] failed together with ``error``
         if hi - lo == 1:
-            refused.append(Reject(numbers[lo], reason(error)))
+            why = reason(error)
+            column = blame(numbers[lo]) if blame is not None else None
+            if column is not None and repr(column) not in why:
+                why = f"column {column!r}: {why}"
+            refused.append(Reject(numbers[lo], why))
             if already + len(refused) > MAX_REJECTS:
                 raise TooManyRejects(
                     f"{target.label} refuses more than {MAX_REJECTS} rows of the batch, "
@@ -174,8 +184,10 @@ def record_rejects(
     target: TargetTable,
     manifest: Manifest,
     refused: list[Reject],
+    floats: frozenset[str] = frozenset(),
 ) -> None:
-    """Insert the refused rows, read back from the staging table, as JSON text."""
+    """Insert the refused rows, read back from the staging table, as JSON text (``floats``:
+    columns staged as text that are floating point)."""
     if not refused:
         return
     why = {r.row_number: r.reason for r in refused}
@@ -186,7 +198,7 @@ def record_rejects(
         chunk = [r.row_number for r in refused[start : start + 500]]
         query = sa.select(number, *[staging.c[n] for n in names]).where(number.in_(chunk))
         for row in conn.execute(query).mappings():
-            values = {n: row[n] for n in names}
+            values = {n: _float(row[n]) if n in floats else row[n] for n in names}
             records.append(
                 {
                     "batch_id": manifest.batch_id,
@@ -204,6 +216,13 @@ def record_rejects(
         len(records),
         target.label,
     )
+
+
+def _float(value: Any) -> Any:
+    try:
+        return None if value is None else float(value)
+    except ValueError:
+        return value
 
 
 def reason(error: sa.exc.DBAPIError) -> str:

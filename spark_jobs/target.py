@@ -7,7 +7,8 @@ The writers themselves are :mod:`spark_jobs.write_jdbc` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from config.errors import TargetError
 from config.models import JdbcTargetConfig, ParquetTargetConfig
@@ -68,13 +69,16 @@ class Written:
     (COPYed into a staging table, then upserted), ``staged jdbc`` (Spark's
     JDBC writer into a staging table, then upserted), ``parquet``.
     ``seconds``: how long the batch's own load took, where a Spark task of its
-    own loaded it (None: the import on the driver times it).
+    own loaded it (None: the import on the driver times it). ``zero_dates``:
+    per column, MySQL zero dates that became NULL on the way (see
+    :mod:`spark_jobs.transforms`).
     """
 
     rows: int
     rejected: int = 0
     method: str = ""
     seconds: float | None = None
+    zero_dates: Mapping[str, int] = field(default_factory=dict)
 
 
 def stale_token_error(target: TargetTable, manifest: Manifest, committed: int) -> StaleToken:

@@ -22,11 +22,8 @@ arrays, maps and structs as JSON. NULL is a marker no text value equals.
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 import pyspark.sql.functions as F
@@ -35,7 +32,9 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import types as T
 
 from config.errors import TargetError
+from spark_jobs.engines.canonical import neutral_key
 from spark_jobs.spark_names import quoted
+from spark_jobs.verify_keys import encoded, in_key_order, plain_key
 
 BUCKETS = 4096
 """Buckets the key space is hashed into; a differing bucket is compared key by key."""
@@ -70,6 +69,7 @@ class TableDiff:
     pending: int = 0
     _pending: set[str] = field(default_factory=set, repr=False)
     _rows: DataFrame | None = field(default=None, repr=False)
+    _typed: Callable[[list[Any]], list[Any]] = field(default=list, repr=False)
 
     @property
     def equal(self) -> bool:
@@ -82,7 +82,7 @@ class TableDiff:
             return
         rows = self._rows.where(F.col("kind").isin(list(kinds))).select("kind", "skey", "tkey")
         for row in rows.toLocalIterator():
-            key = plain_key(row.skey or row.tkey)
+            key = self._typed(plain_key(row.skey or row.tkey))
             if row.kind != "missing" or encoded(key) not in self._pending:
                 yield key
 
@@ -100,32 +100,6 @@ class TableDiff:
             self._rows.unpersist()
 
 
-def plain_key(values: Any) -> list[Any]:
-    """A key's values as the scheduler read them from the database, to look them up in
-    the ledger and to claim them: Spark hands TIMESTAMP values back as naive local
-    times (here: aware, UTC), integral decimals of scale 0 (MariaDB's BIGINT UNSIGNED)
-    as decimals (here: ints), and PostgreSQL's unconstrained numeric with 18 zeros."""
-    plain = []
-    for value in values:
-        if isinstance(value, dt.datetime) and value.tzinfo is None:
-            # TimestampNTZ comes back naive too; it is rare in keys, and local-as-UTC
-            # is what the scheduler's drivers give for it on a UTC machine.
-            value = value.astimezone(dt.UTC)
-        elif isinstance(value, Decimal):
-            exponent = value.as_tuple().exponent
-            if value == value.to_integral_value() and exponent == 0:
-                value = int(value)
-            elif isinstance(exponent, int) and exponent == -18:
-                value = Decimal(format(value.normalize(), "f"))
-        plain.append(value)
-    return plain
-
-
-def encoded(key: Sequence[Any]) -> str:
-    """A key as JSON text, as the ledger writes keys."""
-    return json.dumps(list(key), separators=(",", ":"), default=str)
-
-
 def compare(
     spark: SparkSession,
     source: DataFrame,
@@ -136,13 +110,15 @@ def compare(
     held: Sequence[Sequence[Any]] = (),
     rejected: Sequence[Sequence[Any]] = (),
     buckets: int = BUCKETS,
+    typed: Callable[[list[Any]], list[Any]] = list,
 ) -> TableDiff:
     """Compare ``source``'s rows (as they go into the target) with ``target``'s, on ``key``.
 
     Every source column is compared, with the target column of the same name
     (any case); target-only columns are not. ``held``: keys unfinished
     batches hold (left out); ``rejected``: keys the target refused (reported
-    as ``rejected``, not ``missing``). ``label`` names the table in errors.
+    as ``rejected``, not ``missing``). ``label`` names the table in errors. ``typed``:
+    a key's values read back as their columns' types (a side read as text gives text).
     Raises :class:`TargetError` when a source column is not in the target.
     """
     target = _aligned(source, target, label)
@@ -161,7 +137,8 @@ def compare(
     checked = sum(n for n, *_ in ours.values())
     target_rows = sum(n for n, *_ in other.values())
     if not differing:
-        return TableDiff(checked, target_rows, dict.fromkeys(KINDS, 0), {k: [] for k in KINDS})
+        return TableDiff(checked, target_rows, dict.fromkeys(KINDS, 0), {k: [] for k in KINDS},
+                         _typed=typed)  # fmt: skip
     mine, theirs = [_narrow(df, key, pair, hashes, differing) for df, pair, hashes in sides]
     rows = _key_by_key(mine, theirs).unionByName(_duplicates(mine, theirs))
     key_types = [types[name][0] for name in key]
@@ -179,9 +156,9 @@ def compare(
                 .drop("_m")
             )
     rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
-    counts, first = _counted(rows)
+    counts, first = _counted(rows, typed)
     in_flight = counts.pop("in_flight", 0)
-    return TableDiff(checked, target_rows, counts, first, in_flight, _rows=rows)
+    return TableDiff(checked, target_rows, counts, first, in_flight, _rows=rows, _typed=typed)
 
 
 def _aligned(source: DataFrame, target: DataFrame, label: str) -> DataFrame:
@@ -336,7 +313,9 @@ def _key_texts(
 ) -> DataFrame:
     """``_k`` of keys given as values (from the ledger or ``_sluice_rejects``), one row each."""
     width = len(names)
-    rows = [[None if v is None else str(v) for v in key] for key in keys if len(key) == width]
+    neutral = all(isinstance(types[name][0], T.StringType) for name in names)
+    rows = [[neutral_key(v) if neutral else None if v is None else str(v) for v in key]
+            for key in keys if len(key) == width]  # fmt: skip
     schema = T.StructType([T.StructField(f"c{i}", T.StringType()) for i in range(width)])
     frame = spark.createDataFrame(rows, schema)
     texts = [
@@ -346,7 +325,9 @@ def _key_texts(
     return frame.select(F.concat_ws(_SEP, *texts).alias("_k")).distinct()
 
 
-def _counted(rows: DataFrame) -> tuple[dict[str, int], dict[str, list[list[Any]]]]:
+def _counted(
+    rows: DataFrame, typed: Callable[[list[Any]], list[Any]] = list
+) -> tuple[dict[str, int], dict[str, list[list[Any]]]]:
     """Rows per kind, and the first :data:`SAMPLE` keys of each kind in key order.
 
     One Spark job: each picked row carries its kind's count, so counting and
@@ -355,7 +336,7 @@ def _counted(rows: DataFrame) -> tuple[dict[str, int], dict[str, list[list[Any]]
     # A kind's keys are all the source's (skey) or all the target's (tkey, extras).
     kinds = Window.partitionBy("kind")
     picked = (
-        rows.withColumn("_n", F.row_number().over(kinds.orderBy("skey", "tkey")))
+        rows.withColumn("_n", F.row_number().over(kinds.orderBy(*in_key_order(rows))))
         .withColumn("_c", F.count(F.lit(1)).over(kinds))
         .where(F.col("_n") <= SAMPLE)
         .orderBy("kind", "_n")
@@ -365,13 +346,5 @@ def _counted(rows: DataFrame) -> tuple[dict[str, int], dict[str, list[list[Any]]
     for row in picked.collect():
         counts[row.kind] = row._c
         if row.kind in first:
-            first[row.kind].append(plain_key(row.skey or row.tkey))
+            first[row.kind].append(typed(plain_key(row.skey or row.tkey)))
     return counts, first
-
-
-def at_or_below(columns: Sequence[Column], bound: Sequence[Any]) -> Column:
-    """Spark: ``(c1, c2, …) <= (b1, b2, …)`` in key order (a Parquet side's scope)."""
-    head, value = columns[0], F.lit(bound[0])
-    if len(columns) == 1:
-        return head <= value
-    return (head < value) | ((head == value) & at_or_below(columns[1:], bound[1:]))

@@ -1,16 +1,23 @@
 """Read both sides of a verify (:mod:`spark_jobs.verify`): the source table, as its rows go
 into the target, and the target table, over the same keys.
 
-The source is read as an import job reads it (its ``where:``, its
-``columns:``), at most ``parts`` queries at once: the database's
-``limits.max_connections`` bound a verify as they bound the daemon. With a
-single integer key both sides are split into the same key ranges, one
-query each, from the keys' min and max (two index look-ups).
+Each side is read with its own eyes: every value as its database prints it
+(``col::text``, ``CAST(col AS CHAR)``; :meth:`~spark_jobs.engines.base.Engine.text_sql`),
+never through the conversion the import reads it with, and put into the form
+the two sides compare in (:func:`comparable`, see :mod:`spark_jobs.engines.canonical`).
+A Parquet side is read as Parquet holds it. A source with ``columns:`` is read as
+an import reads it, its expressions applied, and compared in Spark's types.
+
+The source is read with its ``where:``, at most ``parts`` queries at once: the
+database's ``limits.max_connections`` bound a verify as they bound the daemon.
+With a single integer key both sides are split into the same key ranges, one
+query each, from the keys' first and last (two index look-ups).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,15 +26,19 @@ import sqlalchemy as sa
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
+from config.errors import TargetError
 from config.models import ParquetTargetConfig, SqlSourceConfig
 from config.sources import ReadConfig
+from spark_jobs.engines import catalogued, source_column
+from spark_jobs.engines.base import Kind
+from spark_jobs.engines.canonical import neutral
 from spark_jobs.extract import SqlReader
 from spark_jobs.import_job import apply_columns
 from spark_jobs.jdbc import sql_engine
 from spark_jobs.jdbc_tables import rejects_table
 from spark_jobs.spark_names import quoted
 from spark_jobs.target import REJECTS_TABLE, TargetTable
-from spark_jobs.verify import at_or_below
+from spark_jobs.verify_keys import at_or_below
 from spark_jobs.write_parquet import BatchFiles
 
 
@@ -61,13 +72,13 @@ def read_sides(
     lo, hi, target_hi = _bounds(source, target, scope, ask)
     # Split by the target's ends alone, the source's read could miss its rows past them.
     source_range = (lo, hi) if ask else (None, scope.upto)
-    rows = kept if kept is not None else SqlReader(spark, source).read_range(*source_range,
-                                                                             parts=parts)
+    rows = kept if kept is not None else source_reader(spark, source).read_range(
+        *source_range, parts=parts)  # fmt: skip
     rows = apply_columns(rows, source.columns)
     if scope.nothing:
         rows = rows.limit(0)
     if isinstance(target.config, ParquetTargetConfig):
-        return rows, _parquet_side(spark, target, rows, scope)
+        return comparable(rows, _parquet_side(spark, target, rows, scope), source.key_columns)
     engine = sql_engine(target.config.url)
     if not sa.inspect(engine).has_table(target.table, schema=target.schema):
         return rows, spark.createDataFrame([], rows.schema)
@@ -76,8 +87,51 @@ def read_sides(
         read=ReadConfig(num_partitions=parts, fetchsize=source.read.fetchsize),
         target=target.label,
     )  # fmt: skip
-    theirs = SqlReader(spark, mirror).read_range(lo, target_hi, parts=parts)
-    return rows, theirs.limit(0) if scope.nothing else theirs
+    theirs = SqlReader(spark, mirror, as_text=catalogued(mirror.url)).read_range(
+        lo, target_hi, parts=parts)  # fmt: skip
+    return comparable(rows, theirs.limit(0) if scope.nothing else theirs, source.key_columns)
+
+
+def source_reader(spark: SparkSession, source: SqlSourceConfig) -> SqlReader:
+    """How verify reads ``source``: as its database prints each value, unless ``columns:``
+    computes the rows that go in (then as an import reads them)."""
+    return SqlReader(spark, source, as_text=source.columns is None and catalogued(source.url))
+
+
+def comparable(
+    mine: DataFrame, theirs: DataFrame, key: Sequence[str]
+) -> tuple[DataFrame, DataFrame]:
+    """Both sides as text to compare, column by column (the target's by the source's names,
+    in any case): as each database printed it between tables of one engine, else in the
+    neutral form of :mod:`spark_jobs.engines.canonical`; keys always neutral.
+
+    Raises :class:`TargetError` when a source column is not in the target.
+    """
+    by_name = {f.name.lower(): f for f in theirs.schema.fields}
+    missing = [n for n in mine.columns if n.lower() not in by_name]
+    if missing:
+        raise TargetError(
+            f"the target table has no column {', '.join(map(repr, missing))} "
+            "that the source has: verify compares every source column"
+        )
+    ours: list[Any] = []
+    others: list[Any] = []
+    for field in mine.schema.fields:
+        other = by_name[field.name.lower()]
+        sides = [(field, source_column(field)), (other, source_column(other))]
+        engines = [found[0].name if found else "spark" for _, found in sides]
+        single = any(found is not None and found[1].kind == Kind.FLOAT
+                     and found[1].base in ("float4", "real", "float")
+                     for _, found in sides)  # fmt: skip
+        raw = engines[0] == engines[1] != "spark" and field.name not in key
+        for (side, found), engine, out, peer in zip(sides, engines, (ours, others),
+                                                    reversed(engines), strict=True):  # fmt: skip
+            value = F.col(quoted(side.name))
+            if not raw:
+                value = neutral(value, engine, found[1] if found else None, side.dataType,
+                                peer, single)  # fmt: skip
+            out.append(value.cast("string").alias(field.name))
+    return mine.select(*ours), theirs.select(*others)
 
 
 def rejected_keys(spark: SparkSession, target: TargetTable, source: str) -> list[list[Any]]:
@@ -126,12 +180,12 @@ def _min_max(url: str, table: str, column: str, missing_ok: bool = False) -> tup
     if missing_ok and not sa.inspect(engine).has_table(name, schema=schema or None):
         return None, None
     key: sa.ColumnClause[Any] = sa.column(column)
-    query = sa.select(sa.func.min(key), sa.func.max(key)).select_from(
-        sa.table(name, schema=schema or None)
-    )
+    found = sa.table(name, schema=schema or None)
+    # By the key's index, for a key of any type: uuid has no min() or max().
+    first = sa.select(key).select_from(found).order_by(key).limit(1)
+    last = sa.select(key).select_from(found).order_by(key.desc()).limit(1)
     with engine.connect() as conn:
-        low, high = conn.execute(query).one()
-    return low, high
+        return conn.scalar(first), conn.scalar(last)
 
 
 def _parquet_side(
@@ -140,9 +194,12 @@ def _parquet_side(
     assert isinstance(target.config, ParquetTargetConfig)
     folder = BatchFiles.of(target.config.path, target.schema, target.table, "-").table_dir
     try:
-        theirs = spark.read.parquet(folder)
+        files = spark.read.parquet(folder)
     except AnalysisException:  # no folder, or no file in it yet
         return spark.createDataFrame([], rows.schema)
+    # Parquet's own values: whatever a file's footer says of a column's source, it holds
+    # Parquet's types now (and files of older runs may carry sluice's column notes).
+    theirs = files.select(*[F.col(quoted(c)).alias(c, metadata={}) for c in files.columns])
     if scope.nothing:
         return theirs.limit(0)
     if scope.upto is not None and not scope.target_open:

@@ -1,7 +1,7 @@
 """Write one batch into PostgreSQL, MySQL or MariaDB in bulk: direct, or staged then upserted.
 
 The batch's rows go in through the database's bulk path (:class:`BulkLoad`):
-PostgreSQL's binary COPY through psycopg (:mod:`spark_jobs.pgcopy`), or
+PostgreSQL's binary COPY through psycopg (:mod:`spark_jobs.engines.postgresql.binarycopy`), or
 ``LOAD DATA LOCAL INFILE`` through PyMySQL (:mod:`spark_jobs.mysqlload`),
 in one of two shapes, both keeping the invariant of
 :mod:`spark_jobs.commit_jdbc`: the rows and the batch's commit record reach
@@ -25,6 +25,7 @@ the batch to the staged path too, never straight to the rejects.
 
 from __future__ import annotations
 
+import json
 import logging
 import pickle
 import time
@@ -43,15 +44,20 @@ from pyspark.sql import types as T
 from config.faults import crash_point
 from config.models import JdbcTargetConfig
 from spark_jobs.commit_jdbc import commit_direct, commit_staged
+from spark_jobs.engines.base import CannotEncode
+from spark_jobs.engines.postgresql.binarycopy import quoted
+from spark_jobs.engines.postgresql.copyin import copy_in
 from spark_jobs.jdbc import sql_engine
 from spark_jobs.jdbc_tables import ROW_COLUMN, TargetFit
 from spark_jobs.manifest import Manifest
 from spark_jobs.mysqlload import LoadRefusedRows, LoadUnavailable, load_capable, load_data
 from spark_jobs.mysqlload import quoted as mysql_quoted
-from spark_jobs.pgcopy import CannotEncode, copy_in, quoted
+from spark_jobs.read_sql import native_queries, native_tasks
 from spark_jobs.staging import drop_staging, staging_table
 from spark_jobs.target import TargetTable, Written
 from spark_jobs.task_input import task_input, whole
+from spark_jobs.task_notes import Notes, pickled
+from spark_jobs.transforms import count_zeros
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +71,7 @@ class BulkLoad:
     ``load(cursor, table_sql, names, batches)`` writes the rows of
     ``batches`` (Arrow, columns ``names``) into the quoted ``table_sql`` on
     the DBAPI ``cursor``, in the caller's transaction, and returns how many.
-    It raises :class:`~spark_jobs.pgcopy.CannotEncode` for values it cannot
+    It raises :class:`~spark_jobs.engines.postgresql.binarycopy.CannotEncode` for values it cannot
     write exactly (before committing anything) and
     :class:`sqlalchemy.exc.DBAPIError` as the database refuses.
     """
@@ -118,11 +124,15 @@ def write_bulk(
     bulk = bulk_load(engine)
     if bulk is None:
         return None
+    names = [c.name for c in columns]
     if may_copy_straight_in(target, manifest) and not fit.narrowings:
-        written = _direct_in_task(df, engine, target, manifest, bulk)
+        written = _direct_in_task(df, engine, target, manifest, bulk, names)
         if written is not None:
             return written
-    return _staged(engine, target, manifest, columns, fit, df.toArrow(), bulk)
+    rows = df.toArrow()
+    written = _staged(engine, target, manifest, columns, fit, rows.select(names), bulk)
+    zeros = count_zeros(rows, rows.column_names)
+    return written if written is None or not zeros else replace(written, zero_dates=zeros)
 
 
 def may_copy_straight_in(target: TargetTable, manifest: Manifest) -> bool:
@@ -139,7 +149,11 @@ def may_copy_straight_in(target: TargetTable, manifest: Manifest) -> bool:
 
 
 def write_straight_in(
-    df: DataFrame, engine: sa.Engine, target: TargetTable, manifests: Sequence[Manifest]
+    df: DataFrame,
+    engine: sa.Engine,
+    target: TargetTable,
+    manifests: Sequence[Manifest],
+    names: Sequence[str],
 ) -> list[Written | BaseException | None]:
     """Load several batches straight into the table by one Spark job, a task per batch.
 
@@ -147,7 +161,8 @@ def write_straight_in(
     manifest may be loaded straight in (:func:`may_copy_straight_in`). One
     job instead of one per batch saves what every Spark job costs the
     driver (~100-250 ms on two cores); each task still loads and commits
-    its batch in a transaction of its own, fenced by the batch's token. An
+    its batch in a transaction of its own, fenced by the batch's token;
+    ``names``: the columns it writes (the database computes the others). An
     outcome per batch, in order: what it wrote, the error its task raised
     (a stale token, a lost server), or None where the batch must be
     imported on its own (its range taken, a row refused, a worker that
@@ -156,7 +171,7 @@ def write_straight_in(
     bulk = bulk_load(engine)
     if bulk is None:
         return [None] * len(manifests)
-    return _direct_in_tasks(df, engine, target, list(manifests), bulk)
+    return _direct_in_tasks(df, engine, target, list(manifests), bulk, names)
 
 
 _OUTCOME = T.StructType(
@@ -167,14 +182,25 @@ _OUTCOME = T.StructType(
         T.StructField("error", T.BinaryType()),
         T.StructField("notes", T.ArrayType(T.StringType())),
         T.StructField("seconds", T.DoubleType()),
+        T.StructField("zeros", T.StringType()),
     ]
 )
 """What a direct load task returns: one row. Built, not parsed from DDL: the first
 parse of a batch loaded Spark's SQL parser, ~1.3 s on the first batch's path."""
+_OUTCOME_ARROW = pa.schema([
+    ("batch", pa.string()), ("outcome", pa.string()), ("rows", pa.int64()),
+    ("error", pa.binary()), ("notes", pa.list_(pa.string())), ("seconds", pa.float64()),
+    ("zeros", pa.string()),
+])  # fmt: skip
 
 
 def _direct_in_task(
-    df: DataFrame, engine: sa.Engine, target: TargetTable, manifest: Manifest, bulk: BulkLoad
+    df: DataFrame,
+    engine: sa.Engine,
+    target: TargetTable,
+    manifest: Manifest,
+    bulk: BulkLoad,
+    names: Sequence[str],
 ) -> Written | None:
     """Load the batch straight into the table from one Spark task; None: stage it instead.
 
@@ -188,7 +214,7 @@ def _direct_in_task(
     back here and is raised again, with its type, so the import job tells
     a lost server from a stale token as it does for the staged path.
     """
-    [outcome] = _direct_in_tasks(df.coalesce(1), engine, target, [manifest], bulk)
+    [outcome] = _direct_in_tasks(df, engine, target, [manifest], bulk, names, one_task=True)
     if isinstance(outcome, BaseException):
         raise outcome
     return outcome
@@ -200,25 +226,36 @@ def _direct_in_tasks(
     target: TargetTable,
     manifests: list[Manifest],
     bulk: BulkLoad,
+    names: Sequence[str],
+    one_task: bool = False,
 ) -> list[Written | BaseException | None]:
-    """The direct load of ``df``'s partition i as ``manifests[i]``'s batch, for every i.
+    """The direct load of ``df``'s partition i as ``manifests[i]``'s batch, for every i
+    (``one_task``: of all of ``df`` as the one manifest's).
 
-    A worker that cannot import sluice's code (psycopg missing on a
-    cluster's executors) leaves every batch to the staged path, on the driver.
+    A frame read natively (:func:`~spark_jobs.read_sql.native_queries`) is
+    read by the load's own task: its rows go from the source's connection to
+    the target's without passing through the JVM. A worker that cannot import
+    sluice's code (psycopg missing on a cluster's executors) leaves every
+    batch to the staged path, on the driver.
     """
     url = engine.url.render_as_string(hide_password=False)
-    names = list(df.columns)
+    names = list(names)
+    queries = native_queries(df)
+    if queries is not None:
+        tasks = native_tasks(df, 1 if one_task else None)
+    else:
+        tasks = df.coalesce(1) if one_task else df
 
     def copy_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         started = time.monotonic()  # the batch's own load: not its wait for a core
         manifest = manifests[TaskContext.get().partitionId()]  # type: ignore[union-attr]
-        outcome = _copy_in_task(url, target, manifest, names, batches, bulk)
+        outcome = _copy_in_task(url, target, manifest, names, batches, bulk, queries)
         seconds = time.monotonic() - started
-        yield pa.RecordBatch.from_pylist([{"batch": manifest.batch_id, **outcome,
-                                           "seconds": seconds}])
+        yield pa.RecordBatch.from_pylist([{"batch": manifest.batch_id, "zeros": "", **outcome,
+                                           "seconds": seconds}], schema=_OUTCOME_ARROW)
 
     try:
-        rows = df.mapInArrow(copy_partition, _OUTCOME).collect()
+        rows = tasks.mapInArrow(copy_partition, _OUTCOME).collect()
     except PythonException as error:
         # ModuleNotFoundError, or an ImportError of a package built for another platform.
         if "ImportError" not in str(error) and "ModuleNotFoundError" not in str(error):
@@ -242,7 +279,8 @@ def _direct_in_tasks(
             outcomes.append(pickle.loads(row.error))
         else:
             crash_point("after_target_commit")
-            outcomes.append(Written(row.rows, 0, method, row.seconds))
+            zeros = json.loads(row.zeros) if row.zeros else {}
+            outcomes.append(Written(row.rows, 0, method, row.seconds, zeros))
     return outcomes
 
 
@@ -253,15 +291,20 @@ def _copy_in_task(
     names: list[str],
     batches: Iterator[pa.RecordBatch],
     bulk: BulkLoad,
+    queries: Any = None,
 ) -> dict[str, Any]:
-    """In the Spark task: the direct load and its commit; the outcome as one row."""
+    """In the Spark task: the direct load and its commit; the outcome as one row.
+
+    ``queries``: the native read whose task numbers ``batches`` holds (None:
+    ``batches`` are the rows).
+    """
     infile = task_input()
     if infile is None:  # a PySpark whose worker this module does not know
         for _ in batches:
             pass
         note = "staged, not copied straight in: this PySpark's worker does not show its input"
         return {"outcome": "staged", "rows": 0, "error": b"", "notes": [note]}
-    notes = _Notes()
+    notes = Notes()
     logger = logging.getLogger("spark_jobs")
     level = logger.level
     logger.setLevel(logging.INFO)  # a worker's loggers are not configured: WARNING and up
@@ -271,8 +314,19 @@ def _copy_in_task(
     # connection (a new one per batch cost ~60 ms).
     engine = sql_engine(url)
 
+    zeros: dict[str, int] = {}
+
+    def projected(rows: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in rows:
+            for column, count in count_zeros(batch, batch.schema.names).items():
+                zeros[column] = zeros.get(column, 0) + count
+            yield batch.select(names)
+
     def load(cursor: Any) -> int:
-        return bulk.load(cursor, table_sql, names, whole(batches, infile))
+        rows = whole(batches, infile)
+        if queries is not None:
+            rows = queries.rows(rows)
+        return bulk.load(cursor, table_sql, names, projected(rows))
 
     try:
         written = commit_direct(engine, target, manifest, load, crash=False)
@@ -280,33 +334,14 @@ def _copy_in_task(
         notes.notes.append(f"staged, not copied straight in: {error}")
         written = None
     except Exception as error:  # noqa: BLE001 - raised again on the driver, with its type
-        return {"outcome": "error", "rows": 0, "error": _pickled(error), "notes": notes.notes}
+        return {"outcome": "error", "rows": 0, "error": pickled(error), "notes": notes.notes}
     finally:
         logger.removeHandler(notes)
         logger.setLevel(level)
     if written is None:
         return {"outcome": "staged", "rows": 0, "error": b"", "notes": notes.notes}
-    return {"outcome": "copy", "rows": written.rows, "error": b"", "notes": notes.notes}
-
-
-class _Notes(logging.Handler):
-    """Collects what the task logs at INFO and above, for the driver to log."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.notes: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.notes.append(record.getMessage())
-
-
-def _pickled(error: BaseException) -> bytes:
-    try:
-        blob = pickle.dumps(error)
-        pickle.loads(blob)  # some exceptions pickle but cannot be rebuilt
-        return blob
-    except Exception:  # noqa: BLE001 - the text is what is left to tell
-        return pickle.dumps(RuntimeError(f"{type(error).__name__}: {error}"))
+    return {"outcome": "copy", "rows": written.rows, "error": b"", "notes": notes.notes,
+            "zeros": json.dumps(zeros)}
 
 
 def _staged(

@@ -23,8 +23,9 @@ from pyspark.sql import types as T
 
 from config.errors import TargetError
 from config.models import JdbcTargetConfig
+from spark_jobs.batch_columns import batch_columns
 from spark_jobs.commit_jdbc import commit_staged
-from spark_jobs.jdbc import JdbcEndpoint, sql_column_type, sql_engine
+from spark_jobs.jdbc import JdbcEndpoint, sql_engine
 from spark_jobs.jdbc_tables import (
     ROW_COLUMN,
     TargetFit,
@@ -36,6 +37,7 @@ from spark_jobs.jdbc_tables import (
     rejects_table,
 )
 from spark_jobs.manifest import Manifest
+from spark_jobs.spark_names import quoted
 from spark_jobs.staging import (
     drop_staging,
     drop_stale_stages,
@@ -43,24 +45,34 @@ from spark_jobs.staging import (
     sweep_committed_stages,
 )
 from spark_jobs.target import Commit, TargetTable, Written
+from spark_jobs.transforms import zero_columns, zero_dates
 from spark_jobs.write_bulk import write_bulk, write_straight_in
 
 
 @dataclass(frozen=True)
 class _Prepared:
-    """The target made ready for a batch's columns: what every write path needs."""
+    """The target made ready for a batch's columns: what every write path needs.
+
+    ``columns``: the columns written (the batch's, less those the database
+    computes), staged in their carriers' types; ``void``: those null in the
+    whole batch.
+    """
 
     engine: sa.Engine
     columns: list[sa.Column[Any]]
     void: list[str]
     fit: TargetFit
 
+    @property
+    def names(self) -> list[str]:
+        """The names of the columns written, in order."""
+        return [c.name for c in self.columns]
+
 
 def _prepare(df: DataFrame, target: TargetTable) -> _Prepared:
     """Check the batch's columns against the target, create or fit its table and sluice's own."""
     cfg = target.config
     assert isinstance(cfg, JdbcTargetConfig)
-    dialect = JdbcEndpoint.from_url(cfg.url).dialect
     names = df.columns
     missing_key = [k for k in target.key if k not in names]
     if missing_key:
@@ -70,18 +82,17 @@ def _prepare(df: DataFrame, target: TargetTable) -> _Prepared:
         )
     if ROW_COLUMN in names:
         raise TargetError(f"{target.label}: the column name {ROW_COLUMN!r} is sluice's own")
-    columns = [
-        sa.Column(f.name, sql_column_type(f.dataType, dialect, f.name in target.key, f.name))
-        for f in df.schema.fields
-    ]
+    written = T.StructType([f for f in df.schema.fields if f.name not in zero_columns(names)])
+    batch = batch_columns(written, cfg.url, target.key)
     # Null in every row (an SQS field no message of the batch carries): the
     # commit writes NULL into whatever type the table's column has.
     void = [f.name for f in df.schema.fields if isinstance(f.dataType, T.NullType)]
     engine = sql_engine(cfg.url)
-    fit = prepare_target(engine, target, columns, void)
+    fit = prepare_target(engine, target, batch, void)
     ensure_own_tables(engine)
     sweep_committed_stages(engine)
-    return _Prepared(engine, columns, void, fit)
+    columns = [sa.Column(c.name, c.stage) for c in batch if c.name not in fit.skipped]
+    return _Prepared(engine, columns, [n for n in void if n not in fit.skipped], fit)
 
 
 def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Written:
@@ -90,9 +101,9 @@ def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Writte
     assert isinstance(cfg, JdbcTargetConfig)
     endpoint = JdbcEndpoint.from_url(cfg.url)
     dialect = endpoint.dialect
-    names = df.columns
     prepared = _prepare(df, target)
     engine, columns, void, fit = prepared.engine, prepared.columns, prepared.void, prepared.fit
+    names = prepared.names
     if manifest.token > 1:  # a first attempt has no older one: no catalog look-up
         drop_stale_stages(engine, manifest)
     try:
@@ -117,7 +128,8 @@ def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Writte
         # Distinct per row (partition id in the high bits), computed by Spark
         # for nothing; the commit splits a refused batch by these numbers.
         # A void column has no JDBC type to bind; its staging column stays NULL.
-        staged = df.drop(*void) if void else df
+        zeros = zero_dates(df)
+        staged = df.select(*[quoted(n) for n in names if n not in void])
         numbered = staged.withColumn(ROW_COLUMN, F.monotonically_increasing_id())
         numbered.write.jdbc(
             endpoint.url,
@@ -127,7 +139,7 @@ def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Writte
         )
         try:
             written = commit_staged(engine, target, staging, names, manifest, fit)
-            return replace(written, method="staged jdbc")
+            return replace(written, method="staged jdbc", zero_dates=zeros)
         except sa.exc.DBAPIError:
             forget_target(engine, target)  # a changed table, perhaps: check it again next time
             raise
@@ -154,7 +166,7 @@ def write_jdbc_straight_in(
     for manifest in manifests:
         if manifest.token > 1:
             drop_stale_stages(prepared.engine, manifest)
-    outcomes = write_straight_in(df, prepared.engine, target, manifests)
+    outcomes = write_straight_in(df, prepared.engine, target, manifests, prepared.names)
     if any(isinstance(o, sa.exc.DBAPIError) for o in outcomes):
         forget_target(prepared.engine, target)  # a changed table, perhaps
     return outcomes

@@ -52,7 +52,9 @@ from config.faults import crash_point
 from config.models import ParquetTargetConfig
 from spark_jobs.filesystems import HadoopFs, LocalFs, basename, filesystem
 from spark_jobs.manifest import Manifest
+from spark_jobs.parquet_layout import check_layout, partition_columns
 from spark_jobs.parquet_types import (
+    catalogue_types,
     established_types,
     fit_to_table,
     forget_types,
@@ -69,6 +71,7 @@ from spark_jobs.target import (
     Written,
     stale_token_error,
 )
+from spark_jobs.transforms import zero_columns, zero_dates
 
 _PART = re.compile(r"(^|/)part-[^/]*\.parquet$")
 """A data file Spark wrote (its ``_SUCCESS`` and ``.crc`` files are not)."""
@@ -143,14 +146,19 @@ def write_parquet(
     """
     cfg = target.config
     assert isinstance(cfg, ParquetTargetConfig)
-    partition_by = _partition_columns(target, cfg.partition_by, df)
+    partition_by = partition_columns(target, cfg.partition_by, df)
     files = BatchFiles.of(cfg.path, target.schema, target.table, manifest.batch_id)
     fs = filesystem(files.table_dir, spark)
     listing = fs.list(files.table_dir)
-    _check_layout(target, fs, listing, partition_by)
+    check_layout(target, fs, listing, partition_by)
     _delete_stale_stages(fs, files, listing, manifest.token)
-    df, flagged = fit_to_table(df, established_types(spark, fs, files.table_dir, listing),
-                               partition_by)  # fmt: skip
+    zeros = zero_dates(df)
+    df = df.drop(*zero_columns(df.columns))
+    known = {**catalogue_types(df.schema), **established_types(spark, fs, files.table_dir,
+                                                               listing)}  # fmt: skip
+    df, flagged = fit_to_table(df, known, partition_by)
+    # The catalogue's notes on each column served the fit: they stay out of the files.
+    df = df.select(*[F.col(quoted(c)).alias(c, metadata={}) for c in df.columns])
     stage = files.stage(manifest.token)
     rejected = 0
     try:
@@ -173,7 +181,7 @@ def write_parquet(
         if flagged is not None:
             flagged.unpersist()
     remember_types(files.table_dir, df.schema)
-    return Written(rows, rejected, "parquet")
+    return Written(rows, rejected, "parquet", zero_dates=zeros)
 
 
 def sweep_parquet_stages(
@@ -334,63 +342,3 @@ def _commit(record: dict[str, Any]) -> Commit:
 
 
 # ------------------------------------------------------------- the table's shape
-
-
-def _partition_columns(target: TargetTable, partition_by: list[str], df: DataFrame) -> list[str]:
-    """``partition_by``, checked against the batch's columns."""
-    setting = f"targets.{target.name}.partition_by"
-    for column in partition_by:
-        if column not in df.columns:
-            raise TargetError(
-                f"{target.label}: {setting} names column {column!r}, which the batch does "
-                f"not have (its columns: {', '.join(df.columns)})"
-            )
-    if partition_by and set(df.columns) <= set(partition_by):
-        raise TargetError(
-            f"{target.label}: {setting} names every column of the batch; the files would "
-            "hold none: leave at least one column out"
-        )
-    return list(partition_by)
-
-
-def _check_layout(
-    target: TargetTable, fs: LocalFs | HadoopFs, listing: list[str], partition_by: list[str]
-) -> None:
-    """Refuse a batch whose layout differs from the table's: Spark cannot read a mix."""
-    setting = f"targets.{target.name}.partition_by"
-    folders = _partition_folders(listing)
-    if not partition_by:
-        if folders:
-            raise TargetError(
-                f"{target.label}: the table is partitioned (folder {basename(folders[0])!r}) "
-                f"but {setting} is empty: set it to the table's partition columns"
-            )
-        return
-    batches = [p for p in listing if basename(p).startswith("batch-")]
-    if batches:
-        raise TargetError(
-            f"{target.label}: the table holds unpartitioned batches (such as "
-            f"{basename(batches[0])!r}), so {setting} cannot apply to it: write to a new table"
-        )
-    # One level deeper than partition_by: a table partitioned more finely differs too.
-    found = _partition_path(fs, folders, len(partition_by) + 1)
-    if found and found != partition_by:
-        raise TargetError(
-            f"{target.label}: the table is partitioned by {found}, but {setting} "
-            f"is {partition_by}: a table's partition columns cannot change"
-        )
-
-
-def _partition_path(fs: LocalFs | HadoopFs, folders: list[str], depth: int) -> list[str]:
-    """The partition columns of the table, read down the first folder of each level."""
-    columns: list[str] = []
-    while folders and len(columns) < depth:
-        columns.append(basename(folders[0]).split("=", 1)[0])
-        below = fs.list(folders[0])
-        folders = _partition_folders(below)
-    return columns
-
-
-def _partition_folders(listing: list[str]) -> list[str]:
-    """The ``k=v`` folders a reader sees (not ``_``/``.`` ones) among ``listing``."""
-    return [p for p in listing if "=" in basename(p) and not basename(p).startswith(("_", "."))]

@@ -311,7 +311,7 @@ spark: {{conf: {{spark.driver.extraJavaOptions: "-XX:TieredStopAtLevel=1"}}}}  #
     status = sluice("status", str(config))
     assert f"{len(too_big)}" in status.stdout
     assert "dead accounts batch" in status.stdout
-    assert "column 'placed_at' is INTEGER in the table but TIMESTAMP" in status.stdout, \
+    assert "column 'placed_at' is integer in the table but timestamp" in status.stdout, \
         status.stdout
     # Poison bodies are recorded with their reason and deleted; good events all arrived.
     assert events == set(range(1, 21))

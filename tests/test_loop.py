@@ -17,10 +17,10 @@ from scheduler.ledger import Ledger, fingerprint
 from scheduler.loop import MainLoop, RunStats
 from scheduler.strategy import build_strategy
 from sinks.abc import MemorySink
-from sinks.session import SparkUnavailable
 from sources.abc import MemorySource
 from sources.queueing import QueueingLimitedSource
 from spark_jobs.manifest import Manifest
+from spark_jobs.session import SparkUnavailable
 from tests.helpers import FakeClock, WatchedSink, wait_until
 
 CONFIG = """

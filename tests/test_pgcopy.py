@@ -18,7 +18,13 @@ import pyarrow as pa
 import pytest
 import sqlalchemy as sa
 
-from spark_jobs.pgcopy import HEADER, TRAILER, BinaryCopyEncoder, CannotEncode, table_columns
+from spark_jobs.engines.postgresql.binarycopy import (
+    HEADER,
+    TRAILER,
+    BinaryCopyEncoder,
+    CannotEncode,
+    table_columns,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -154,7 +160,7 @@ def test_values_it_cannot_write_exactly_are_refused_before_a_byte_is_sent(
 def test_a_type_pair_it_does_not_know_is_refused_when_the_encoder_is_built(
     pg: psycopg.Connection[Any],
 ) -> None:
-    pg.execute("CREATE TABLE t (u uuid, i integer)")
-    batch = pa.table({"u": pa.array(["3f2504e0-4f89-11d3-9a0c-0305e82c3301"]), "i": [1]})
+    pg.execute("CREATE TABLE t (u inet, i integer)")
+    batch = pa.table({"u": pa.array(["10.1.2.3/8"]), "i": [1]})
     with pg.cursor() as cursor, pytest.raises(CannotEncode, match="column 'u'"):
         BinaryCopyEncoder(batch.schema, table_columns(cursor, "t", ["u", "i"]))

@@ -90,7 +90,7 @@ def cutover_command(fail: Callable[[SluiceError], NoReturn]) -> Callable[..., No
         from scheduler.commands.verify import render
         from scheduler.ledger import Ledger
         from scheduler.ledger.cutover import cancel_cutover
-        from sinks.session import build_session
+        from spark_jobs.session import build_session
 
         try:
             cfg = load_config(config)

@@ -100,7 +100,8 @@ def import_batch(
                 result = run_import(spark(), cfg, manifest)
             except Exception as error:  # the batch's failure, recorded as the daemon would
                 reason = str(error) or type(error).__name__
-                ended = ledger.fail(batch_id, reason, cfg.retry, token=manifest.token)
+                ended = ledger.fail(batch_id, reason, cfg.retry, token=manifest.token,
+                                    permanent=getattr(error, "permanent", False))
                 return ForegroundImport(batch_id, ended, error=reason)
         ledger.finish(batch_id, result.rows_written, result.rows_rejected, token=manifest.token)
         return ForegroundImport(batch_id, "done", result)
@@ -162,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from config.catalog import catalog_from_env
     from config.errors import SluiceError
     from config.loader import load_config
-    from sinks.session import build_session
+    from spark_jobs.session import build_session
 
     batch_id = args.batch
     try:

@@ -14,16 +14,15 @@ creating their ``-wal``/``-shm`` companions.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from contextlib import suppress
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import sqlalchemy as sa
 
 from config.errors import SluiceError, SourceError
 from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig
+from scheduler.commands.plan_columns import SourceColumns, column_plans, render_columns
+from scheduler.commands.readonly import readonly_engine
 from scheduler.ledger import UNFINISHED, LedgerReads, fingerprint
 from scheduler.strategy import build_strategy
 
@@ -74,11 +73,13 @@ class Plan:
     left: dict[str, int]
     max_items: int
     order: list[str] = field(default_factory=list)
+    columns: list[SourceColumns] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        """Every backlog could be read."""
-        return all(source.error is None for source in self.sources)
+        """Every backlog could be read, and every column can go into its target."""
+        return all(source.error is None for source in self.sources) and not any(
+            c.errors for c in self.columns)  # fmt: skip
 
 
 def make_plan(cfg: SluiceConfig, ticks: int = 10, config_path: str = "CONFIG") -> Plan:
@@ -87,7 +88,8 @@ def make_plan(cfg: SluiceConfig, ticks: int = 10, config_path: str = "CONFIG") -
     sources = [measure(name, cfg, view, config_path) for name in cfg.sources]
     pending = {s.name: s.pending for s in sources}
     fed, left = simulate(cfg, pending, ticks)
-    return Plan(view, sources, fed, left, cfg.batch.max_items, order_lines(cfg))
+    return Plan(view, sources, fed, left, cfg.batch.max_items, order_lines(cfg),
+                column_plans(cfg))  # fmt: skip
 
 
 def read_ledger(url: str) -> LedgerView:
@@ -257,31 +259,5 @@ def render(plan: Plan, config_path: str) -> str:
     lines.append("left after them: " + ", ".join(
         f"{name} {'?' if name in unknown else f'{n:,}'}" for name, n in plan.left.items()
     ))
+    lines += render_columns(plan.columns)
     return "\n".join(lines)
-
-
-def readonly_engine(url: str) -> sa.Engine | None:
-    """An engine that cannot write; None for a SQLite file that does not exist.
-
-    SQLite: ``mode=ro`` while a ``-wal`` file exists (a daemon may be writing;
-    its companions already exist), else ``immutable=1``, which reads the file
-    as it is without creating ``-wal``/``-shm`` files beside it. PostgreSQL:
-    read-only transactions. Other databases only ever get SELECTs.
-    """
-    parsed = sa.make_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        database = parsed.database or ""
-        if database in ("", ":memory:") or database.startswith("file:"):
-            return sa.create_engine(parsed)
-        path = Path(database)
-        if not path.is_file():
-            return None
-        flag = {"mode": "ro"} if Path(f"{database}-wal").exists() else {"immutable": "1"}
-        uri = sa.URL.create("sqlite", database=f"file:{quote(str(path.resolve()))}",
-                            query={**flag, "uri": "true"})
-        return sa.create_engine(uri)
-    engine = sa.create_engine(parsed, pool_size=1, max_overflow=0, pool_pre_ping=True)
-    if parsed.get_backend_name() == "postgresql":
-        with suppress(sa.exc.ArgumentError):
-            engine = engine.execution_options(postgresql_readonly=True)
-    return engine

@@ -123,7 +123,7 @@ def verify_command(fail: Callable[[SluiceError], NoReturn]) -> Callable[..., Non
         equal, 1 when one differs, 2 for a bad config.
         """
         from config.loader import load_config
-        from sinks.session import build_session
+        from spark_jobs.session import build_session
 
         try:
             cfg = load_config(config)
@@ -168,7 +168,7 @@ def verify_config(
     from concurrent.futures import ThreadPoolExecutor
 
     from config.models import SqlSourceConfig
-    from scheduler.commands.plan import readonly_engine
+    from scheduler.commands.readonly import readonly_engine
     from scheduler.commands.verify_limits import ReadShare
     from scheduler.ledger.lookup import reader_engine
     from spark_jobs.verify_read import parts_for
@@ -216,6 +216,7 @@ def _verify_one(
     from scheduler.commands.verify_limits import read_paced
     from scheduler.ledger.scope import DoneScope, done_scope, never_claimed
     from spark_jobs.import_job import target_table
+    from spark_jobs.keyorder import key_typer
     from spark_jobs.manifest import Manifest
     from spark_jobs.verify import compare, encoded
     from spark_jobs.verify_read import read_sides, rejected_keys
@@ -234,7 +235,8 @@ def _verify_one(
                                       None if kept is None else kept.rows,
                                       spare=not share.bounds_connections(name))  # fmt: skip
             diff = compare(spark, mine, theirs, source.key_columns, label=target.label,
-                           held=done.held, rejected=rejected_keys(spark, target, name))  # fmt: skip
+                           held=done.held, rejected=rejected_keys(spark, target, name),
+                           typed=key_typer(source.url, source.table, source.key_columns))
         releases.callback(diff.release)
         if (
             source.mode != "keyset"

@@ -183,12 +183,12 @@ def read_paced(
 
     from sources.keyqueries import KeyQueries
     from sources.sqldb import SourceDatabase
-    from spark_jobs.extract import SqlReader
+    from spark_jobs.verify_read import source_reader
 
     budget = share.budget(name)
     if budget is None or budget.rate_share is None:
         return None
-    reader = SqlReader(spark, source)
+    reader = source_reader(spark, source)
     # The key order whatever the mode (incremental walks by its cursor).
     walk = source.model_copy(update={"mode": "keyset", "cursor": None})
     db = SourceDatabase(name, walk, None, budget)
@@ -222,7 +222,7 @@ def read_paced(
 
 def _ledger_exists(url: str) -> bool:
     """Whether the ledger holds sluice's tables: without them no daemon shares a limit."""
-    from scheduler.commands.plan import readonly_engine
+    from scheduler.commands.readonly import readonly_engine
     from scheduler.ledger.migrate import revision
 
     engine = readonly_engine(url)

@@ -217,13 +217,14 @@ class Ledger:
 
     def fail(
         self, batch_id: str, error: str, retry: RetryConfig, *,
-        token: int | None = None, counted: bool = True,
+        token: int | None = None, counted: bool = True, permanent: bool = False,
     ) -> str:  # fmt: skip
         """Record a failed attempt; returns the new state, ``failed`` or ``dead``.
 
         Owner and ``token`` are checked as in :meth:`finish`. ``counted=False``:
         the batch never ran (nothing could import it), so the attempt
         :meth:`begin` counted is given back, and it may run again at once.
+        ``permanent``: no retry can help (a column the target cannot hold): dead now.
         """
         state = "failed"
 
@@ -232,7 +233,7 @@ class Ledger:
             if not counted:
                 return {"error": error, "attempts": max(0, row.attempts - 1),
                         "not_before": None, "lease_until": None}  # fmt: skip
-            if row.attempts >= retry.max_attempts:
+            if row.attempts >= retry.max_attempts or permanent:
                 state = "dead"
                 return {"state": "dead", "error": error, "not_before": None, "lease_until": None}
             delay = Backoff(retry.backoff, retry.max_backoff).delay(row.attempts)

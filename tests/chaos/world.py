@@ -71,8 +71,9 @@ def build_world(shop_url: str, legacy_url: str, size: Sizes) -> World:
 def seed_customers(url: str, active: int) -> int:
     """``active`` rows with status 'active', one closed row after every tenth; returns ``active``.
 
-    Types a migration can get wrong: TINYINT(1) holding 0..3 (must stay a
-    number), DECIMAL, DATETIME, NULLs, quotes and non-ASCII text.
+    Types a migration can get wrong: a TINYINT holding 0..3 (a number; a
+    TINYINT(1) is a boolean to the catalogue), DECIMAL, DATETIME, NULLs, quotes
+    and non-ASCII text.
     """
     engine = sa.create_engine(url)
     meta = sa.MetaData()
@@ -85,7 +86,7 @@ def seed_customers(url: str, active: int) -> int:
         sa.Column("name", sa.String(80), nullable=False),
         sa.Column("status", sa.String(10), nullable=False),
         sa.Column("balance", sa.Numeric(12, 3), nullable=True),
-        sa.Column("tier", mysql.TINYINT(1), nullable=False),
+        sa.Column("tier", mysql.TINYINT(), nullable=False),
         sa.Column("joined", sa.DateTime, nullable=True),
         sa.Column("note", sa.Text, nullable=True),
         mysql_charset="utf8mb4",

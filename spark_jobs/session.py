@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 
 from config.errors import ConfigError, SinkUnavailable
 from config.models import SparkConfig
-from sinks.children import deafen_spark_jvm
+from spark_jobs.children import deafen_spark_jvm
 
 DEBIAN_JARS = (
     Path("/usr/share/java/postgresql.jar"),

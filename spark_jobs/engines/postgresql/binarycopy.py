@@ -21,24 +21,25 @@ Arrow batches through the encoder into a COPY on a psycopg cursor.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
+
+from spark_jobs.engines.base import CannotEncode
+from spark_jobs.engines.postgresql import textcopy
+
+__all__ = ["HEADER", "TRAILER", "BinaryCopyEncoder", "CannotEncode", "quoted", "table_columns"]
 
 HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
 """The binary COPY signature, flags (no OIDs) and header extension length."""
 
 TRAILER = b"\xff\xff"
 """The end of a binary COPY stream: a field count of -1."""
-
-_CHUNK = 1 << 20
-"""Bytes handed to the connection per write: large enough to amortise each call."""
 
 _EPOCH_US = 946_684_800_000_000  # 2000-01-01 (PostgreSQL's epoch) in Unix microseconds
 _EPOCH_DAYS = 10_957  # the same in days
@@ -50,13 +51,10 @@ FLOAT4, FLOAT8 = 700, 701
 NUMERIC, BOOL, BYTEA = 1700, 16, 17
 TEXT, VARCHAR, BPCHAR, JSON, JSONB = 25, 1043, 1042, 114, 3802
 DATE, TIMESTAMP, TIMESTAMPTZ = 1082, 1114, 1184
+UUID = 2950
 _INT_WIDTH = {INT2: 2, INT4: 4, INT8: 8}
 _FLOAT_WIDTH = {FLOAT4: 4, FLOAT8: 8}
 _TEXTS = {TEXT, VARCHAR, BPCHAR, JSON}
-
-
-class CannotEncode(ValueError):
-    """A column, or a value in it, that the binary path cannot write exactly."""
 
 
 @dataclass(frozen=True)
@@ -128,49 +126,6 @@ class BinaryCopyEncoder:
         return rows.buffers()[2][start:end]
 
 
-def copy_in(
-    cursor: Any, table_sql: str, names: Sequence[str], batches: Iterable[pa.RecordBatch]
-) -> int:
-    """COPY the rows of ``batches`` (Arrow, columns ``names``) into ``table_sql`` (quoted)
-    on the psycopg ``cursor``, encoded for the table's own column types; the rows sent.
-
-    Raises :class:`CannotEncode` (from the first batch) and
-    :class:`sqlalchemy.exc.DBAPIError`, as SQLAlchemy raises it for a statement.
-    """
-    columns = table_columns(cursor, table_sql, names)
-    encoder: BinaryCopyEncoder | None = None
-    total = 0
-
-    def chunks() -> Iterator[pa.Buffer]:
-        nonlocal encoder, total
-        for batch in batches:
-            encoder = encoder or BinaryCopyEncoder(batch.schema, columns)
-            total += batch.num_rows
-            yield encoder.encode(batch)
-
-    _copy(cursor, table_sql, names, chunks())
-    return total
-
-
-def _copy(cursor: Any, table_sql: str, names: Sequence[str], chunks: Iterable[pa.Buffer]) -> None:
-    """COPY the encoded rows (``chunks`` of them) into ``table_sql``, in binary format."""
-    import psycopg  # an optional driver (sluice[postgres]); the cursor is its own
-
-    statement = f"COPY {table_sql} ({quoted(*names)}) FROM STDIN (FORMAT binary)"
-    try:
-        with cursor.copy(statement) as copy:
-            copy.write(HEADER)
-            for chunk in chunks:
-                view = memoryview(chunk)
-                for start in range(0, len(view), _CHUNK):
-                    copy.write(view[start : start + _CHUNK])
-            copy.write(TRAILER)
-    except psycopg.Error as error:
-        # As SQLAlchemy reports the same error from a statement: the commit
-        # tells a refused row (IntegrityError, DataError) from a lost server.
-        raise sa.exc.DBAPIError.instance(statement, None, error, psycopg.Error) from error
-
-
 # ------------------------------------------------------------------ per type
 
 
@@ -199,7 +154,44 @@ def _encoder_for(arrow: pa.DataType, column: PgColumn) -> Encode:
         return _timestamp  # a naive one is UTC: sluice's sessions run in UTC
     if pa.types.is_date(arrow) and oid == DATE:
         return _date
+    if _is_text(arrow):
+        # Text carried from a source (PostgreSQL's own text of the value): parsed here
+        # where it parses exactly, else the batch goes in text for the server to parse.
+        if oid == NUMERIC and column.scale is not None and column.precision:
+            scale = column.scale
+            return lambda a: _numeric(_parsed(a, pa.decimal128(38, scale)), column)
+        if oid in (TIMESTAMP, TIMESTAMPTZ):
+            unit = pa.timestamp("us", "UTC" if oid == TIMESTAMPTZ else None)
+            return lambda a: _timestamp(_parsed(a, unit))
+        if oid == DATE:
+            return lambda a: _date(_parsed(a, pa.date32()))
+        if oid == UUID:
+            return _uuid
     raise CannotEncode(f"column {column.name!r}: {arrow} into type OID {oid} is not written here")
+
+
+def _is_text(arrow: pa.DataType) -> bool:
+    return pa.types.is_string(arrow) or pa.types.is_large_string(arrow)
+
+
+def _parsed(array: pa.Array, into: pa.DataType) -> pa.Array:
+    """Text values as ``into``; :class:`CannotEncode` when one does not parse exactly
+    (``NaN``, ``infinity``, a BC date, more decimals than the column keeps)."""
+    try:
+        return pc.cast(array, into)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+        raise CannotEncode(str(error).splitlines()[0]) from None
+
+
+def _uuid(array: pa.Array) -> pa.Array:
+    """uuid's wire format: its 16 bytes, from its text (hyphens anywhere, any case)."""
+    digits = pc.replace_substring(array.cast(pa.large_string()), "-", "")
+    if len(digits) and not pc.all(pc.equal(pc.binary_length(pc.fill_null(digits, "0" * 32)),
+                                           32)).as_py():  # fmt: skip
+        raise CannotEncode("a uuid that is not 32 hex digits")
+    prefix, none = pa.scalar("\\x", pa.large_string()), pa.scalar("", pa.large_string())
+    raw = textcopy.from_hex(pc.binary_join_element_wise(prefix, digits, none))
+    return _bytes(raw)
 
 
 def _valid(array: pa.Array) -> np.ndarray | None:

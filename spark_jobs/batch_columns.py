@@ -1,0 +1,84 @@
+"""A batch's columns as a JDBC target sees them: the type each is staged in, the type a
+table sluice creates gives it, what its values are, and where it came from.
+
+A column read from a SQL table carries its source column (see
+:mod:`spark_jobs.engines`): a table sluice creates gets the type the target
+engine's catalogue maps it to (the source's own type, on the same engine).
+A column known only by its Spark type (an SQS field, a ``columns:``
+expression) gets the target engine's type for that Spark type. Either way
+the batch is staged in its carriers' types, which the bulk paths write as
+they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from pyspark.sql import types as T
+
+from spark_jobs.engines import catalogued, engine_of, source_column
+from spark_jobs.engines.base import Column, Engine, Kind
+from spark_jobs.engines.ddl import column_type, like
+from spark_jobs.engines.fit import spark_kind
+from spark_jobs.jdbc import JdbcEndpoint, sql_column_type
+
+
+@dataclass(frozen=True)
+class BatchColumn:
+    """One column of a batch bound for a JDBC target.
+
+    ``stage``: its carrier's SQL type (staging tables); ``create``: the type a
+    target table sluice creates gives it; ``kind``: what its values are
+    (None: null in the whole batch); ``source``: the source engine and column
+    it was read from, if any.
+    """
+
+    name: str
+    stage: sa.types.TypeEngine[Any]
+    create: sa.types.TypeEngine[Any]
+    kind: Kind | None
+    source: tuple[Engine, Column] | None = None
+    values: sa.types.TypeEngine[Any] | None = None
+    """A plain SQLAlchemy type of its values, for the checks (None: none says more)."""
+
+    @property
+    def type_text(self) -> str:
+        """The source's type for messages (its Spark type when it has no source column)."""
+        return self.source[1].type if self.source is not None else str(self.create)
+
+
+def batch_columns(schema: T.StructType, url: str, key: Sequence[str]) -> list[BatchColumn]:
+    """The columns of a batch of ``schema`` bound for the database at ``url``."""
+    dialect = JdbcEndpoint.from_url(url).dialect
+    catalogued = _catalogued(url)
+    found = []
+    for f in schema.fields:
+        is_key = f.name in key
+        stage = sql_column_type(f.dataType, dialect, is_key, f.name)
+        values = stage
+        if dialect == "mysql" and isinstance(f.dataType, T.FloatType | T.DoubleType):
+            # NaN and infinities have no MySQL value: staged as text, a row holding one is
+            # refused by the upsert on its own, with the column named.
+            stage = sa.Text()
+        source = source_column(f)
+        kind = spark_kind(f.dataType) if source is None else source[1].kind
+        create: sa.types.TypeEngine[Any] = stage
+        if catalogued is not None:
+            if source is not None:
+                mapped = catalogued.target_type(source[1], source[0]).type
+                create = column_type(catalogued.key_type(mapped) if is_key else mapped,
+                                     source[1])  # fmt: skip
+            else:
+                create = column_type(catalogued.spark_type(f.dataType, f.name, is_key))
+        if source is not None:
+            values = like(source[1]) or stage
+        found.append(BatchColumn(f.name, stage, create, kind, source, values))
+    return found
+
+
+def _catalogued(url: str) -> Engine | None:
+    """The target's engine when its catalogue decides the types of the tables sluice creates."""
+    return engine_of(url) if catalogued(url) else None

@@ -1,0 +1,98 @@
+"""The engines sluice reads and writes, one module (or package) each, as SQLAlchemy keeps
+one dialect per engine: :mod:`.postgresql`, :mod:`.mysql` (MySQL and MariaDB),
+:mod:`.sqlite`, :mod:`.parquet`. Each owns what sluice knows of its engine: its
+column types and how each is read, written, created and compared (:mod:`.base`).
+
+A batch's columns carry what they were in their source: each Spark field of a
+batch read from a SQL table holds its :class:`~.base.Column` in its metadata
+(:func:`source_column`), so that a writer creates and fills the target in the
+source's own types, whatever Spark type the values travel in. A column computed by
+``columns:`` has none, and goes by its Spark type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import sqlalchemy as sa
+from pyspark.sql import types as T
+
+from config.errors import ConfigError
+from spark_jobs.engines.base import Column, Engine, Kind, UserType
+
+METADATA_KEY = "sluice.column"
+"""The key of a Spark field's metadata under which its source column travels."""
+
+
+_BACKENDS = {"postgresql": "postgresql", "mysql": "mysql", "mariadb": "mysql"}
+
+
+def engine_of(url: str | sa.URL) -> Engine:
+    """The engine of a SQLAlchemy URL."""
+    backend = sa.make_url(url).get_backend_name()
+    if backend not in _BACKENDS:
+        raise ConfigError(f"database {backend!r} has no engine in sluice's catalogue")
+    return engine_named(_BACKENDS[backend])
+
+
+def catalogued(url: str | sa.URL) -> bool:
+    """Whether the engine of ``url`` is in the catalogue."""
+    return sa.make_url(url).get_backend_name() in _BACKENDS
+
+
+def engine_named(name: str) -> Engine:
+    """The engine called ``name`` (:attr:`Engine.name`)."""
+    if name == "postgresql":
+        from spark_jobs.engines.postgresql import ENGINE as POSTGRESQL
+
+        return POSTGRESQL
+    if name == "mysql":
+        from spark_jobs.engines.mysql import ENGINE as MYSQL
+
+        return MYSQL
+    raise ConfigError(f"no engine {name!r} in sluice's catalogue")
+
+
+def with_source(field: T.StructField, engine: Engine, column: Column) -> T.StructField:
+    """``field`` carrying ``column`` of ``engine`` in its metadata."""
+    payload = {"engine": engine.name, "column": _column_json(column)}
+    return T.StructField(field.name, field.dataType, field.nullable,
+                         {**(field.metadata or {}), METADATA_KEY: payload})  # fmt: skip
+
+
+def source_column(field: T.StructField) -> tuple[Engine, Column] | None:
+    """The source engine and column a batch's ``field`` carries; None for a computed one.
+
+    A field renamed by ``columns:`` (``new: old``) keeps its source under its new name.
+    """
+    payload = (field.metadata or {}).get(METADATA_KEY)
+    if not payload:
+        return None
+    column = _column_from(payload["column"])
+    if column.name != field.name:
+        column = column.renamed(field.name)
+    return engine_named(payload["engine"]), column
+
+
+def _column_json(column: Column) -> dict[str, Any]:
+    data = dataclasses.asdict(column)
+    data["kind"] = column.kind.value
+    return data
+
+
+def _column_from(data: dict[str, Any]) -> Column:
+    values = dict(data)
+    values["kind"] = Kind(values["kind"])
+    values["labels"] = tuple(values.get("labels") or ())
+    values["user_types"] = tuple(
+        UserType(**{**u, "labels": tuple(u["labels"]), "checks": tuple(u["checks"])})
+        for u in values.get("user_types") or ()
+    )
+    return Column(**values)
+
+
+def column_json(column: Column) -> str:
+    """``column`` as JSON text (manifests, plans)."""
+    return json.dumps(_column_json(column), sort_keys=True)

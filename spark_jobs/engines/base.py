@@ -1,0 +1,242 @@
+"""What every engine of the catalogue is: its columns, its type rules, its mapping.
+
+An engine module (:mod:`spark_jobs.engines.postgresql`, ``mysql``, ``sqlite``,
+``parquet``) owns everything sluice knows about one kind of database, as a
+SQLAlchemy dialect does: how its column types are described, how their
+values are read (:class:`TypeRule`: the Spark type a value travels in, and
+the SQL that reads it so), how each source type becomes one of its own
+(:meth:`Engine.target_type`), and the text verify compares
+(:meth:`Engine.text_sql`). A type added or fixed is one line in the engine's
+table of rules.
+
+Values travel between engines in *carriers*: the Spark (and Arrow) type of a
+column in a batch. A carrier holds every value of its source type exactly:
+integers, floating point, booleans, text and bytes travel as themselves;
+every type that Spark cannot hold exactly (PostgreSQL's numeric with NaN,
+``infinity`` timestamps, MariaDB's zero dates, arrays, JSON, intervals…)
+travels as the server's own text form, which the target parses in its own
+column type. The mapping between engines goes by :class:`Kind`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from pyspark.sql import types as T
+
+from config.errors import TargetError
+
+
+class Kind(StrEnum):
+    """What a column's values are, whatever the engine calls its type: the mapping's key."""
+
+    BOOL = "boolean"
+    INT = "integer"
+    UINT = "unsigned integer"
+    DECIMAL = "decimal"
+    FLOAT = "floating point"
+    MONEY = "money"
+    TEXT = "text"
+    CHAR = "fixed-length text"
+    BYTES = "bytes"
+    UUID = "uuid"
+    JSON = "json"
+    DATE = "date"
+    TIME = "time"
+    TIMETZ = "time with time zone"
+    TIMESTAMP = "timestamp"
+    TIMESTAMPTZ = "timestamp with time zone"
+    INTERVAL = "interval"
+    YEAR = "year"
+    BIT = "bit string"
+    ENUM = "enum"
+    SET = "set"
+    ARRAY = "array"
+    NETWORK = "network address"
+    GEOMETRY = "geometry"
+    RANGE = "range"
+    OTHER = "other"
+
+
+@dataclass(frozen=True)
+class UserType:
+    """A type the source database defines (PostgreSQL): created in a target sluice creates.
+
+    ``kind``: ``enum`` (``labels`` in order) or ``domain`` (``base``: its
+    type, ``checks``: its constraints as SQL, ``not_null``, ``default``).
+    """
+
+    schema: str
+    name: str
+    kind: str
+    labels: tuple[str, ...] = ()
+    base: str = ""
+    checks: tuple[str, ...] = ()
+    not_null: bool = False
+    default: str | None = None
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column as its engine describes it.
+
+    ``type``: the engine's own spelling, as DDL takes it (``numeric(12,2)``,
+    ``character varying(40)``, ``text[]``, ``bigint unsigned``,
+    ``enum('a','b')``). ``base``: the name the engine's rules know it by
+    (a domain's base type, an array's element type for ``array``).
+    ``generated``: computed by the database (never written); ``identity``:
+    ``always`` or ``by default`` for identity columns.
+    """
+
+    name: str
+    type: str
+    base: str
+    kind: Kind
+    nullable: bool = True
+    generated: bool = False
+    identity: str | None = None
+    precision: int | None = None
+    scale: int | None = None
+    length: int | None = None
+    unsigned: bool = False
+    element: str | None = None
+    labels: tuple[str, ...] = ()
+    user_types: tuple[UserType, ...] = ()
+    dims: int = 0
+
+    def renamed(self, name: str) -> Column:
+        """The same column under another name (a ``columns:`` mapping that only renames)."""
+        return replace(self, name=name)
+
+
+@dataclass(frozen=True)
+class TypeRule:
+    """How one source type of an engine is read.
+
+    ``kind``: what its values are; ``carrier``: the Spark type they travel in
+    (None: decided per column, see :meth:`Engine.carrier`); ``read``: SQL
+    that reads the column as the carrier takes it (``{}`` is the quoted
+    column); ``text``: SQL printing the value as the server prints it, the
+    form verify compares; ``refused``: why sluice cannot move it, with the fix.
+    """
+
+    kind: Kind
+    carrier: T.DataType | None = field(default_factory=T.StringType)
+    read: str = "{}"
+    text: str = "{}"
+    refused: str | None = None
+
+
+@dataclass(frozen=True)
+class Mapped:
+    """What a source column becomes in a target engine: the target's type, and what changes.
+
+    ``change``: how values differ from the source's, in words ('' when they
+    arrive as they were). ``refused``: the column cannot be represented
+    there (a :meth:`Engine.target_type` that raises says the same).
+    """
+
+    type: str
+    change: str = ""
+
+
+class CannotEncode(ValueError):
+    """A column, or a value in it, that a bulk path cannot write exactly: another path,
+    or the text form, takes it."""
+
+
+class UnsupportedColumn(TargetError):
+    """A column that sluice cannot move as it is: a plan error before any batch.
+
+    Permanent: no retry can change a column's type.
+    """
+
+    transient = False
+    permanent = True
+
+
+class Engine(ABC):
+    """One engine's knowledge: rules per source type, mapping into its types, text forms.
+
+    Stateless; one instance per engine (:func:`spark_jobs.engines.engine_of`).
+    """
+
+    name: str
+    label: str
+
+    @abstractmethod
+    def rule(self, column: Column) -> TypeRule:
+        """The rule of ``column``'s type; one that refuses it when the catalogue has none."""
+
+    def carrier(self, column: Column) -> T.DataType:
+        """The Spark type ``column``'s values travel in."""
+        rule = self.rule(column)
+        if rule.refused is not None:
+            raise UnsupportedColumn(f"column {column.name!r} ({column.type}): {rule.refused}")
+        return rule.carrier if rule.carrier is not None else T.StringType()
+
+    @abstractmethod
+    def target_type(self, column: Column, source: Engine) -> Mapped:
+        """The type ``column`` of a ``source`` table gets in a table of this engine sluice
+        creates, and what changes; raises :class:`UnsupportedColumn` when none holds it."""
+
+    @abstractmethod
+    def spark_type(self, data_type: T.DataType, name: str, key: bool = False) -> str:
+        """This engine's type for a batch column known only by its Spark type (an SQS
+        field, a ``columns:`` expression); raises :class:`UnsupportedColumn`."""
+
+    @abstractmethod
+    def describe(self, conn: Any, schema: str | None, table: str) -> list[Column]:
+        """The columns of ``schema.table`` (None: the default schema) on the SQLAlchemy
+        connection ``conn``, in order; empty when there is no such table."""
+
+    def cast_sql(self, target: Column, staged: str, source: Kind | None = None) -> str | None:
+        """SQL (``{}``: the staged value) that puts a value staged in SQL type ``staged``
+        (of kind ``source``) into the ``target`` column; None where it goes in as it is."""
+        return None
+
+    def key_type(self, mapped: str) -> str:
+        """``mapped`` as the type of a key column (MySQL indexes no TEXT without a prefix)."""
+        return mapped
+
+    def prepare_types(self, conn: Any, columns: Sequence[Column]) -> None:
+        """Create what ``columns`` (of this engine) need before a table holds them (the
+        enums and domains a PostgreSQL table uses); nothing by default."""
+        return None
+
+    def leaving(self, column: Column, mapped: Mapped, target: Engine) -> Mapped:
+        """``mapped`` (``column``'s type in ``target``, by its kind), with what this engine
+        knows that changes on the way (MariaDB's zero dates)."""
+        return mapped
+
+    def text_sql(self, column: Column, quoted: str) -> str:
+        """SQL printing ``column`` (``quoted``) as this engine's server prints it."""
+        return self.rule(column).text.format(quoted)
+
+    def read_sql(self, column: Column, quoted: str) -> str:
+        """SQL reading ``column`` (``quoted``) as its carrier takes it."""
+        return self.rule(column).read.format(quoted)
+
+
+def carriers(engine: Engine, columns: Sequence[Column]) -> T.StructType:
+    """The Spark schema of a batch of ``columns`` read from ``engine``."""
+    return T.StructType([T.StructField(c.name, engine.carrier(c), True) for c in columns])
+
+
+def refusals(engine: Engine, columns: Sequence[Column]) -> list[str]:
+    """Why each column of ``columns`` that ``engine``'s catalogue cannot read is refused."""
+    found = []
+    for column in columns:
+        rule = engine.rule(column)
+        if rule.refused is not None:
+            found.append(f"column {column.name!r} ({column.type}): {rule.refused}")
+    return found
+
+
+def plain(value: Any) -> Any:
+    """A JSON-able form of a catalogue value (for plans and reports)."""
+    return value.value if isinstance(value, Kind) else value

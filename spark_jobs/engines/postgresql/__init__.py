@@ -1,0 +1,56 @@
+"""PostgreSQL: its catalogue (:mod:`.types`), its tables (:mod:`.catalog`), its reads
+(:mod:`.read`) and its text COPY format (:mod:`.textcopy`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from pyspark.sql import types as T
+
+from spark_jobs.engines.base import Column, Engine, Kind, Mapped, TypeRule
+from spark_jobs.engines.postgresql import catalog, types
+
+_NUMBERS = frozenset({Kind.INT, Kind.UINT, Kind.DECIMAL, Kind.FLOAT, Kind.MONEY, Kind.BOOL})
+
+
+class PostgreSQL(Engine):
+    """PostgreSQL 12 and later."""
+
+    name = "postgresql"
+    label = "PostgreSQL"
+
+    def rule(self, column: Column) -> TypeRule:
+        return types.rule(column)
+
+    def target_type(self, column: Column, source: Engine) -> Mapped:
+        if source.name == self.name:
+            return Mapped(column.type)  # the source's own type, user types created first
+        return source.leaving(column, types.from_kind(column), self)
+
+    def spark_type(self, data_type: T.DataType, name: str, key: bool = False) -> str:
+        return types.spark_type(data_type, name)
+
+    def cast_sql(self, target: Column, staged: str, source: Kind | None = None) -> str | None:
+        if staged.lower() == target.type.lower():
+            return None
+        if source in (Kind.DECIMAL, Kind.MONEY) and target.kind != Kind.DECIMAL:
+            # A decimal's text into an integer (or a float): as a number, not as text.
+            return f"CAST(CAST({{}} AS numeric) AS {target.type})"
+        if staged.lower() in ("text", "varchar"):
+            if target.base in ("text", "varchar", "bpchar", "name", "char"):
+                return None  # an explicit cast to varchar(n) would cut; INSERT refuses
+            return f"CAST({{}} AS {target.type})"
+        if source in _NUMBERS and target.kind in _NUMBERS - {Kind.BOOL}:
+            return f"CAST({{}} AS {target.type})"  # what would round is set aside before
+        # Through its text, as COPY takes every value: smallint has no cast to boolean.
+        return f"CAST(CAST({{}} AS text) AS {target.type})"
+
+    def describe(self, conn: sa.Connection, schema: str | None, table: str) -> list[Column]:
+        return catalog.describe(conn, schema, table)
+
+    def prepare_types(self, conn: sa.Connection, columns: Sequence[Column]) -> None:
+        catalog.create_user_types(conn, columns)
+
+
+ENGINE = PostgreSQL()

@@ -1,0 +1,183 @@
+"""A SQL source table's rows as a Spark DataFrame, read the way its engine reads best.
+
+PostgreSQL: ``COPY (SELECT …) TO STDOUT`` inside Spark tasks, one query per
+task (:mod:`spark_jobs.engines.postgresql.read`). Other engines: Spark's JDBC
+reader (:mod:`spark_jobs.jdbc_read`), over a query that reads each column as
+its carrier takes it.
+
+Either way each column travels in its carrier (see
+:mod:`spark_jobs.engines.base`) and carries its source column in its field's
+metadata. The table's columns are looked up at most every
+:data:`~spark_jobs.jdbc_read.SCHEMA_TTL` seconds, and again after a failed
+batch (:func:`forget_columns`).
+
+A frame read natively remembers how (:func:`native_queries`), so that a task
+that writes its rows straight into a target can run the read itself, the rows
+never passing through the JVM.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from cachetools import TTLCache
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+from sqlalchemy.pool import NullPool
+
+from config.errors import SourceError
+from spark_jobs.engines import engine_of, with_source
+from spark_jobs.engines.base import Column, Engine, carriers
+from spark_jobs.jdbc_read import SCHEMA_TTL
+
+_columns: TTLCache[tuple[str, str], list[Column]] = TTLCache(maxsize=256, ttl=SCHEMA_TTL)
+_columns_lock = threading.Lock()
+_native: weakref.WeakKeyDictionary[DataFrame, object] = weakref.WeakKeyDictionary()
+
+
+def table_columns(url: str, table: str) -> list[Column]:
+    """The columns of ``table`` (``schema.table`` or ``table``) at ``url``, as its engine
+    describes them; looked up at most every :data:`SCHEMA_TTL` seconds."""
+    key = (url, table)
+    with _columns_lock:
+        known = _columns.get(key)
+    if known is not None:
+        return known
+    engine = engine_of(url)
+    schema, _, name = table.rpartition(".")
+    # A connection of its own, closed at once: none kept idle against a connection limit.
+    looker = sa.create_engine(url, poolclass=NullPool)
+    try:
+        with looker.connect() as conn:
+            found = engine.describe(conn, schema or None, name)
+    finally:
+        looker.dispose()
+    if not found:
+        raise SourceError(f"table {table} not found in the source database")
+    with _columns_lock:
+        _columns[key] = found
+    return found
+
+
+def forget_columns(url: str, table: str) -> None:
+    """Look ``table``'s columns up again on the next read (a batch failed: it may have changed)."""
+    with _columns_lock:
+        _columns.pop((url, table), None)
+
+
+def batch_schema(engine: Engine, columns: Sequence[Column], as_text: bool = False) -> T.StructType:
+    """The Spark schema of a batch of ``columns``: carriers (``as_text``: text), each field
+    carrying its column."""
+    plain = carriers(engine, columns)
+    if as_text:
+        plain = T.StructType([T.StructField(f.name, T.StringType(), True) for f in plain.fields])
+    return T.StructType(
+        [with_source(f, engine, c) for f, c in zip(plain.fields, columns, strict=True)]
+    )
+
+
+def native_frame(
+    spark: SparkSession, url: str, table_sql: str, columns: Sequence[Column], where: list[str],
+    as_text: bool = False,
+) -> DataFrame:  # fmt: skip
+    """The rows matching each of ``where`` (SQL), one Spark task per condition, read by the
+    engine's own protocol (PostgreSQL: COPY). ``as_text``: every value as the server
+    prints it (:meth:`~spark_jobs.engines.base.Engine.text_sql`), what verify compares."""
+    from spark_jobs.engines.postgresql import read as pg_read
+
+    engine = engine_of(url)
+    schema = batch_schema(engine, columns, as_text)
+    dialect = sa.make_url(url).get_dialect()()
+    quote = dialect.identifier_preparer.quote
+    read = engine.text_sql if as_text else engine.read_sql
+    reads = [f"{read(c, quote(c.name))} AS {quote(c.name)}" for c in columns]
+    queries = pg_read.Queries(
+        pg_read.conninfo(url),
+        tuple(pg_read.select(reads, table_sql, w) for w in where),
+        to_arrow_schema(T.StructType([T.StructField(f.name, f.dataType) for f in schema])),
+    )
+    tasks = spark.range(0, len(queries.queries), 1, max(1, len(queries.queries)))
+    frame = tasks.mapInArrow(queries.rows, schema)
+    _native[frame] = queries
+    return frame
+
+
+def jdbc_catalogued_frame(
+    spark: SparkSession,
+    url: str,
+    table_sql: str,
+    columns: Sequence[Column],
+    key: Sequence[str],
+    where: list[str],
+    read_url: str,
+    properties: dict[str, str],
+    as_text: bool = False,
+) -> DataFrame:
+    """The rows matching each of ``where`` through Spark's JDBC reader, one partition per
+    condition, each column read by its rule's SQL into its carrier (``as_text``: as the
+    server prints it, see :func:`native_frame`).
+
+    The conditions compare the key's own columns (by its index, in its own order); a key
+    column read by other SQL (a datetime as text) is read twice, as it is and as text.
+    """
+    import pyspark.sql.functions as F
+
+    from spark_jobs.jdbc_read import jdbc_frame
+
+    engine = engine_of(url)
+    schema = batch_schema(engine, columns, as_text)
+    quote = sa.make_url(url).get_dialect()().identifier_preparer.quote
+    reader = engine.text_sql if as_text else engine.read_sql
+    selected, fields, final = [], [], []
+    for column, field in zip(columns, schema.fields, strict=True):
+        name = quote(column.name)
+        read = reader(column, name)
+        alias = column.name
+        if read != name and column.name in key:
+            selected.append(f"{name} AS {name}")  # for the conditions, not read
+            alias = f"_sluice_text_{len(selected)}"
+        selected.append(f"{read} AS {quote(alias)}")
+        fields.append(f"{_spark_name(alias)} {field.dataType.simpleString()}")
+        final.append(F.col(_spark_name(alias)).alias(column.name, metadata=field.metadata))
+    plain = len(selected) == len(columns) and all(
+        part == f"{quote(c.name)} AS {quote(c.name)}"
+        for part, c in zip(selected, columns, strict=True)
+    )
+    relation = table_sql if plain else f"(SELECT {', '.join(selected)} FROM {table_sql}) rows_"
+    frame = jdbc_frame(spark, read_url, relation, where,
+                       {**properties, "customSchema": ", ".join(fields)})  # fmt: skip
+    return frame.select(*final)
+
+
+def _spark_name(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def native_queries(frame: DataFrame) -> object | None:
+    """How ``frame`` reads its rows in its tasks, when it was made by :func:`native_frame`
+    and nothing since (a ``columns:`` mapping makes a new frame): the queries, one per
+    partition, whose ``rows(tasks)`` a task may run itself. None otherwise."""
+    return _native.get(frame)
+
+
+def native_tasks(frame: DataFrame, partitions: int | None = None) -> DataFrame:
+    """The task numbers of a native ``frame``'s reads, in ``partitions`` partitions (default:
+    one per read), for a task to run :func:`native_queries`' ``rows`` on."""
+    queries = _native[frame]
+    count = len(queries.queries)  # type: ignore[attr-defined]
+    return frame.sparkSession.range(0, count, 1, max(1, partitions or count))
+
+
+def has_native_reader(url: str) -> bool:
+    """Whether the engine of ``url`` is read natively here (PostgreSQL, through psycopg 3)."""
+    if sa.make_url(url).get_backend_name() != "postgresql":
+        return False
+    try:
+        import psycopg  # noqa: F401 - an optional driver (sluice[postgres])
+    except ImportError:
+        return False
+    return True

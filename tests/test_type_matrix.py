@@ -1,0 +1,188 @@
+"""Every value arrives as it was: a table of every type, migrated by a daemon, compared by
+the databases themselves (see :mod:`tests.type_matrix`). The matrix each test prints is
+the README's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from tests.helpers import drain, write_config
+from tests.type_matrix import (
+    MARIADB_CANONICAL,
+    MARIADB_TO_PG,
+    MARIADB_TYPES,
+    PG_CANONICAL,
+    PG_ON_MARIADB,
+    PG_TO_MARIADB,
+    PG_TYPES,
+    REJECTED,
+    column_name,
+    compare,
+    libpq_url,
+    mariadb_create_source,
+    mariadb_schema_copy,
+    mariadb_texts,
+    pg_create_source,
+    pg_schema_copy,
+    pg_texts,
+    pg_types,
+)
+
+ONE_BATCH = """
+batch: {max_items: 1000, max_wait: 200ms}
+retry: {max_attempts: 2, backoff: 1s}
+spark: {master: "local[2]", max_concurrent_imports: 2}
+"""
+
+
+def _config(tmp_path: Path, source: str, target: str) -> tuple[Path, Any]:
+    return write_config(tmp_path, f"""
+ledger: sqlite:///{tmp_path}/ledger.db
+sources:
+  matrix:
+    kind: sql
+    url: '{source}'
+    table: matrix
+    key: id
+    target: warehouse.matrix
+targets:
+  warehouse: {{kind: jdbc, url: '{target}'}}
+{ONE_BATCH}""")  # fmt: skip
+
+
+@pytest.mark.spark
+@pytest.mark.postgres
+@pytest.mark.parametrize("precreated", [False, True], ids=["created", "pg_dump_ddl"])
+def test_postgresql_to_postgresql_keeps_every_value(
+    tmp_path: Path, pg_factory: Any, spark: Any, precreated: bool
+) -> None:
+    source, target = pg_factory.create("mx_src"), pg_factory.create("mx_dst")
+    rows = pg_create_source(source, "matrix", PG_TYPES)
+    if precreated:
+        pg_schema_copy(source, target)
+        # A row of the batch's range already there: the batch is staged and upserted
+        # (casts into the table's types, identity overridden), not COPYed straight in.
+        _copy_row(source, target, "matrix", key=1)
+    path, cfg = _config(tmp_path, source, target)
+    summary = drain(cfg, path, spark)
+    assert summary.exit_code == 0, summary
+
+    columns = [column_name(t) for t, _ in PG_TYPES] + ["n_identity", "n_generated"]
+    shown = [t for t, _ in PG_TYPES] + ["identity column", "generated column"]
+    copied = pg_texts(target, "matrix", columns)
+    matrix = compare(pg_texts(source, "matrix", columns), copied, columns, shown,
+                     "postgresql -> postgresql")  # fmt: skip
+    print(f"\n{matrix.table()}")
+    assert len(copied) == rows
+    assert all(r == "same" for r in matrix.results.values()), matrix.table()
+    source_types, target_types = pg_types(source, "matrix"), pg_types(target, "matrix")
+    assert {c: source_types[c] for c in columns[:-2]} == {c: target_types[c] for c in columns[:-2]}
+
+
+def _copy_row(source: str, target: str, table: str, key: int) -> None:
+    """One row of ``source``'s table into ``target``'s, by COPY's text (what pg_dump does)."""
+    import psycopg
+
+    with psycopg.connect(libpq_url(source)) as src, psycopg.connect(libpq_url(target)) as dst:
+        names = [r[0] for r in src.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
+            "AND NOT attisdropped AND attgenerated = '' ORDER BY attnum", (table,))]  # fmt: skip
+        listed = ", ".join(names)
+        data = bytearray()
+        with src.cursor().copy(f"COPY (SELECT {listed} FROM {table} WHERE id = {key}) TO STDOUT") \
+                as out:  # fmt: skip
+            for chunk in out:
+                data += chunk
+        with dst.cursor().copy(f"COPY {table} ({listed}) FROM STDIN") as into:
+            into.write(bytes(data))
+    assert sa  # the module's engines are the helpers'
+
+
+@pytest.mark.spark
+@pytest.mark.mariadb
+@pytest.mark.parametrize("precreated", [False, True], ids=["created", "mariadb_dump_ddl"])
+def test_mariadb_to_mariadb_keeps_every_value(
+    tmp_path: Path, mariadb_factory: Any, spark: Any, precreated: bool
+) -> None:
+    source, target = mariadb_factory.create("mx_src"), mariadb_factory.create("mx_dst")
+    rows = mariadb_create_source(source, "matrix", MARIADB_TYPES)
+    if precreated:
+        mariadb_schema_copy(source, target)
+    path, cfg = _config(tmp_path, source, target)
+    summary = drain(cfg, path, spark)
+    assert summary.exit_code == 0, summary
+
+    columns = [column_name(t) for t, _ in MARIADB_TYPES] + ["n_generated"]
+    ddls = [t for t, _ in MARIADB_TYPES] + ["bigint"]
+    copied = mariadb_texts(target, "matrix", columns, ddls)
+    matrix = compare(mariadb_texts(source, "matrix", columns, ddls), copied, columns,
+                     ddls[:-1] + ["generated column"], "mariadb -> mariadb")  # fmt: skip
+    print(f"\n{matrix.table()}")
+    assert len(copied) == rows
+    assert all(r == "same" for r in matrix.results.values()), matrix.table()
+
+
+@pytest.mark.spark
+@pytest.mark.mariadb
+@pytest.mark.postgres
+def test_mariadb_to_postgresql_changes_values_only_as_the_mapping_says(
+    tmp_path: Path, mariadb_factory: Any, pg_factory: Any, spark: Any
+) -> None:
+    source, target = mariadb_factory.create("mx_src"), pg_factory.create("mx_dst")
+    rows = mariadb_create_source(source, "matrix", MARIADB_TYPES)
+    path, cfg = _config(tmp_path, source, target)
+    summary = drain(cfg, path, spark)
+    refused = [t for t, vals in MARIADB_TYPES for v in vals
+               if t in ("tinyint(1)",) and v not in ("0", "1")]  # fmt: skip
+    assert summary.exit_code == 1 and summary.stats.rows_rejected == len(refused), summary
+    assert summary.stats.zero_dates == {"matrix.c_date": 1, "matrix.c_datetime_6": 1}
+
+    columns = [column_name(t) for t, _ in MARIADB_TYPES] + ["n_generated"]
+    ddls = [t for t, _ in MARIADB_TYPES] + ["generated column"]
+    copied = pg_texts(target, "matrix", columns)
+    matrix = compare(mariadb_texts(source, "matrix", columns, [*ddls[:-1], "bigint"]), copied,
+                     columns, ddls, "mariadb -> postgresql", MARIADB_TO_PG,
+                     PG_CANONICAL)  # fmt: skip
+    print(f"\n{matrix.table()}")
+    assert len(copied) == rows - len(refused)
+    assert not [r for r in matrix.results.values() if r.startswith("DIFFERENT")], matrix.table()
+
+
+@pytest.mark.spark
+@pytest.mark.mariadb
+@pytest.mark.postgres
+def test_postgresql_to_mariadb_changes_values_only_as_the_mapping_says(
+    tmp_path: Path, mariadb_factory: Any, pg_factory: Any, spark: Any
+) -> None:
+    source, target = pg_factory.create("mx_src"), mariadb_factory.create("mx_dst")
+    rows = pg_create_source(source, "matrix", PG_TYPES)
+    path, cfg = _config(tmp_path, source, target)
+    summary = drain(cfg, path, spark)
+    refused = [v for t, vals in PG_TYPES for v in vals
+               if t in PG_TO_MARIADB and PG_TO_MARIADB[t](_pg_text(source, t, v)) == REJECTED]
+
+    columns = [column_name(t) for t, _ in PG_TYPES] + ["n_identity", "n_generated"]
+    shown = [t for t, _ in PG_TYPES] + ["identity column", "generated column"]
+    ddls = [PG_ON_MARIADB.get(t, "text") for t in shown]
+    copied = mariadb_texts(target, "matrix", columns, ddls)
+    matrix = compare(pg_texts(source, "matrix", columns), copied, columns, shown,
+                     "postgresql -> mariadb", PG_TO_MARIADB, MARIADB_CANONICAL)  # fmt: skip
+    print(f"\n{matrix.table()}")
+    assert summary.exit_code == 1 and summary.stats.rows_rejected == len(refused), summary
+    assert len(copied) == rows - len(refused)
+    assert not [r for r in matrix.results.values() if r.startswith("DIFFERENT")], matrix.table()
+
+
+def _pg_text(url: str, ddl: str, literal: str) -> str:
+    """How PostgreSQL prints ``literal`` of type ``ddl`` (in UTC)."""
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        conn.execute(sa.text("SET TimeZone = 'UTC'"))
+        text = conn.exec_driver_sql(f"SELECT (({literal})::{ddl})::text".replace("%", "%%"))
+        value = str(text.scalar())
+    engine.dispose()
+    return value

@@ -1,0 +1,444 @@
+"""The type matrix: a table with a column of every type of a source engine's catalogue,
+its values the type's extremes and special values (and NULL), migrated by a daemon, then
+compared column by column by the databases themselves (``col::text``, ``CAST(col AS
+CHAR)``), never through sluice's read path.
+
+Each spec is ``(type as DDL, [values as SQL literals])``; each value is a row of its
+own, NULL in every other column (so that a value another engine refuses takes only its
+own row with it), and one more row is NULL in every column.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+Spec = tuple[str, list[str]]
+
+PG_PREAMBLE = (
+    "CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy', 'it''s \"odd\"')",
+    "CREATE DOMAIN posint AS integer CHECK (VALUE > 0)",
+    "CREATE DOMAIN email AS text CHECK (VALUE LIKE '%@%')",
+)
+
+PG_TYPES: list[Spec] = [
+    ("smallint", ["-32768", "32767", "0"]),
+    ("integer", ["-2147483648", "2147483647"]),
+    ("bigint", ["-9223372036854775808", "9223372036854775807"]),
+    ("numeric", ["'NaN'", "'123456789012345678901234567890.123456789012345678901'",
+                 "'-0.000000000000000000000000000001'", "'0'", "'Infinity'"]),
+    ("numeric(12,2)", ["'-9999999999.99'", "'0.10'", "'NaN'"]),
+    ("numeric(38,0)", ["'99999999999999999999999999999999999999'", "'-1'"]),
+    ("real", ["'NaN'", "'Infinity'", "'-Infinity'", "'1.17549435e-38'", "'3.4028235e+38'",
+              "'-0'", "'0.1'"]),
+    ("double precision", ["'NaN'", "'-Infinity'", "'4.9e-324'", "'1.7976931348623157e308'",
+                          "'0.1'", "'-0'"]),
+    ("money", ["'-92233720368547758.08'", "'92233720368547758.07'", "'0.01'"]),
+    ("boolean", ["true", "false"]),
+    ("text", ["E'tab\\there\\nnew line\\\\back\\\\slash \"q\" ''s'' \\r'", "''",
+              "'ünïcødé 日本語 😀'", "'\\N'"]),
+    ("varchar(10)", ["'abc'", "''", "'0123456789'"]),
+    ("char(5)", ["'ab'", "'abcde'", "''"]),
+    ("bytea", ["'\\x00ff5c0a09'", "''", "'\\x5c4e'"]),
+    ("uuid", ["'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'", "'00000000-0000-0000-0000-000000000000'",
+              "'ffffffff-ffff-ffff-ffff-ffffffffffff'"]),
+    ("json", ["'{\"b\":1,  \"a\":[1,2,null]}'", "'[]'", "'\"x\\\\ty\"'"]),
+    ("jsonb", ["'{\"b\":1,  \"a\":[1,2,null], \"c\": {\"d\": \"\\u00e9\"}}'", "'null'",
+               "'12345678901234567890.123'"]),
+    ("date", ["'infinity'", "'-infinity'", "'4713-01-01 BC'", "'5874897-12-31'",
+              "'2024-02-29'"]),
+    ("timestamp", ["'infinity'", "'-infinity'", "'4713-01-01 00:00:00 BC'",
+                   "'294276-12-31 23:59:59.999999'", "'2024-01-01 00:00:00.000001'"]),
+    ("timestamp(3)", ["'2024-01-01 00:00:00.123'", "'1999-12-31 23:59:59.999'"]),
+    ("timestamptz", ["'infinity'", "'-infinity'", "'2024-10-27 01:30:00.123456+02'",
+                     "'1900-01-01 00:00:00+00'", "'0044-03-15 12:00:00+00 BC'"]),
+    ("time", ["'00:00:01.000001'", "'24:00:00'", "'23:59:59.999999'"]),
+    ("timetz", ["'12:00:00.000001+01'", "'00:00:00-15:59'", "'24:00:00+15:59'"]),
+    ("interval", ["'1 year 2 mons -3 days 04:05:06.000007'", "'-178000000 years'", "'0'",
+                  "'-00:00:00.000001'"]),
+    ("bit(8)", ["B'00000001'", "B'10101010'"]),
+    ("varbit", ["B''", "B'101'"]),
+    ("inet", ["'10.1.2.3/8'", "'::ffff:1.2.3.4/128'", "'192.168.0.1'"]),
+    ("cidr", ["'10.0.0.0/8'", "'2001:db8::/32'"]),
+    ("macaddr", ["'08:00:2b:01:02:03'"]),
+    ("macaddr8", ["'08:00:2b:01:02:03:04:05'"]),
+    ("point", ["'(1.5,-2)'", "'(NaN,Infinity)'"]),
+    ("line", ["'{1,2,3}'"]),
+    ("lseg", ["'[(0,0),(1,1)]'"]),
+    ("box", ["'(1,1),(0,0)'"]),
+    ("path", ["'[(0,0),(1,1),(2,0)]'", "'((0,0),(1,1))'"]),
+    ("polygon", ["'((0,0),(1,1),(1,0))'"]),
+    ("circle", ["'<(0,0),1.5>'"]),
+    ("int4range", ["'[1,5)'", "'empty'", "'(,)'"]),
+    ("numrange", ["'[1.5,2.25)'", "'(,0]'"]),
+    ("tstzrange", ["'[2024-01-01 00:00:00+00,infinity)'"]),
+    ("int4multirange", ["'{[1,3), [5,8)}'", "'{}'"]),
+    ("text[]", ["'{\"a b\",NULL,\"q\\\"x\",\"\",\"NULL\"}'", "'{}'", "'{{a,b},{c,d}}'"]),
+    ("integer[]", ["'{1,NULL,-3}'", "'{}'", "'[0:1]={7,8}'"]),
+    ("numeric[]", ["'{NaN,1.50}'"]),
+    ("timestamptz[]", ["'{infinity,\"2024-01-01 00:00:00+00\"}'"]),
+    ("mood", ["'sad'", "'it''s \"odd\"'"]),
+    ("mood[]", ["'{sad,happy}'", "'{}'"]),
+    ("posint", ["1", "2147483647"]),
+    ("email", ["'a@b'"]),
+    ("tsvector", ["'a fat:1 cat'"]),
+    ("tsquery", ["'fat & (rat | cat)'"]),
+    ("xml", ["'<a x=\"1\">t</a>'"]),
+    ("pg_lsn", ["'16/B374D848'"]),
+]
+
+
+def column_name(ddl: str) -> str:
+    """A column name for a type: ``c_`` and the type's letters and digits."""
+    name = re.sub(r"[^a-z0-9]+", "_", ddl.lower().replace("[]", " array")).strip("_")
+    return f"c_{name}"
+
+
+def rows_of(specs: Sequence[Spec]) -> int:
+    """Rows the matrix table holds: one per value, and a NULL row."""
+    return sum(len(values) for _, values in specs) + 1
+
+
+def cells(specs: Sequence[Spec]) -> list[tuple[int, int, str]]:
+    """``(row key, column index, value)`` of each value of the matrix, in row order."""
+    found, key = [], 1
+    for index, (_, values) in enumerate(specs):
+        for value in values:
+            found.append((key, index, value))
+            key += 3
+    return found
+
+
+@dataclass
+class Matrix:
+    """A type matrix's outcome: per type, what the migration did to its values."""
+
+    pair: str
+    results: dict[str, str] = field(default_factory=dict)
+
+    def table(self) -> str:
+        """The matrix as a table (engine pair, type, result)."""
+        width = max(len(t) for t in self.results)
+        lines = [f"{'pair':<20} {'type':<{width}} result"]
+        lines += [f"{self.pair:<20} {t:<{width}} {r}" for t, r in self.results.items()]
+        return "\n".join(lines)
+
+
+def pg_create_source(url: str, table: str, specs: Sequence[Spec], key: str = "id") -> int:
+    """Create and fill the PostgreSQL matrix ``table`` (with an identity and a generated
+    column); return its rows."""
+    columns = ", ".join(f"{column_name(t)} {t}" for t, _ in specs)
+    count = rows_of(specs)
+    selects = []
+    for row_key, index, value in [*cells(specs), (len(cells(specs)) * 3 + 1, -1, "")]:
+        values = [f"({value})::{t}" if i == index else "NULL" for i, (t, _) in enumerate(specs)]
+        selects.append(f"SELECT {row_key}, {', '.join(values)}")
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        for statement in PG_PREAMBLE:
+            conn.execute(sa.text(statement))
+        conn.execute(sa.text(
+            f"CREATE TABLE {table} ({key} bigint PRIMARY KEY, {columns}, "
+            "n_identity integer GENERATED ALWAYS AS IDENTITY, "
+            f"n_generated bigint GENERATED ALWAYS AS ({key} * 2) STORED)"
+        ))  # fmt: skip
+        names = ", ".join([key, *[column_name(t) for t, _ in specs]])
+        for select in selects:
+            conn.exec_driver_sql(f"INSERT INTO {table} ({names}) {select}".replace("%", "%%"))
+    engine.dispose()
+    return count
+
+
+def libpq_url(url: str) -> str:
+    """A SQLAlchemy PostgreSQL URL as libpq's tools take it."""
+    return sa.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def pg_schema_copy(source: str, target: str) -> None:
+    """The source database's DDL into the target, as ``pg_dump --schema-only | psql`` does."""
+    dump = subprocess.run(["pg_dump", "--schema-only", "--no-owner", libpq_url(source)],
+                          check=True, capture_output=True, text=True).stdout  # fmt: skip
+    subprocess.run(["psql", "-q", "-v", "ON_ERROR_STOP=1", libpq_url(target)], input=dump,
+                   check=True, capture_output=True, text=True)  # fmt: skip
+
+
+def pg_texts(url: str, table: str, columns: Sequence[str], key: str = "id") -> dict[Any, tuple]:
+    """Every row's columns as PostgreSQL prints them (``col::text``), by key, in UTC."""
+    listed = ", ".join(f"{c}::text" for c in columns)
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        conn.execute(sa.text("SET TimeZone = 'UTC'"))
+        rows = conn.execute(sa.text(f"SELECT {key}, {listed} FROM {table} ORDER BY {key}"))
+        found = {row[0]: tuple(row[1:]) for row in rows}
+    engine.dispose()
+    return found
+
+
+def pg_types(url: str, table: str) -> dict[str, str]:
+    """Each column's type as ``format_type`` shows it."""
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text(
+            "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = to_regclass(:t) AND attnum > 0 AND NOT attisdropped"
+        ), {"t": table}).all()  # fmt: skip
+    engine.dispose()
+    return dict(rows)
+
+
+REJECTED = "<rejected>"
+"""What an expectation gives for a value the target refuses (its row is a reject)."""
+
+
+def compare(source: dict[Any, tuple], target: dict[Any, tuple], columns: Sequence[str],
+            types: Sequence[str], pair: str,
+            expect: dict[str, Callable[[Any], Any]] | None = None,
+            canonical: dict[str, Callable[[Any], Any]] | None = None) -> Matrix:  # fmt: skip
+    """Per type: ``same`` when every value of its column is equal on both sides (or, by
+    ``expect[type](source text)``, as the mapping says), else the first value that is not.
+
+    A row missing from the target is :data:`REJECTED` there.
+    """
+    matrix = Matrix(pair)
+    expect, canonical = expect or {}, canonical or {}
+    refused = {  # rows the mapping refuses for some column's value
+        key for key, row in source.items()
+        for value, shown in zip(row, types, strict=True)
+        if value is not None and shown in expect and expect[shown](value) == REJECTED
+    }  # fmt: skip
+    for index, (name, shown) in enumerate(zip(columns, types, strict=True)):
+        mapping = expect.get(shown)
+        differing, rejected = [], 0
+        for key, row in source.items():
+            was = row[index]
+            wanted = was if mapping is None or was is None else mapping(was)
+            mapped = None if mapping is None or was is None else mapping(was)
+            if key in refused and mapped != REJECTED:
+                continue  # a row refused for another column's value
+            now = target[key][index] if key in target else REJECTED
+            if now not in (None, REJECTED) and shown in canonical:
+                now = canonical[shown](now)
+            if now == REJECTED and wanted == REJECTED and was is not None:
+                rejected += 1
+            if now != wanted:
+                differing.append((key, was, wanted, now))
+        if differing:
+            key, was, wanted, now = differing[0]
+            matrix.results[shown] = (
+                f"DIFFERENT at {key}: {was!r} -> {now!r}, expected {wanted!r} ({name})"
+            )
+        else:
+            mapped = "same" if mapping is None else "as mapped"
+            matrix.results[shown] = mapped + (f", {rejected} refused" if rejected else "")
+    return matrix
+
+
+MARIADB_TYPES: list[Spec] = [
+    ("tinyint", ["-128", "127"]),
+    ("tinyint(1)", ["0", "1", "5", "-1"]),
+    ("tinyint unsigned", ["0", "255"]),
+    ("smallint", ["-32768", "32767"]),
+    ("smallint unsigned", ["65535"]),
+    ("mediumint", ["-8388608", "8388607"]),
+    ("mediumint unsigned", ["16777215"]),
+    ("int", ["-2147483648", "2147483647"]),
+    ("int unsigned", ["4294967295", "0"]),
+    ("bigint", ["-9223372036854775808", "9223372036854775807"]),
+    ("bigint unsigned", ["18446744073709551615", "0", "9223372036854775808"]),
+    ("decimal(65,30)", ["'12345678901234567890123456789012345.123456789012345678901234567890'",
+                        "-0.000000000000000000000000000001"]),
+    ("decimal(12,2)", ["-9999999999.99", "0.10"]),
+    ("float", ["-3.40282e38", "1.17549e-38", "0.1", "0"]),
+    ("double", ["1.7976931348623157e308", "4.9e-324", "0.1", "-0.0"]),
+    ("bit(1)", ["b'0'", "b'1'"]),
+    ("bit(8)", ["b'00000001'", "b'10101010'"]),
+    ("bit(64)", ["b'" + "1" * 64 + "'", "b'0'"]),
+    ("char(5)", ["'ab'", "''", "'abcde'"]),
+    ("varchar(20)", ["'tab\\there\\nnl\\\\'", "''", "'ünï 日本 😀'"]),
+    ("text", ["'\"q\" ''s'' \\\\N'", "''"]),
+    ("binary(4)", ["x'00ff'", "x'5c4e0a09'"]),
+    ("varbinary(8)", ["x'00ff5c0a'", "''"]),
+    ("blob", ["x'0009'"]),
+    ("date", ["'0000-00-00'", "'1000-01-01'", "'9999-12-31'", "'2024-02-29'"]),
+    ("datetime(6)", ["'0000-00-00 00:00:00'", "'1000-01-01 00:00:00.000000'",
+                     "'9999-12-31 23:59:59.999999'"]),
+    ("datetime", ["'2024-01-01 10:00:00'"]),
+    ("timestamp(6)", ["'1970-01-01 00:00:01.000000'", "'2038-01-19 03:14:07.999999'"]),
+    ("time(6)", ["'838:59:59.000000'", "'-838:59:59.000000'", "'00:00:00.000001'"]),
+    ("year", ["0", "1901", "2155"]),
+    ("enum('paid','new','it''s')", ["'paid'", "'it''s'"]),
+    ("set('red','green','blue')", ["'red,blue'", "''"]),
+    ("json", ["'{\"b\": 1,  \"a\":2}'", "'[]'"]),
+    ("uuid", ["'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'"]),
+    ("inet4", ["'10.1.2.3'"]),
+    ("inet6", ["'::1'"]),
+]
+MARIADB_SESSION = "SET time_zone = '+00:00', sql_mode = 'STRICT_TRANS_TABLES'"
+
+
+def mariadb_create_source(url: str, table: str, specs: Sequence[Spec], key: str = "id") -> int:
+    """Create and fill the MariaDB matrix ``table`` (with a generated column)."""
+    count = rows_of(specs)
+    columns = ", ".join(f"`{column_name(t)}` {t} NULL" for t, _ in specs)
+    names = ", ".join([key, *[f"`{column_name(t)}`" for t, _ in specs]])
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(MARIADB_SESSION)
+        conn.exec_driver_sql(
+            f"CREATE TABLE {table} ({key} bigint unsigned PRIMARY KEY, {columns}, "
+            f"n_generated bigint AS ({key} * 2) PERSISTENT) CHARACTER SET utf8mb4"
+        )
+        for row_key, index, value in [*cells(specs), (len(cells(specs)) * 3 + 1, -1, "")]:
+            values = [value if i == index else "NULL" for i in range(len(specs))]
+            conn.exec_driver_sql(
+                f"INSERT INTO {table} ({names}) VALUES ({row_key}, {', '.join(values)})"
+                .replace("%", "%%")
+            )
+    engine.dispose()
+    return count
+
+
+def mariadb_text(column: str, ddl: str) -> str:
+    """How MariaDB prints a value of ``ddl`` (its bits as digits, its bytes in hex)."""
+    if ddl.startswith("bit"):
+        return f"BIN(`{column}`)"
+    if ddl in ("float", "real"):
+        return f"CAST(`{column}` AS DOUBLE)"  # CAST(… AS CHAR) prints 6 digits of a float
+    if "binary" in ddl or "blob" in ddl:
+        return f"HEX(`{column}`)"
+    return f"CAST(`{column}` AS CHAR)"
+
+
+def mariadb_texts(url: str, table: str, columns: Sequence[str], ddls: Sequence[str],
+                  key: str = "id") -> dict[Any, tuple]:  # fmt: skip
+    """Every row's columns as MariaDB prints them, by key, in UTC."""
+    listed = ", ".join(mariadb_text(c, d) for c, d in zip(columns, ddls, strict=True))
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        conn.exec_driver_sql(MARIADB_SESSION)
+        rows = conn.exec_driver_sql(f"SELECT {key}, {listed} FROM {table} ORDER BY {key}")
+        found = {row[0]: tuple(row[1:]) for row in rows}
+    engine.dispose()
+    return found
+
+
+def mariadb_schema_copy(source: str, target: str) -> None:
+    """The source database's DDL into the target, as ``mariadb-dump --no-data | mariadb``."""
+    src, dst = sa.make_url(source), sa.make_url(target)
+
+    def args(url: sa.URL) -> list[str]:
+        return [f"-h{url.host}", f"-P{url.port or 3306}", f"-u{url.username}"]
+
+    dump = subprocess.run(["mariadb-dump", "--no-data", *args(src), str(src.database)],
+                          check=True, capture_output=True, text=True).stdout  # fmt: skip
+    subprocess.run(["mariadb", *args(dst), str(dst.database)], input=dump, check=True,
+                   capture_output=True, text=True)  # fmt: skip
+
+
+def _number(text: str) -> str:
+    """A float's text as a canonical double's."""
+    return repr(float(text))
+
+
+def _float32(text: str) -> str:
+    import struct
+
+    return repr(struct.unpack("f", struct.pack("f", float(text)))[0])
+
+
+def _timestamp(text: str) -> str:
+    """A timestamp's text without trailing zero fractions (how PostgreSQL prints it)."""
+    head, dot, fraction = text.partition(".")
+    fraction = fraction.rstrip("0")
+    return head + ("." + fraction if fraction else "")
+
+
+def _json(text: str) -> str:
+    import json
+
+    return json.dumps(json.loads(text), sort_keys=True)
+
+
+def _pg_bool(text: str) -> str:
+    return {"0": "false", "1": "true"}.get(text, REJECTED)
+
+
+MARIADB_TO_PG: dict[str, Callable[[Any], Any]] = {
+    "tinyint(1)": _pg_bool,
+    "bit(1)": _pg_bool,
+    "bit(8)": lambda t: t.zfill(8),
+    "bit(64)": lambda t: t.zfill(64),
+    "float": _float32,
+    "double": _number,
+    "binary(4)": lambda t: "\\x" + t.lower(),
+    "varbinary(8)": lambda t: "\\x" + t.lower(),
+    "blob": lambda t: "\\x" + t.lower(),
+    "date": lambda t: None if t.startswith("0000") else t,
+    "datetime(6)": lambda t: None if t.startswith("0000") else _timestamp(t),
+    "timestamp(6)": lambda t: _timestamp(t) + "+00",
+    "time(6)": _timestamp,
+    "year": lambda t: str(int(t)),
+    "set('red','green','blue')": lambda t: "{" + t + "}",
+    "json": _json,
+    "inet4": lambda t: t + "/32",  # inet::text shows the prefix length
+    "inet6": lambda t: t + "/128",
+}
+"""The documented mapping, MariaDB's text of a value → PostgreSQL's (``::text``)."""
+PG_CANONICAL: dict[str, Callable[[Any], Any]] = {
+    "float": _float32, "double": _number, "json": _json,
+}
+"""How the PostgreSQL side's text is read for the types whose text differs in form only."""
+
+
+def _pg_float_to_mariadb(text: str) -> str:
+    if text in ("NaN", "Infinity", "-Infinity"):
+        return REJECTED
+    return _float32(text.removeprefix("-") if text == "-0" else text)  # MySQL keeps no -0
+
+
+def _pg_double_to_mariadb(text: str) -> str:
+    if text in ("NaN", "Infinity", "-Infinity"):
+        return REJECTED
+    return _number(text.removeprefix("-") if text == "-0" else text)
+
+
+def _pg_date_to_mariadb(text: str) -> str:
+    if "infinity" in text or text.endswith(" BC") or len(text.split("-")[0]) > 4:
+        return REJECTED
+    return text
+
+
+def _pg_timestamp_to_mariadb(text: str) -> str:
+    text = text.removesuffix("+00")
+    return _pg_date_to_mariadb(_timestamp(text))
+
+
+PG_TO_MARIADB: dict[str, Callable[[Any], Any]] = {
+    "numeric(12,2)": lambda t: REJECTED if t == "NaN" else t,
+    "real": _pg_float_to_mariadb,
+    "double precision": _pg_double_to_mariadb,
+    "boolean": lambda t: {"true": "1", "false": "0"}[t],
+    "bytea": lambda t: t.removeprefix("\\x").upper(),
+    "date": _pg_date_to_mariadb,
+    "timestamp": _pg_timestamp_to_mariadb,
+    "timestamp(3)": _pg_timestamp_to_mariadb,
+    "timestamptz": _pg_timestamp_to_mariadb,
+    "time": _timestamp,
+    "bit(8)": lambda t: t.lstrip("0") or "0",
+    "money": lambda t: t.replace("$", "").replace(",", ""),
+    # inet::text shows a host's full prefix length, which inet's own output leaves out
+    "inet": lambda t: re.sub(r"/(32|128)$", "", t),
+}
+"""The documented mapping, PostgreSQL's text of a value (``::text``) → MariaDB's."""
+MARIADB_CANONICAL: dict[str, Callable[[Any], Any]] = {
+    "real": _float32, "double precision": _number, "timestamp": _timestamp,
+    "timestamp(3)": _timestamp, "timestamptz": _timestamp, "time": _timestamp,
+}
+"""How the MariaDB side's text is read for the types whose text differs in form only."""
+PG_ON_MARIADB = {"bit(8)": "bit(8)", "bytea": "longblob", "real": "real"}
+"""The MariaDB type of a PostgreSQL column whose text MariaDB prints its own way."""
