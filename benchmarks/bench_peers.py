@@ -41,6 +41,10 @@ and their ratio from the smallest size to the largest.
     ROWS=1000000,10000000 python benchmarks/bench_peers.py
     PAIRS=pg ROUNDS=1 KEEP_SOURCES=1 python benchmarks/bench_peers.py
 
+``CONTENDERS=copy_pipe,sluice_before`` runs only those beside sluice.
+``BEFORE=/path/to/checkout`` adds that checkout's sluice as the contender
+``sluice_before`` (the same config, its code on ``PYTHONPATH``): a change's
+speed against the code before it, in the same run.
 ``KEEP_SOURCES=1`` keeps the seeded source databases (``sluice_peers_src_*``)
 for the next run; target databases are always dropped at the end.
 """
@@ -77,6 +81,10 @@ EXTRAS = os.environ.get("EXTRAS", "1") == "1"
 SLOPE = os.environ.get("SLOPE", "1") == "1"
 SQS_MESSAGES = int(os.environ.get("SQS_MESSAGES", "500"))
 KEEP_SOURCES = os.environ.get("KEEP_SOURCES") == "1"
+BEFORE = Path(os.environ["BEFORE"]).resolve() if os.environ.get("BEFORE") else None
+CONTENDERS = [c for c in os.environ.get("CONTENDERS", "").split(",") if c]
+"""Run only these beside sluice (default: every one)."""
+"""A checkout of an earlier sluice: run as the contender ``sluice_before`` (same config)."""
 PG_ADMIN = os.environ.get("SLUICE_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 MARIADB_ADMIN = os.environ.get("SLUICE_BENCH_MARIADB", "mysql+pymysql://root@127.0.0.1:3306/test")
 SLOPE_BATCHES = (100_000, 50_000, 20_000, 10_000)
@@ -196,9 +204,12 @@ def _tree_rss(root: int) -> tuple[float, float]:
     return python / 2**20, jvm / 2**20
 
 
-def timed(command: list[str] | str, cwd: Path | None = None, expect: str = "") -> Run:
-    """Run a command in a fresh process; its wall time and peak memory."""
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(HERE.parent),
+def timed(
+    command: list[str] | str, cwd: Path | None = None, expect: str = "", code: Path | None = None
+) -> Run:
+    """Run a command in a fresh process; its wall time and peak memory. ``code``: the
+    checkout whose sluice it runs (default: this one)."""
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(code or HERE.parent),
            "AWS_EC2_METADATA_DISABLED": "true"}  # fmt: skip
     out = tempfile.TemporaryFile()  # noqa: SIM115 - closed below, after the process ends
     started = time.perf_counter()
@@ -233,8 +244,11 @@ def timed(command: list[str] | str, cwd: Path | None = None, expect: str = "") -
     return Run(seconds, peak[0], peak[1])
 
 
-def run_sluice(folder: Path, source: str, target: str, batch: int) -> Run:
-    """``sluice run --until-drained``: defaults except ``batch.max_items``."""
+def run_sluice(
+    folder: Path, source: str, target: str, batch: int, code: Path | None = None
+) -> Run:
+    """``sluice run --until-drained``: defaults except ``batch.max_items``; ``code``: the
+    checkout whose sluice runs (``BEFORE``), default this one."""
     folder.mkdir(parents=True)
     (folder / "sluice.yaml").write_text(
         f"""
@@ -247,7 +261,8 @@ batch: {{max_items: {batch}}}
 """
     )
     sluice = str(Path(sys.executable).with_name("sluice"))
-    return timed([sluice, "run", "sluice.yaml", "--until-drained"], cwd=folder, expect="sluice: ")
+    return timed([sluice, "run", "sluice.yaml", "--until-drained"], cwd=folder, expect="sluice: ",
+                 code=code)  # fmt: skip
 
 
 def run_spark(source: str, target: str, kind: str = "jdbc") -> Run:
@@ -356,11 +371,22 @@ def contenders(pair: str, source: str, into: Server, folder: Path) -> dict[str, 
         _keyed_table(url)
         return run_copy_pipe(source, url), url, None
 
+    def sluice_before() -> tuple[Run, str, str | None]:
+        url = fresh("sluice_before")
+        run = run_sluice(folder / f"before-{time.monotonic_ns()}", source,
+                         f"{{kind: jdbc, url: '{url}'}}", SLUICE_BATCH, BEFORE)  # fmt: skip
+        return run, url, None
+
     if pair == "pg_mariadb":
         return {"sluice": sluice, "spark": spark}
-    runs = {"sluice": sluice, "spark": spark, "pgloader": pgloader}
+    runs: dict[str, Contender] = {"sluice": sluice}
+    if BEFORE is not None:
+        runs["sluice_before"] = sluice_before
+    runs.update({"spark": spark, "pgloader": pgloader})
     if pair == "pg":
         runs["copy_pipe"] = copy_pipe
+    if CONTENDERS:
+        runs = {n: r for n, r in runs.items() if n == "sluice" or n in CONTENDERS}
     return runs
 
 

@@ -124,12 +124,14 @@ def comparable(
                      and found[1].base in ("float4", "real", "float")
                      for _, found in sides)  # fmt: skip
         raw = engines[0] == engines[1] != "spark" and field.name not in key
-        for (side, found), engine, out, peer in zip(sides, engines, (ours, others),
-                                                    reversed(engines), strict=True):  # fmt: skip
+        kinds = [found[1].kind if found else None for _, found in sides]
+        for (side, found), engine, out, peer, peer_kind in zip(
+            sides, engines, (ours, others), reversed(engines), reversed(kinds), strict=True
+        ):
             value = F.col(quoted(side.name))
             if not raw:
                 value = neutral(value, engine, found[1] if found else None, side.dataType,
-                                peer, single)  # fmt: skip
+                                peer, single, peer_kind)  # fmt: skip
             out.append(value.cast("string").alias(field.name))
     return mine.select(*ours), theirs.select(*others)
 

@@ -13,10 +13,14 @@ import sqlalchemy as sa
 from tests.helpers import drain, write_config
 from tests.type_matrix import (
     MARIADB_CANONICAL,
+    MARIADB_TAMPER,
+    MARIADB_TO_PG_TAMPER,
     MARIADB_TO_PG,
     MARIADB_TYPES,
     PG_CANONICAL,
     PG_ON_MARIADB,
+    PG_TAMPER,
+    PG_TO_MARIADB_TAMPER,
     PG_TO_MARIADB,
     PG_TYPES,
     REJECTED,
@@ -30,6 +34,7 @@ from tests.type_matrix import (
     pg_schema_copy,
     pg_texts,
     pg_types,
+    tamper,
 )
 
 ONE_BATCH = """
@@ -81,6 +86,39 @@ def test_postgresql_to_postgresql_keeps_every_value(
     assert all(r == "same" for r in matrix.results.values()), matrix.table()
     source_types, target_types = pg_types(source, "matrix"), pg_types(target, "matrix")
     assert {c: source_types[c] for c in columns[:-2]} == {c: target_types[c] for c in columns[:-2]}
+    if not precreated:
+        _verify_sees_each_change(spark, cfg, source, target, columns)
+
+
+def _differing(before: dict[Any, tuple], after: dict[Any, tuple]) -> set[Any]:
+    """The keys whose rows differ, by the databases' own texts (the independent read)."""
+    return {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+
+
+def _verify_sees_each_change(spark: Any, cfg: Any, source: str, target: str,
+                             columns: list[str]) -> None:  # fmt: skip
+    """verify finds the matrix equal, then every value changed behind sluice's back by its
+    type's smallest step, then a column rewritten through a lossy type; judged by the
+    databases' own texts, never by verify itself."""
+    from scheduler.commands.verify import verify_config
+
+    [equal] = verify_config(spark, cfg).tables
+    assert equal.equal and equal.checked == equal.target_rows > 0, equal
+    changed = tamper(target, "matrix", PG_TYPES, PG_TAMPER)
+    assert _differing(pg_texts(source, "matrix", columns),
+                      pg_texts(target, "matrix", columns)) == changed  # fmt: skip
+    [found] = verify_config(spark, cfg).tables
+    assert (found.different, found.missing, found.extra) == (len(changed), 0, 0), found
+    assert {k for [k] in found.first["different"]} <= changed
+    # A time made a timestamp (what a JDBC read of it used to give): not equal either.
+    engine = sa.create_engine(target)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE matrix ALTER COLUMN c_time TYPE timestamp "
+                             "USING ('1970-01-01'::date + c_time)")  # fmt: skip
+    engine.dispose()
+    [lossy] = verify_config(spark, cfg).tables
+    times = len([v for t, vals in PG_TYPES if t == "time" for v in vals])
+    assert lossy.different == len(changed) - 1 + times, lossy
 
 
 def _copy_row(source: str, target: str, table: str, key: int) -> None:
@@ -124,6 +162,29 @@ def test_mariadb_to_mariadb_keeps_every_value(
     print(f"\n{matrix.table()}")
     assert len(copied) == rows
     assert all(r == "same" for r in matrix.results.values()), matrix.table()
+    if not precreated:
+        from scheduler.commands.verify import verify_config
+
+        [equal] = verify_config(spark, cfg).tables
+        assert equal.equal and equal.checked == rows, equal
+        changed = tamper(target, "matrix", MARIADB_TYPES, MARIADB_TAMPER, mariadb=True)
+        assert _differing(mariadb_texts(source, "matrix", columns, ddls),
+                          mariadb_texts(target, "matrix", columns, ddls)) == changed
+        [found] = verify_config(spark, cfg).tables
+        if found.different != len(changed):  # debug aid: which change verify did not see
+            from spark_jobs.import_job import target_table
+            from spark_jobs.manifest import Manifest
+            from spark_jobs.verify import compare as verify_compare
+            from spark_jobs.verify_read import Scope, read_sides
+
+            src = cfg.sources["matrix"]
+            tgt = target_table(cfg, Manifest("v", "matrix", src.target, "keys", 0))
+            diff = verify_compare(spark, *read_sides(spark, src, tgt, Scope(), 2), ["id"],
+                                  label="x")  # fmt: skip
+            seen = {int(k) for [k] in diff.keys(["different"])}
+            raise AssertionError(f"not seen: {sorted(changed - seen)}")
+        assert (found.different, found.missing, found.extra) == (len(changed), 0, 0), found
+        assert {int(k) for [k] in found.first["different"]} <= changed
 
 
 @pytest.mark.spark
@@ -150,6 +211,8 @@ def test_mariadb_to_postgresql_changes_values_only_as_the_mapping_says(
     print(f"\n{matrix.table()}")
     assert len(copied) == rows - len(refused)
     assert not [r for r in matrix.results.values() if r.startswith("DIFFERENT")], matrix.table()
+    _verify_across(spark, cfg, MARIADB_TYPES, MARIADB_TO_PG_TAMPER, target, len(refused),
+                   mariadb=False)  # fmt: skip
 
 
 @pytest.mark.spark
@@ -175,6 +238,23 @@ def test_postgresql_to_mariadb_changes_values_only_as_the_mapping_says(
     assert summary.exit_code == 1 and summary.stats.rows_rejected == len(refused), summary
     assert len(copied) == rows - len(refused)
     assert not [r for r in matrix.results.values() if r.startswith("DIFFERENT")], matrix.table()
+    _verify_across(spark, cfg, PG_TYPES, PG_TO_MARIADB_TAMPER, target, len(refused),
+                   mariadb=True)  # fmt: skip
+
+
+def _verify_across(spark: Any, cfg: Any, specs: list[Any], changes: dict[str, Any], target: str,
+                   refused: int, mariadb: bool) -> None:  # fmt: skip
+    """Across engines: verify finds the target equal under the mapping (the refused rows
+    rejected, not missing), then each value changed behind its back."""
+    from scheduler.commands.verify import verify_config
+
+    [equal] = verify_config(spark, cfg).tables
+    assert (equal.different, equal.missing, equal.extra, equal.rejected) == (0, 0, 0, refused), \
+        equal
+    changed = tamper(target, "matrix", specs, changes, mariadb=mariadb)
+    [found] = verify_config(spark, cfg).tables
+    assert (found.different, found.missing, found.extra) == (len(changed), 0, 0), found
+    assert {int(k) for [k] in found.first["different"]} <= changed
 
 
 def _pg_text(url: str, ddl: str, literal: str) -> str:

@@ -442,3 +442,97 @@ MARIADB_CANONICAL: dict[str, Callable[[Any], Any]] = {
 """How the MariaDB side's text is read for the types whose text differs in form only."""
 PG_ON_MARIADB = {"bit(8)": "bit(8)", "bytea": "longblob", "real": "real"}
 """The MariaDB type of a PostgreSQL column whose text MariaDB prints its own way."""
+
+
+PG_TAMPER: dict[str, tuple[int, str]] = {
+    "smallint": (0, "{c} + 1"), "integer": (0, "{c} + 1"), "bigint": (0, "{c} + 1"),
+    "numeric": (1, "{c} + 0.000000000000000000001"), "numeric(12,2)": (1, "{c} + 0.01"),
+    "numeric(38,0)": (1, "{c} + 1"), "real": (6, "{c} + 1e-8"),
+    "double precision": (4, "{c} + 1.5e-17"), "money": (2, "{c} + 0.01::money"),
+    "boolean": (0, "NOT {c}"), "text": (1, "{c} || 'x'"), "varchar(10)": (0, "{c} || 'd'"),
+    "char(5)": (0, "'ac'"), "bytea": (0, "{c} || '\\x00'::bytea"),
+    "uuid": (1, "'00000000-0000-0000-0000-000000000001'"),
+    "json": (0, "'{\"b\":1,  \"a\":[1,2,null], \"z\":0}'"), "jsonb": (0, "{c} || '{\"z\": 0}'"),
+    "date": (4, "{c} + 1"), "timestamp": (4, "{c} + interval '1 microsecond'"),
+    "timestamp(3)": (0, "{c} + interval '1 millisecond'"),
+    "timestamptz": (2, "{c} + interval '1 microsecond'"),
+    "time": (0, "{c} + interval '1 microsecond'"), "timetz": (0, "{c} + interval '1 microsecond'"),
+    "interval": (0, "{c} + interval '1 microsecond'"), "bit(8)": (0, "B'00000011'"),
+    "varbit": (1, "B'100'"), "inet": (0, "'10.1.2.4/8'"), "cidr": (0, "'11.0.0.0/8'"),
+    "macaddr": (0, "'08:00:2b:01:02:04'"), "macaddr8": (0, "'08:00:2b:01:02:03:04:06'"),
+    "point": (0, "'(1.5,-2.5)'"), "line": (0, "'{1,2,4}'"), "lseg": (0, "'[(0,0),(1,2)]'"),
+    "box": (0, "'(1,2),(0,0)'"), "path": (0, "'[(0,0),(1,1),(2,1)]'"),
+    "polygon": (0, "'((0,0),(1,1),(1,2))'"), "circle": (0, "'<(0,0),1.6>'"),
+    "int4range": (0, "'[1,6)'"), "numrange": (0, "'[1.5,2.26)'"),
+    "tstzrange": (0, "'[2024-01-01 00:00:00.000001+00,infinity)'"),
+    "int4multirange": (0, "'{[1,3), [5,9)}'"), "text[]": (0, "{c} || 'x'::text"),
+    "integer[]": (0, "{c} || 4"), "numeric[]": (0, "'{NaN,1.51}'"),
+    "timestamptz[]": (0, "'{infinity,\"2024-01-01 00:00:00.000001+00\"}'"),
+    "mood": (0, "'ok'"), "mood[]": (0, "'{sad,ok}'"), "posint": (0, "2"), "email": (0, "'a@c'"),
+    "tsvector": (0, "'a fat:2 cat'"), "tsquery": (0, "'fat & rat'"),
+    "xml": (0, "'<a x=\"2\">t</a>'"), "pg_lsn": (0, "'16/B374D849'"),
+}
+"""Per PostgreSQL type, the value (by index) changed behind sluice's back, and how: by the
+smallest step its type has (a microsecond, a unit in the last place, one array element, one
+JSON key, one character)."""
+
+MARIADB_TAMPER: dict[str, tuple[int, str]] = {
+    "tinyint": (0, "{c} + 1"), "tinyint(1)": (0, "1"), "tinyint unsigned": (0, "{c} + 1"),
+    "smallint": (0, "{c} + 1"), "smallint unsigned": (0, "{c} - 1"), "mediumint": (0, "{c} + 1"),
+    "mediumint unsigned": (0, "{c} - 1"), "int": (0, "{c} + 1"), "int unsigned": (0, "{c} - 1"),
+    "bigint": (0, "{c} + 1"), "bigint unsigned": (0, "{c} - 1"),
+    "decimal(65,30)": (1, "{c} + 0.000000000000000000000000000001"),
+    "decimal(12,2)": (1, "{c} + 0.01"), "float": (2, "0.10000001"),
+    "double": (2, "0.10000000000000002"), "bit(1)": (0, "b'1'"), "bit(8)": (0, "b'00000011'"),
+    "bit(64)": (1, "b'1'"), "char(5)": (0, "'ac'"), "varchar(20)": (1, "'x'"),
+    "text": (1, "'x'"), "binary(4)": (0, "x'00fe'"), "varbinary(8)": (1, "x'00'"),
+    "blob": (0, "x'0008'"), "date": (3, "'2024-03-01'"),
+    "datetime(6)": (1, "'1000-01-01 00:00:00.000001'"), "datetime": (0, "'2024-01-01 10:00:01'"),
+    "timestamp(6)": (0, "'1970-01-01 00:00:01.000001'"), "time(6)": (2, "'00:00:00.000002'"),
+    "year": (1, "1902"), "enum('paid','new','it''s')": (0, "'new'"),
+    "set('red','green','blue')": (0, "'red'"), "json": (0, "'{\"b\": 1,  \"a\":2, \"z\":0}'"),
+    "uuid": (0, "'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a12'"), "inet4": (0, "'10.1.2.4'"),
+    "inet6": (0, "'::2'"),
+}
+"""Per MariaDB type, as :data:`PG_TAMPER`."""
+
+
+def tamper(url: str, table: str, specs: Sequence[Spec], changes: dict[str, tuple[int, str]],
+           mariadb: bool = False) -> set[int]:  # fmt: skip
+    """Change one value of each type in ``changes`` in ``url``'s ``table``; the rows' keys."""
+    keys = {(index, k) for k, index, _ in cells(specs)}
+    by_type = {t: i for i, (t, _) in enumerate(specs)}
+    changed: set[int] = set()
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        for ddl, (nth, expression) in changes.items():
+            index = by_type[ddl]
+            key = sorted(k for i, k in keys if i == index)[nth]
+            column = column_name(ddl)
+            quoted = f"`{column}`" if mariadb else column
+            value = expression.replace("{c}", quoted)
+            sql = f"UPDATE {table} SET {quoted} = {value} WHERE id = {key}"
+            conn.exec_driver_sql(sql.replace("%", "%%"))
+            changed.add(key)
+    engine.dispose()
+    return changed
+
+
+MARIADB_TO_PG_TAMPER: dict[str, tuple[int, str]] = {
+    "decimal(12,2)": (1, "{c} + 0.01"), "datetime(6)": (1, "{c} + interval '1 microsecond'"),
+    "varchar(20)": (1, "{c} || 'x'"), "json": (0, "{c} || '{\"z\": 0}'"),
+    "tinyint(1)": (0, "NOT {c}"), "double": (2, "{c} + 1.5e-17"),
+    "blob": (0, "{c} || '\\x00'::bytea"), "set('red','green','blue')": (0, "{c} || 'x'::text"),
+    "time(6)": (2, "{c} + interval '1 microsecond'"), "bigint unsigned": (0, "{c} - 1"),
+    "bit(8)": (0, "B'00000011'"), "year": (1, "{c} + 1"),
+}
+"""Changes in a PostgreSQL target of the MariaDB matrix, by the source's type."""
+PG_TO_MARIADB_TAMPER: dict[str, tuple[int, str]] = {
+    "numeric(12,2)": (1, "{c} + 0.01"),
+    "timestamptz": (2, "{c} + INTERVAL 1 MICROSECOND"), "text": (1, "CONCAT({c}, 'x')"),
+    "jsonb": (0, "JSON_SET({c}, '$.z', 0)"), "boolean": (0, "1 - {c}"),
+    "double precision": (4, "0.10000000000000002"), "bytea": (0, "CONCAT({c}, x'00')"),
+    "uuid": (1, "'00000000-0000-0000-0000-000000000001'"), "numeric": (1, "CONCAT({c}, '1')"),
+    "interval": (0, "CONCAT({c}, '1')"), "real": (6, "0.10000001"),
+}
+"""Changes in a MariaDB target of the PostgreSQL matrix, by the source's type."""

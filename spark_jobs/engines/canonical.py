@@ -39,15 +39,17 @@ _TIMES = (Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ, Kind.TIME, Kind.INTERVAL,
 
 def neutral(
     value: SparkColumn, engine: str, column: Column | None, data_type: T.DataType, other: str,
-    single: bool = False,
+    single: bool = False, peer: Kind | None = None,
 ) -> SparkColumn:  # fmt: skip
     """``value`` (a side's text of ``column``, of ``engine``; or a value of Spark type
     ``data_type`` when the side is Parquet or the column is computed) in the neutral form
-    of the module. ``other``: the other side's engine; ``single``: either side's column
-    is single-precision floating point."""
+    of the module. ``other``: the other side's engine, ``peer`` its column's kind;
+    ``single``: either side's column is single-precision floating point."""
     if column is None or not isinstance(data_type, T.StringType):
         return _typed(value, data_type, single)
     kind = column.kind
+    if kind == Kind.FLOAT and "mysql" in (engine, other):
+        value = F.regexp_replace(value, r"^-0(\.0*)?(e.*)?$", "0")  # MySQL keeps no -0
     if engine == "mysql" and other != "mysql" and kind in (Kind.DATE, Kind.TIMESTAMP,
                                                            Kind.TIMESTAMPTZ):  # fmt: skip
         value = F.when(~value.rlike(r"^[0-9]{4}-(00-|[0-9]{2}-00)"), value)  # zero dates: NULL
@@ -70,10 +72,12 @@ def neutral(
         return F.lower(value)
     if kind == Kind.SET:
         return F.concat(F.lit("{"), value, F.lit("}"))
-    if kind == Kind.ARRAY:
-        return F.regexp_replace(value, r'(?<!\\)"', "")
-    if kind == Kind.NETWORK:
-        return F.regexp_replace(value, r"/(32|128)$", "")
+    if kind == Kind.ARRAY and peer == Kind.SET:
+        return F.regexp_replace(value, r'(?<!\\)"', "")  # a set's members: no quotes
+    if kind == Kind.NETWORK and column.base in ("inet", "inet4", "inet6"):
+        # An address's full prefix length, which only inet::text shows.
+        return F.regexp_replace(F.regexp_replace(value, r"^([0-9.]+)/32$", "$1"),
+                                r"^([0-9a-fA-F:.]*:[0-9a-fA-F:.]*)/128$", "$1")  # fmt: skip
     if kind == Kind.CHAR:
         return F.rtrim(value)
     return value

@@ -41,7 +41,8 @@ RULES: dict[str, TypeRule] = {
     "int unsigned": _rule(Kind.UINT, T.LongType()),
     "bigint unsigned": _rule(Kind.UINT, T.DecimalType(20, 0)),
     "decimal": _rule(Kind.DECIMAL, None),  # decimal(p,s) up to 38 digits, else text
-    "float": _rule(Kind.FLOAT, T.FloatType()),
+    # CAST(… AS CHAR) prints 6 digits of a float: two floats would print the same.
+    "float": _rule(Kind.FLOAT, T.FloatType(), text="CAST({} AS DOUBLE)"),
     "double": _rule(Kind.FLOAT, T.DoubleType()),
     "char": _rule(Kind.CHAR, read=_CHAR),  # Spark pads what JDBC calls CHAR(n)
     "varchar": _rule(Kind.TEXT),
