@@ -24,7 +24,7 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 from config.faults import crash_point
 from spark_jobs.engines.postgresql.insert import insert as pg_insert
 from spark_jobs.jdbc_tables import ROW_COLUMN, TargetFit, commits_table, rejects_table
-from spark_jobs.keyorder import row_compare
+from spark_jobs.keyorder import key_types, row_compare, typed_key
 from spark_jobs.manifest import Manifest
 from spark_jobs.rejects_jdbc import is_row_error, reason, record_rejects, set_aside, split
 from spark_jobs.staging import index_staging_rows
@@ -138,11 +138,14 @@ def _range_taken(conn: sa.Connection, target: TargetTable, manifest: Manifest) -
     keys: list[sa.ColumnClause[Any]] = [sa.column(k) for k in target.key]
     table = sa.table(target.table, *keys, schema=target.schema)
     dialect = conn.dialect.name
+    qualified = f"{target.schema}.{target.table}" if target.schema else target.table
+    # The bounds come from JSON: a uuid, a decimal or a timestamp as text, typed again.
+    types = key_types(conn, qualified, target.key)
     where = []
     if manifest.lo is not None:
-        where.append(row_compare(keys, manifest.lo, ">", dialect))
+        where.append(row_compare(keys, typed_key(manifest.lo, types), ">", dialect))
     if manifest.hi is not None:
-        where.append(row_compare(keys, manifest.hi, "<=", dialect))
+        where.append(row_compare(keys, typed_key(manifest.hi, types), "<=", dialect))
     probe = sa.select(sa.literal(1)).select_from(table).where(*where).limit(1)
     return conn.execute(probe).first() is not None
 

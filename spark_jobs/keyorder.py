@@ -30,7 +30,13 @@ def row_compare(
     """``(a, b) op (x, y)`` for ``op`` in ``>``, ``>=``, ``<=``, in a form ``dialect`` indexes."""
     if len(columns) != len(values):
         raise SourceError(f"key has {len(columns)} columns but the bound {list(values)} does not")
-    literals = [sa.literal(v) for v in values]
+    # An integer past 64 bits (a MySQL bigint unsigned) is bound as a numeric: as an
+    # integer it would be cast to bigint, which cannot hold it.
+    literals = [
+        sa.literal(v, sa.Numeric()) if isinstance(v, int) and not -(2**63) <= v < 2**63
+        else sa.literal(v)
+        for v in values
+    ]  # fmt: skip
     if len(columns) == 1:
         return _OPS[op](columns[0], literals[0])
     if dialect not in ("mysql", "mariadb"):
@@ -70,9 +76,13 @@ _types: TTLCache[tuple[str, str, tuple[str, ...]], list[type | None]] = TTLCache
 _types_lock = threading.Lock()
 
 
-def key_types(engine: sa.Engine, table: str, key: Sequence[str]) -> list[type | None]:
+def key_types(
+    bind: sa.Engine | sa.Connection, table: str, key: Sequence[str]
+) -> list[type | None]:
     """The Python type of each key column of ``table`` (``schema.table``), as its driver
-    reads it (None: not known); looked up once a minute."""
+    reads it (None: not known); looked up once a minute (on ``bind``, an engine or the
+    connection of a transaction under way)."""
+    engine = bind if isinstance(bind, sa.Engine) else bind.engine
     url = engine.url.render_as_string(hide_password=True)
     cache_key = (url, table, tuple(key))
     with _types_lock:
@@ -80,7 +90,7 @@ def key_types(engine: sa.Engine, table: str, key: Sequence[str]) -> list[type | 
     if known is not None:
         return known
     schema, _, name = table.rpartition(".")
-    columns = {c["name"]: c["type"] for c in sa.inspect(engine).get_columns(name, schema or None)}
+    columns = {c["name"]: c["type"] for c in sa.inspect(bind).get_columns(name, schema or None)}
     found: list[type | None] = []
     for column in key:
         try:

@@ -111,8 +111,9 @@ def fit_to_table(
             # alone turns 1.5 into the bigint 1 and 2^53 + 1 into a double 2^53.
             same = F.coalesce(cast.try_cast(field.dataType) == column, F.lit(False))
             if isinstance(field.dataType, T.StringType) and source_column(field) is not None:
-                # A source's text form (a numeric, a timestamp): it fits when it parses.
-                same = cast.isNotNull()
+                # A source's text form (a numeric, a timestamp): it fits when it parses,
+                # all of it (Spark reads "4713-01-01 BC" as a date of our era).
+                same = cast.isNotNull() & ~column.rlike(r"\s(BC|AD)$")
             try:
                 df.select(cast, same).schema  # noqa: B018 (analysed here: castable at all?)
             except AnalysisException:

@@ -536,3 +536,82 @@ PG_TO_MARIADB_TAMPER: dict[str, tuple[int, str]] = {
     "interval": (0, "CONCAT({c}, '1')"), "real": (6, "0.10000001"),
 }
 """Changes in a MariaDB target of the PostgreSQL matrix, by the source's type."""
+
+
+def _pg_to_parquet_date(text: str) -> Any:
+    # Parquet's dates hold PostgreSQL's (Spark's reach to year 5874897), not ±infinity or BC.
+    return REJECTED if "infinity" in text or text.endswith(" BC") else text
+
+
+def _pg_to_parquet_time(text: str) -> Any:
+    text = _timestamp(text.removesuffix("+00"))
+    # Spark's timestamps end in year 294247.
+    return REJECTED if "infinity" in text or " BC" in text or len(text.split("-")[0]) > 4 \
+        else text  # fmt: skip
+
+
+PG_TO_PARQUET: dict[str, Callable[[Any], Any]] = {
+    "numeric(12,2)": lambda t: REJECTED if t == "NaN" else t,
+    "real": _float32, "double precision": _number,
+    "money": lambda t: t.replace("$", "").replace(",", ""),
+    "date": _pg_to_parquet_date, "timestamp": _pg_to_parquet_time,
+    "timestamp(3)": _pg_to_parquet_time, "timestamptz": _pg_to_parquet_time,
+}
+"""The documented mapping into Parquet, PostgreSQL's text as its output function prints it
+(what a column kept as text holds) → the Parquet value's text."""
+
+
+def _civil(days: int) -> str:
+    """A day number (since 1970-01-01) as ISO text, for any year (Hinnant's algorithm)."""
+    z = days + 719468
+    era = (z if z >= 0 else z - 146096) // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day, month = doy - (153 * mp + 2) // 5 + 1, mp + 3 if mp < 10 else mp - 9
+    year = yoe + era * 400 + (month <= 2)
+    return f"{year:04d}-{month:02d}-{day:02d}"
+
+
+def parquet_texts(folder: str, columns: Sequence[str], key: str = "id") -> dict[Any, tuple]:
+    """Every row of a Parquet table, read by pyarrow, each value as text (bytes as bytea's
+    hex, floats as their repr, timestamps without trailing zero fractions)."""
+    import datetime as dt
+    import decimal
+    import struct
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(folder)
+    types = {f.name: f.type for f in table.schema}
+    for i, field in enumerate(table.schema):  # dates past Python's year 9999, as text
+        if str(field.type) == "date32[day]":
+            days = table.column(i).cast("int32").to_pylist()
+            table = table.set_column(i, field.name, pa.array(
+                [None if d is None else _civil(d) for d in days], pa.string()))  # fmt: skip
+
+    def text(value: Any, name: str) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, bytes):
+            return "\\x" + value.hex()
+        if isinstance(value, float):
+            if str(types[name]) == "float":
+                return repr(struct.unpack("f", struct.pack("f", value))[0])
+            return repr(value)
+        if isinstance(value, dt.datetime):
+            if value.tzinfo is not None:
+                value = value.astimezone(dt.UTC).replace(tzinfo=None)
+            return _timestamp(value.isoformat(sep=" "))
+        if isinstance(value, dt.date | decimal.Decimal | int):
+            return str(value)
+        return value
+
+    found = {}
+    for row in table.to_pylist():
+        found[row[key]] = tuple(text(row.get(c), c) for c in columns)
+    return found

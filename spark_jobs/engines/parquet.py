@@ -44,7 +44,8 @@ def mapped(column: Column, carrier: T.DataType) -> Mapped:
     wanted = parquet_type(column, carrier)
     change = ""
     if wanted != carrier:
-        change = "a value that does not parse (NaN, ±infinity, BC, past 9999) is a rejected row"
+        change = ("a value it cannot hold (NaN, ±infinity, BC, a timestamp past 294247) "
+                  "is a rejected row")
     elif isinstance(carrier, T.StringType) and column.kind not in (Kind.TEXT, Kind.CHAR):
         change = "kept as its text"
     if column.kind == Kind.SET:
