@@ -197,6 +197,8 @@ class SluiceCollector(Collector):
                                    "dead": stats.batches_dead})
         yield _counter("sluice_rows_rejected", "Rows the targets refused in this run.",
                        None, {"": stats.rows_rejected})
+        yield _counter("sluice_zero_dates", "MySQL zero dates that became NULL in another "
+                       "engine in this run, per source.column.", "column", dict(stats.zero_dates))
         yield _gauge("sluice_run_seconds", "Seconds since this run started.", stats.elapsed())
 
     def _ledger(self) -> Iterable[Metric]:

@@ -89,17 +89,14 @@ _MAX_NUMERIC = 1000
 """numeric's largest declared precision."""
 
 
+_OTHER = _rule(Kind.OTHER)
+
+
 def rule(column: Column) -> TypeRule:
-    """The rule of a PostgreSQL ``column``; a refusing one for a type sluice does not know."""
-    found = RULES.get(column.base)
-    if found is not None:
-        return found
-    return TypeRule(
-        Kind.OTHER,
-        refused=f"type {column.base} is not in sluice's PostgreSQL catalogue; read it as text "
-        f"with columns: ({column.name}: \"CAST({column.name} AS STRING)\") or add a rule for it "
-        "in spark_jobs/engines/postgresql/types.py",
-    )
+    """The rule of a PostgreSQL ``column``. A type the catalogue does not name (an
+    extension's: hstore, ltree, citext's kin) travels as its text, as every PostgreSQL type
+    has one that its own input reads back: unchanged into PostgreSQL, kept as text elsewhere."""
+    return RULES.get(column.base, _OTHER)
 
 
 def _numeric(c: Column) -> Mapped:
