@@ -60,10 +60,25 @@ class SqlSourceConfig(Model):
     limits: LimitsConfig = LimitsConfig()
     read: ReadConfig = ReadConfig()
     columns: dict[str, str] | None = None
+    # Per column, the type a target table sluice creates gives it, instead of the
+    # catalogue's mapping ({amount: "numeric(20,4)"}); a type its values cannot all be
+    # is refused by plan and by the batch's first attempt.
+    cast: dict[str, str] | None = None
+    # MySQL's zero dates (0000-00-00) in another engine: null (left out) makes them NULL,
+    # counted; reject sets their rows aside as rejects.
+    zero_dates: Literal["reject"] | None = None
     target: str
     # Sources whose first pass must be done before this one is fed (a
     # table's foreign-key parents: ``order: foreign_keys`` fills it in).
     depends_on: list[str] = []
+
+    @field_validator("cast")
+    @classmethod
+    def _cast_names_types(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        for column, type_sql in (value or {}).items():
+            if not type_sql.strip() or ";" in type_sql:
+                raise ValueError(f"cast: {column}: {type_sql!r} is not a column type")
+        return value
 
     @field_validator("key")
     @classmethod
@@ -107,6 +122,13 @@ class SqsSourceConfig(Model):
     dead_letter_queue_url: str | None = None
     buffer: BufferConfig = BufferConfig(capacity=2000, replenish_below=500)
     columns: dict[str, str] | None = None
+    # Per column, the type a target table sluice creates gives it, instead of the
+    # catalogue's mapping ({amount: "numeric(20,4)"}); a type its values cannot all be
+    # is refused by plan and by the batch's first attempt.
+    cast: dict[str, str] | None = None
+    # MySQL's zero dates (0000-00-00) in another engine: null (left out) makes them NULL,
+    # counted; reject sets their rows aside as rejects.
+    zero_dates: Literal["reject"] | None = None
     target: str
 
 

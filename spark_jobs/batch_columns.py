@@ -12,17 +12,17 @@ they are.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 from pyspark.sql import types as T
 
-from spark_jobs.engines import catalogued, engine_of, source_column
-from spark_jobs.engines.base import Column, Engine, Kind
+from spark_jobs.engines import source_column, target_catalogue
+from spark_jobs.engines.base import Column, Engine, Kind, UnsupportedColumn
 from spark_jobs.engines.ddl import column_type, like
-from spark_jobs.engines.fit import spark_kind
+from spark_jobs.engines.fit import fits, spark_kind
 from spark_jobs.jdbc import JdbcEndpoint, sql_column_type
 
 
@@ -50,23 +50,38 @@ class BatchColumn:
         return self.source[1].type if self.source is not None else str(self.create)
 
 
-def batch_columns(schema: T.StructType, url: str, key: Sequence[str]) -> list[BatchColumn]:
-    """The columns of a batch of ``schema`` bound for the database at ``url``."""
+def batch_columns(
+    schema: T.StructType, url: str, key: Sequence[str], cast: Mapping[str, str] | None = None
+) -> list[BatchColumn]:
+    """The columns of a batch of ``schema`` bound for the database at ``url``; ``cast``:
+    per column, the type a table sluice creates gives it instead of the catalogue's.
+
+    Raises :class:`~spark_jobs.engines.base.UnsupportedColumn` for a cast whose type no
+    value of the column's can be.
+    """
     dialect = JdbcEndpoint.from_url(url).dialect
-    catalogued = _catalogued(url)
+    catalogued = target_catalogue(url)
     found = []
     for f in schema.fields:
         is_key = f.name in key
         stage = sql_column_type(f.dataType, dialect, is_key, f.name)
         values = stage
-        if dialect == "mysql" and isinstance(f.dataType, T.FloatType | T.DoubleType):
-            # NaN and infinities have no MySQL value: staged as text, a row holding one is
-            # refused by the upsert on its own, with the column named.
+        if dialect in ("mysql", "sqlite") and isinstance(f.dataType, T.FloatType | T.DoubleType):
+            # NaN and infinities have no MySQL value, and SQLite makes NULL of them: staged
+            # as text, a row holding one is set aside on its own, with the column named.
             stage = sa.Text()
         source = source_column(f)
         kind = spark_kind(f.dataType) if source is None else source[1].kind
         create: sa.types.TypeEngine[Any] = stage
-        if catalogued is not None:
+        if catalogued is not None and cast and f.name in cast:
+            wanted = catalogued.kind_of_type(cast[f.name])
+            if not fits(kind, wanted):
+                raise UnsupportedColumn(
+                    f"cast: {f.name}: {cast[f.name]} cannot hold the source's "
+                    f"{source[1].type if source else f.dataType.simpleString()} values"
+                )
+            create = column_type(cast[f.name], source[1] if source else None)
+        elif catalogued is not None and (source is not None or dialect != "sqlite"):
             if source is not None:
                 mapped = catalogued.target_type(source[1], source[0]).type
                 create = column_type(catalogued.key_type(mapped) if is_key else mapped,
@@ -77,8 +92,3 @@ def batch_columns(schema: T.StructType, url: str, key: Sequence[str]) -> list[Ba
             values = like(source[1]) or stage
         found.append(BatchColumn(f.name, stage, create, kind, source, values))
     return found
-
-
-def _catalogued(url: str) -> Engine | None:
-    """The target's engine when its catalogue decides the types of the tables sluice creates."""
-    return engine_of(url) if catalogued(url) else None

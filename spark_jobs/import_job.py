@@ -90,7 +90,8 @@ def _import_new(
     try:
         one_task = may_copy_straight_in(target, manifest)
         rows = apply_columns(extract(spark, source, manifest, one_task), source.columns)
-        written = write_batch(spark, for_target(rows, target_engine_of(target)), target, manifest)
+        rows = for_target(rows, target_engine_of(target), target.zero_dates)
+        written = write_batch(spark, rows, target, manifest)
     except (PySparkException, Py4JError, sa.exc.SQLAlchemyError) as error:
         raise _failure(spark, source, target, manifest, error) from error
     if written.seconds is None:  # no task of its own timed it: its time here
@@ -167,7 +168,7 @@ def _straight_in(
     assert isinstance(source, SqlSourceConfig)
     try:
         rows = apply_columns(extract_ranges(spark, source, manifests), source.columns)
-        rows = for_target(rows, target_engine_of(target))
+        rows = for_target(rows, target_engine_of(target), target.zero_dates)
         written = write_jdbc_straight_in(rows, target, manifests)
     except Exception as error:  # noqa: BLE001 - each batch then tries on its own
         log.info("batches %s: imported one by one: %s",
@@ -252,7 +253,10 @@ def target_table(cfg: SluiceConfig, manifest: Manifest) -> TargetTable:
         raise ConfigError(f"batch {manifest.batch_id}: target {name!r} is not in targets:")
     source = _source(cfg, manifest)
     cursor = source.cursor if isinstance(source, SqlSourceConfig) else None
-    return TargetTable(name, cfg.targets[name], schema, table, target_key(source), cursor)
+    sql = source if isinstance(source, SqlSourceConfig) else None
+    return TargetTable(name, cfg.targets[name], schema, table, target_key(source), cursor,
+                       dict(sql.cast or {}) if sql else {},
+                       (sql.zero_dates or "null") if sql else "null")  # fmt: skip
 
 
 def target_engine_of(target: TargetTable) -> str:

@@ -10,6 +10,7 @@ import decimal
 import logging
 import threading
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
@@ -19,7 +20,7 @@ from spark_jobs.batch_columns import BatchColumn
 from spark_jobs.engines import catalogued, engine_of
 from spark_jobs.narrowing import narrowing
 from spark_jobs.target import COMMITS_TABLE, REJECTS_TABLE, TargetTable
-from spark_jobs.target_fit import TargetFit, check_catalogued, missing_column
+from spark_jobs.target_fit import TargetFit, check_catalogued, missing_column, with_nan_guards
 
 log = logging.getLogger(__name__)
 
@@ -163,9 +164,11 @@ def prepare_target(
         # A table created now too: its types are the catalogue's, not the batch's carriers.
         fit = check_catalogued(engine, target, columns, void)
     elif created:
-        return TargetFit(void)
+        fit = TargetFit(void)
     else:
         fit = _check_target(inspector, engine, target, columns, void)
+    if engine.dialect.name == "sqlite":
+        fit = with_nan_guards(fit, columns)
     if not _key_is_unique(inspector, target):
         raise TargetError(
             f"{target.label}: no primary key or unique constraint on {list(target.key)}; "
@@ -210,13 +213,16 @@ def _check_target(
             raise missing_column(target, column.name)
         if column.name in null_columns:
             continue  # NULL fits a column of any type
-        if not _compatible(found["type"], column.stage, engine.dialect.name):
+        values = column.values if column.values is not None else column.stage
+        if not _compatible(found["type"], values, engine.dialect.name):
             raise TargetError(
                 f"{target.label}: column {column.name!r} is {found['type']} in the table "
-                f"but {column.stage.compile(engine.dialect)} in the batch"
+                f"but {values.compile(engine.dialect)} in the batch"
             )
-        narrowed = narrowing(column.name, found["type"], column.stage, engine.dialect)
+        narrowed = narrowing(column.name, found["type"], values, engine.dialect)
         if narrowed is not None:
+            if isinstance(column.stage, sa.Text) and not isinstance(values, sa.Text):
+                narrowed = replace(narrowed, staged_as="REAL")  # a float staged as text
             narrowings.append(narrowed)
     batch_names = {c.name for c in columns}
     for name, info in existing.items():

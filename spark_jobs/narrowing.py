@@ -209,3 +209,39 @@ def _not_a_number(value: Any) -> bool:
     if isinstance(value, decimal.Decimal):
         return not value.is_finite()
     return False
+
+
+@dataclass(frozen=True)
+class ZeroDate:
+    """A MySQL date column whose zero dates (``0000-00-00``, a month or day of ``00``) are
+    set aside as rejects rather than made NULL (the source's ``zero_dates: reject``); a
+    :class:`Narrowing` to the commit."""
+
+    column: str
+    staged_as: str | None = None
+
+    def changes(self, value: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+        """SQL, in every dialect: ``value`` (the staged text) is a zero date."""
+        return sa.or_(value.like("____-00-%"), value.like("____-__-00%"))
+
+    def reason(self, value: Any) -> str:
+        """Why the row is set aside."""
+        return (f"column {self.column!r} holds the zero date {value}, which only MySQL has "
+                "(zero_dates: reject)")
+
+
+@dataclass(frozen=True)
+class NotANumber:
+    """A floating-point column, staged as text, whose NaN and infinities the target has no
+    value for (SQLite would store NULL): their rows are set aside, naming the column."""
+
+    column: str
+    staged_as: str | None = None
+
+    def changes(self, value: sa.ColumnElement[Any]) -> sa.ColumnElement[bool]:
+        """SQL: ``value`` (the staged text) is NaN or an infinity."""
+        return value.in_(["NaN", "Infinity", "-Infinity", "nan", "inf", "-inf"])
+
+    def reason(self, value: Any) -> str:
+        """Why the row is set aside."""
+        return f"column {self.column!r} holds {value}, which the target cannot store"

@@ -37,7 +37,7 @@ from config.errors import TargetError
 from spark_jobs.engines.ddl import SqlType
 from spark_jobs.jdbc_tables import ROW_COLUMN
 from spark_jobs.manifest import Manifest
-from spark_jobs.narrowing import Narrowing
+from spark_jobs.narrowing import Narrowing, NotANumber, ZeroDate
 from spark_jobs.target import TargetTable
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ def set_aside(
     names: Sequence[str],
     target: TargetTable,
     manifest: Manifest,
-    narrowed: Narrowing,
+    narrowed: Narrowing | ZeroDate | NotANumber,
     already: int,
     floats: frozenset[str] = frozenset(),
 ) -> int:
@@ -104,6 +104,10 @@ def set_aside(
     if not found:
         return 0
     if len(found) > budget:
+        if not isinstance(narrowed, Narrowing):
+            raise TooManyRejects(
+                f"{target.label}: more than {MAX_REJECTS} of the batch's rows would be set "
+                f"aside, such as: {narrowed.reason(found[0][1])}")
         raise TooManyRejects(
             f"{target.label}: column {narrowed.column!r} is {narrowed.table_type} in the table "
             f"but {narrowed.batch_type} in the batch, and more than {MAX_REJECTS} of the "

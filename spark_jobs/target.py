@@ -41,6 +41,10 @@ class TargetTable:
     table: str
     key: tuple[str, ...]
     cursor: str | None = None
+    cast: Mapping[str, str] = field(default_factory=dict)
+    """Per column, the type a table sluice creates gives it (the source's ``cast:``)."""
+    zero_dates: str = "null"
+    """What MySQL's zero dates become in another engine: ``null`` or ``reject`` (a reject)."""
 
     @property
     def label(self) -> str:

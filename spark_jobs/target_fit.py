@@ -21,9 +21,9 @@ import sqlalchemy as sa
 
 from spark_jobs.batch_columns import BatchColumn
 from spark_jobs.engines import engine_of
-from spark_jobs.engines.base import UnsupportedColumn
+from spark_jobs.engines.base import Kind, UnsupportedColumn
 from spark_jobs.engines.fit import fits
-from spark_jobs.narrowing import Narrowing, narrowing
+from spark_jobs.narrowing import Narrowing, NotANumber, ZeroDate, narrowing
 from spark_jobs.target import TargetTable
 
 
@@ -43,7 +43,7 @@ class TargetFit:
     """
 
     null_columns: frozenset[str] = frozenset()
-    narrowings: tuple[Narrowing, ...] = ()
+    narrowings: tuple[Narrowing | ZeroDate | NotANumber, ...] = ()
     casts: Mapping[str, str] = field(default_factory=dict)
     skipped: frozenset[str] = frozenset()
     always: frozenset[str] = frozenset()
@@ -86,7 +86,7 @@ def check_catalogued(
         c["name"]: c["type"]
         for c in sa.inspect(engine).get_columns(target.table, schema=target.schema)
     }
-    narrowings: list[Narrowing] = []
+    narrowings: list[Narrowing | ZeroDate] = []
     casts: dict[str, str] = {}
     skipped: set[str] = set()
     always: set[str] = set()
@@ -111,6 +111,10 @@ def check_catalogued(
                 f"{column.type_text} in the source, and no value of one is a value of the "
                 "other; change the table's column, or convert the values with columns:"
             )
+        if (target.zero_dates == "reject" and column.source is not None
+                and column.source[0].name == "mysql" and catalogue.name != "mysql"
+                and column.kind in (Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ)):  # fmt: skip
+            narrowings.append(ZeroDate(column.name))
         staged = str(column.stage.compile(dialect=engine.dialect))
         cast = catalogue.cast_sql(found, staged, column.kind)
         if cast is not None:
@@ -144,3 +148,15 @@ def _number_type(engine: sa.Engine, values: sa.types.TypeEngine[Any]) -> str:
     if engine.dialect.name == "postgresql":
         return "numeric"
     return "DOUBLE" if isinstance(values, sa.Float) else "DECIMAL(65,30)"
+
+
+def with_nan_guards(fit: TargetFit, columns: Sequence[BatchColumn]) -> TargetFit:
+    """``fit`` with the floating-point columns staged as text (SQLite) guarded: NaN and the
+    infinities, which SQLite would store as NULL, are set aside."""
+    floats = [c.name for c in columns
+              if isinstance(c.values, sa.Float) and isinstance(c.stage, sa.Text)]  # fmt: skip
+    if not floats:
+        return fit
+    guards = tuple(NotANumber(name) for name in floats if name not in fit.null_columns)
+    return replace(fit, narrowings=(*fit.narrowings, *guards),
+                   floats_as_text=fit.floats_as_text | frozenset(floats))  # fmt: skip

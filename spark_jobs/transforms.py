@@ -33,9 +33,10 @@ _ZERO_DATE = r"^[0-9]{4}-(00-|[0-9]{2}-00)"
 _DATES = (Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ)
 
 
-def for_target(df: DataFrame, target: str) -> DataFrame:
+def for_target(df: DataFrame, target: str, zero_dates: str = "null") -> DataFrame:
     """``df``'s columns as a target of engine ``target`` (``postgresql``, ``mysql``,
-    ``sqlite``, ``parquet``) takes them (see the module)."""
+    ``sqlite``, ``parquet``) takes them (see the module). ``zero_dates: reject``: zero
+    dates are left as they are, for the writer to set their rows aside."""
     changed: dict[str, Column] = {}
     counted: list[Column] = []
     for field in df.schema.fields:
@@ -44,7 +45,8 @@ def for_target(df: DataFrame, target: str) -> DataFrame:
             continue
         engine, column = found
         value = F.col(quoted(field.name))
-        if engine.name == "mysql" and target != "mysql" and column.kind in _DATES:
+        if engine.name == "mysql" and target != "mysql" and column.kind in _DATES and (
+                zero_dates != "reject"):  # fmt: skip
             zero = value.rlike(_ZERO_DATE)
             changed[field.name] = F.when(zero, F.lit(None)).otherwise(value)
             counted.append(F.when(zero, F.lit(1)).otherwise(F.lit(0)).alias(

@@ -83,7 +83,7 @@ def _prepare(df: DataFrame, target: TargetTable) -> _Prepared:
     if ROW_COLUMN in names:
         raise TargetError(f"{target.label}: the column name {ROW_COLUMN!r} is sluice's own")
     written = T.StructType([f for f in df.schema.fields if f.name not in zero_columns(names)])
-    batch = batch_columns(written, cfg.url, target.key)
+    batch = batch_columns(written, cfg.url, target.key, target.cast)
     # Null in every row (an SQS field no message of the batch carries): the
     # commit writes NULL into whatever type the table's column has.
     void = [f.name for f in df.schema.fields if isinstance(f.dataType, T.NullType)]
@@ -129,7 +129,15 @@ def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Writte
         # for nothing; the commit splits a refused batch by these numbers.
         # A void column has no JDBC type to bind; its staging column stays NULL.
         zeros = zero_dates(df)
-        staged = df.select(*[quoted(n) for n in names if n not in void])
+        # Floating point staged as text (NaN has no SQLite value): Spark binds by the
+        # frame's type, so the frame gives text too.
+        texts = {c.name for c in columns if isinstance(c.type, sa.Text)}
+        staged = df.select(*[
+            F.col(quoted(n)).cast("string").alias(n)
+            if n in texts and isinstance(df.schema[n].dataType, T.FloatType | T.DoubleType)
+            else F.col(quoted(n))
+            for n in names if n not in void
+        ])  # fmt: skip
         numbered = staged.withColumn(ROW_COLUMN, F.monotonically_increasing_id())
         numbered.write.jdbc(
             endpoint.url,

@@ -97,3 +97,93 @@ batch: {{max_items: 300, max_wait: 100ms}}
             rows.append(conn.exec_driver_sql(query).all())
         engine.dispose()
     assert len(rows[0]) == 2000 and rows[0] == rows[1]
+
+
+@pytest.mark.spark
+@pytest.mark.postgres
+def test_a_cast_override_gives_a_created_column_its_type_and_a_wrong_one_is_refused(
+    tmp_path: Path, pg_factory: Any, spark: Any
+) -> None:
+    source = pg_factory.create("cast_src")
+    _execute(source,
+             "CREATE TABLE items (id bigint PRIMARY KEY, amount numeric(12,2), at timestamptz)",
+             "INSERT INTO items SELECT i, i / 4.0, now() FROM generate_series(1, 40) AS i")
+    for bad, target in ((False, pg_factory.create("cast_ok")),
+                        (True, pg_factory.create("cast_bad"))):  # fmt: skip
+        cast = "{amount: 'numeric(20,4)', at: uuid}" if bad else "{amount: 'numeric(20,4)'}"
+        folder = tmp_path / ("bad" if bad else "ok")
+        folder.mkdir()
+        path, cfg = write_config(folder, f"""
+ledger: sqlite:///{folder}/ledger.db
+sources:
+  items: {{kind: sql, url: '{source}', table: items, key: id, target: wh.items,
+          cast: {cast}}}
+targets:
+  wh: {{kind: jdbc, url: '{target}'}}
+""")  # fmt: skip
+        plan = subprocess.run([SLUICE, "plan", str(path)], capture_output=True, text=True,
+                              timeout=120, check=False)  # fmt: skip
+        lines = [" ".join(line.split()) for line in plan.stdout.splitlines()]
+        assert "amount numeric(12,2) -> numeric(20,4) (cast: (the config's type))" in lines, \
+            plan.stdout
+        summary = drain(cfg, path, spark, timeout=120)
+        if bad:
+            assert plan.returncode == 1 and "at timestamp with time zone: ERROR: cast: uuid " \
+                "cannot hold the source's timestamp with time zone values" in lines, plan.stdout
+            assert summary.stats.batches_dead == 1 and summary.stats.batches_failed == 0
+            continue
+        assert plan.returncode == 0, plan.stdout
+        assert summary.exit_code == 0, summary
+        engine = sa.create_engine(target)
+        with engine.connect() as conn:
+            shown = conn.exec_driver_sql(
+                "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = 'items'::regclass AND attname = 'amount'").scalar_one()
+            total = conn.exec_driver_sql("SELECT sum(amount)::text FROM items").scalar_one()
+        engine.dispose()
+        assert (shown, total) == ("numeric(20,4)", "205.0000")
+
+
+@pytest.mark.spark
+@pytest.mark.mariadb
+@pytest.mark.postgres
+def test_zero_dates_become_null_counted_or_rejects_naming_the_column(
+    tmp_path: Path, mariadb_factory: Any, pg_factory: Any, spark: Any
+) -> None:
+    legacy = mariadb_factory.create("zero_src")
+    engine = sa.create_engine(legacy)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("SET sql_mode = ''")
+        conn.exec_driver_sql("CREATE TABLE t (id int PRIMARY KEY, d date, at datetime)")
+        conn.exec_driver_sql("INSERT INTO t VALUES (1, '2024-02-29', '2024-01-01 10:00:00'), "
+                             "(2, '0000-00-00', '2024-01-01 10:00:00'), "
+                             "(3, '2024-00-15', '0000-00-00 00:00:00'), (4, NULL, NULL)")
+    engine.dispose()
+    for mode in ("null", "reject"):  # null: the default
+        target = pg_factory.create(f"zero_{mode}")
+        folder = tmp_path / mode
+        folder.mkdir()
+        path, cfg = write_config(folder, f"""
+ledger: sqlite:///{folder}/ledger.db
+sources:
+  t: {{kind: sql, url: '{legacy}', table: t, key: id, target: wh.t, zero_dates: {mode}}}
+targets:
+  wh: {{kind: jdbc, url: '{target}'}}
+""")  # fmt: skip
+        summary = drain(cfg, path, spark)
+        engine = sa.create_engine(target)
+        with engine.connect() as conn:
+            rows = conn.exec_driver_sql("SELECT id, d::text, at::text FROM t ORDER BY id").all()
+            rejects = conn.exec_driver_sql(
+                "SELECT key, reason FROM _sluice_rejects ORDER BY key").all()
+        engine.dispose()
+        if mode == "null":
+            assert summary.exit_code == 0 and summary.stats.zero_dates == {"t.d": 2, "t.at": 1}
+            assert [tuple(r) for r in rows] == [(1, "2024-02-29", "2024-01-01 10:00:00"),
+                                                (2, None, "2024-01-01 10:00:00"),
+                                                (3, None, None), (4, None, None)]  # fmt: skip
+        else:
+            assert summary.exit_code == 1 and summary.stats.rows_rejected == 2, summary
+            assert [r[0] for r in rows] == [1, 4]
+            assert [k for k, _ in rejects] == ["[2]", "[3]"]
+            assert "column 'd' holds the zero date 0000-00-00" in rejects[0][1], rejects

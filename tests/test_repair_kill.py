@@ -61,9 +61,9 @@ batch: {{max_items: 250, max_wait: 100ms}}
     assert drain(cfg, path, spark).exit_code == 0
     engine = sa.create_engine(target)
     with engine.begin() as conn:
-        conn.exec_driver_sql("DELETE FROM orders WHERE id % 7 = 0")
+        conn.exec_driver_sql("DELETE FROM orders WHERE id %% 7 = 0")
         conn.exec_driver_sql(
-            "UPDATE orders SET amount = amount + 0.01, note = 'tampered ✗' WHERE id % 11 = 0")
+            "UPDATE orders SET amount = amount + 0.01, note = 'tampered ✗' WHERE id %% 11 = 0")
     engine.dispose()
     [found] = verify_config(spark, cfg, repair=True).tables
     assert found.missing > 0 and found.different > 0 and found.repair_batches >= 2, found

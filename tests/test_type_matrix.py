@@ -24,6 +24,7 @@ from tests.type_matrix import (
     PG_TO_MARIADB,
     PG_TO_MARIADB_TAMPER,
     PG_TO_PARQUET,
+    PG_TO_SQLITE,
     PG_TYPES,
     REJECTED,
     column_name,
@@ -37,6 +38,7 @@ from tests.type_matrix import (
     pg_schema_copy,
     pg_texts,
     pg_types,
+    sqlite_texts,
     tamper,
 )
 
@@ -311,3 +313,27 @@ def _pg_copy_text(ddl: str, text: Any) -> Any:
     if ddl == "inet":
         return re.sub(r"/(32|128)$", "", text)
     return text
+
+
+@pytest.mark.spark
+@pytest.mark.postgres
+def test_postgresql_to_sqlite_changes_values_only_as_the_mapping_says(
+    tmp_path: Path, pg_factory: Any, spark: Any
+) -> None:
+    source = pg_factory.create("mx_src")
+    rows = pg_create_source(source, "matrix", PG_TYPES)
+    lite = tmp_path / "lite.db"
+    path, cfg = _config(tmp_path, source, f"sqlite:///{lite}")
+    summary = drain(cfg, path, spark)
+    refused = [v for t, vals in PG_TYPES for v in vals
+               if t in PG_TO_SQLITE and PG_TO_SQLITE[t](_pg_text(source, t, v)) == REJECTED]
+    columns = [column_name(t) for t, _ in PG_TYPES]
+    shown = [t for t, _ in PG_TYPES]
+    copied = sqlite_texts(str(lite), columns, floats=[column_name("real")])
+    pg = {k: tuple(_pg_copy_text(t, v) for t, v in zip(shown, row, strict=True))
+          for k, row in pg_texts(source, "matrix", columns).items()}  # fmt: skip
+    matrix = compare(pg, copied, columns, shown, "postgresql -> sqlite", PG_TO_SQLITE)
+    print(f"\n{matrix.table()}")
+    assert summary.exit_code == 1 and summary.stats.rows_rejected == len(refused), summary
+    assert len(copied) == rows - len(refused)
+    assert not [r for r in matrix.results.values() if r.startswith("DIFFERENT")], matrix.table()

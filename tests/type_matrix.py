@@ -586,10 +586,10 @@ def parquet_texts(folder: str, columns: Sequence[str], key: str = "id") -> dict[
 
     table = pq.read_table(folder)
     types = {f.name: f.type for f in table.schema}
-    for i, field in enumerate(table.schema):  # dates past Python's year 9999, as text
-        if str(field.type) == "date32[day]":
+    for i, column in enumerate(table.schema):  # dates past Python's year 9999, as text
+        if str(column.type) == "date32[day]":
             days = table.column(i).cast("int32").to_pylist()
-            table = table.set_column(i, field.name, pa.array(
+            table = table.set_column(i, column.name, pa.array(
                 [None if d is None else _civil(d) for d in days], pa.string()))  # fmt: skip
 
     def text(value: Any, name: str) -> Any:
@@ -615,3 +615,37 @@ def parquet_texts(folder: str, columns: Sequence[str], key: str = "id") -> dict[
     for row in table.to_pylist():
         found[row[key]] = tuple(text(row.get(c), c) for c in columns)
     return found
+
+
+PG_TO_SQLITE: dict[str, Callable[[Any], Any]] = {
+    # SQLite has no NaN (it would store NULL: the row is refused instead), nor -0.
+    "real": _pg_float_to_mariadb, "double precision": _pg_double_to_mariadb,
+    "boolean": lambda t: {"true": "1", "false": "0"}[t],
+    "money": lambda t: t.replace("$", "").replace(",", ""),
+}
+"""The documented mapping into SQLite, PostgreSQL's text as its output prints it → the
+SQLite value's text (most kept as that text)."""
+
+
+def sqlite_texts(path: str, columns: Sequence[str], floats: Sequence[str] = (),
+                 key: str = "id") -> dict[Any, tuple]:  # fmt: skip
+    """Every row of the SQLite matrix, read by sqlite3, each value as text (bytes as bytea's
+    hex; ``floats``: columns compared as single precision)."""
+    import sqlite3
+    import struct
+
+    def text(value: Any, name: str) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, bytes):
+            return "\\x" + value.hex()
+        if isinstance(value, float):
+            if name in floats:
+                return repr(struct.unpack("f", struct.pack("f", value))[0])
+            return repr(value)
+        return str(value)
+
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(f"SELECT {key}, {', '.join(columns)} FROM matrix").fetchall()
+    return {row[0]: tuple(text(v, c) for v, c in zip(row[1:], columns, strict=True))
+            for row in rows}  # fmt: skip

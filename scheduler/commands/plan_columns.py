@@ -93,7 +93,9 @@ def _plan(cfg: SluiceConfig, name: str, src: SqlSourceConfig, engine: sa.Engine)
     target = engine_of(target_cfg.url)
     existing = _existing(target_cfg.url, target, target_schema, target_table)
     if existing is None:
-        return SourceColumns(name, src.target, [_created(source, target, c) for c in columns])
+        cast = src.cast or {}
+        return SourceColumns(name, src.target, [_created(source, target, c, cast.get(c.name))
+                                                for c in columns])  # fmt: skip
     return SourceColumns(name, src.target, [_into(source, c, existing) for c in columns])
 
 
@@ -116,10 +118,15 @@ def _refused(source: Engine, column: Column) -> str | None:
     return rule.refused
 
 
-def _created(source: Engine, target: Engine, column: Column) -> ColumnLine:
+def _created(source: Engine, target: Engine, column: Column, cast: str | None) -> ColumnLine:
     refused = _refused(source, column)
     if refused is not None:
         return ColumnLine(column.name, column.type, error=refused)
+    if cast is not None:
+        if not fits(column.kind, target.kind_of_type(cast)):
+            return ColumnLine(column.name, column.type, cast, error=(
+                f"cast: {cast} cannot hold the source's {column.type} values"))  # fmt: skip
+        return ColumnLine(column.name, column.type, cast, "cast: (the config's type)")
     try:
         mapped = target.target_type(column, source)
     except Exception as error:  # noqa: BLE001 - the column's line says why

@@ -42,6 +42,15 @@ def catalogued(url: str | sa.URL) -> bool:
     return sa.make_url(url).get_backend_name() in _BACKENDS
 
 
+def target_catalogue(url: str | sa.URL) -> Engine | None:
+    """The engine whose catalogue types the tables sluice creates at ``url`` (SQLite's too,
+    which is not read through the catalogue); None for none."""
+    backend = sa.make_url(url).get_backend_name()
+    if backend == "sqlite":
+        return engine_named("sqlite")
+    return engine_of(url) if backend in _BACKENDS else None
+
+
 def engine_named(name: str) -> Engine:
     """The engine called ``name`` (:attr:`Engine.name`)."""
     if name == "postgresql":
@@ -52,6 +61,10 @@ def engine_named(name: str) -> Engine:
         from spark_jobs.engines.mysql import ENGINE as MYSQL
 
         return MYSQL
+    if name == "sqlite":
+        from spark_jobs.engines.sqlite import ENGINE as SQLITE
+
+        return SQLITE
     raise ConfigError(f"no engine {name!r} in sluice's catalogue")
 
 

@@ -194,6 +194,11 @@ class Engine(ABC):
         """The columns of ``schema.table`` (None: the default schema) on the SQLAlchemy
         connection ``conn``, in order; empty when there is no such table."""
 
+    def kind_of_type(self, type_sql: str) -> Kind:
+        """The kind of a column type of this engine written as SQL (a ``cast:`` override);
+        ``other`` for one the catalogue does not name."""
+        return Kind.OTHER
+
     def cast_sql(self, target: Column, staged: str, source: Kind | None = None) -> str | None:
         """SQL (``{}``: the staged value) that puts a value staged in SQL type ``staged``
         (of kind ``source``) into the ``target`` column; None where it goes in as it is."""

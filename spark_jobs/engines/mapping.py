@@ -81,7 +81,7 @@ _MYSQL: list[tuple[str, Column]] = [
         ("inet4, inet6", "inet4", Kind.NETWORK, {}),
     ])
 ]
-_TARGETS = ("postgresql", "mysql")
+_TARGETS = ("postgresql", "mysql", "sqlite")
 
 
 def _cell(source: Engine, target: str, column: Column) -> str:
@@ -102,8 +102,10 @@ def _cell(source: Engine, target: str, column: Column) -> str:
 
 def mapping_table() -> str:
     """The mapping as a Markdown table."""
-    lines = ["| source | type | into PostgreSQL | into MySQL/MariaDB | into Parquet |",
-             "|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| source | type | into PostgreSQL | into MySQL/MariaDB | into SQLite | into Parquet |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, types in (("postgresql", _PG), ("mysql", _MYSQL)):
         source = engine_named(name)
         label = source.label

@@ -29,6 +29,9 @@ class MySQL(Engine):
     def describe(self, conn: sa.Connection, schema: str | None, table: str) -> list[Column]:
         return catalog.describe(conn, schema, table)
 
+    def kind_of_type(self, type_sql: str) -> Kind:
+        return types.kind_of_type(type_sql)
+
     def cast_sql(self, target: Column, staged: str, source: Kind | None = None) -> str | None:
         if target.base == "bit" and not _numeric(staged):
             return "CAST(CONV({}, 2, 10) AS UNSIGNED)"  # a bit string's digits

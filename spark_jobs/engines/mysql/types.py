@@ -201,3 +201,19 @@ def spark_type(data_type: T.DataType, name: str, key: bool = False) -> str:
         f"column {name!r} has Spark type {data_type.simpleString()}, which sluice cannot create "
         "in a MySQL table; convert it with columns: (for example to_json(...))"
     )
+
+
+def kind_of_type(type_sql: str) -> Kind:
+    """The kind of a MySQL type written as DDL (``decimal(20,4)``, ``int unsigned``)."""
+    text = " ".join(type_sql.strip().lower().split())
+    if text.startswith("tinyint(1)") and "unsigned" not in text:
+        return Kind.BOOL
+    word = text.split("(")[0].split()[0] if text else ""
+    if "unsigned" in text and word in ("tinyint", "smallint", "mediumint", "int", "bigint"):
+        return Kind.UINT
+    if word in ("decimal", "numeric"):
+        return Kind.DECIMAL
+    if word == "bit":
+        return Kind.BIT
+    found = RULES.get({"integer": "int", "bool": "bool", "boolean": "bool"}.get(word, word))
+    return found.kind if found is not None else Kind.OTHER

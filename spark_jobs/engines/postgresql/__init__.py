@@ -31,6 +31,9 @@ class PostgreSQL(Engine):
     def spark_type(self, data_type: T.DataType, name: str, key: bool = False) -> str:
         return types.spark_type(data_type, name)
 
+    def kind_of_type(self, type_sql: str) -> Kind:
+        return types.kind_of_type(type_sql)
+
     def cast_sql(self, target: Column, staged: str, source: Kind | None = None) -> str | None:
         if staged.lower() == target.type.lower():
             return None

@@ -241,3 +241,24 @@ def kind_of(base: str, typtype: str) -> tuple[str, Kind]:
 def max_precision() -> int:
     """numeric's largest declared precision, for the checks of overrides."""
     return _MAX_NUMERIC
+
+
+_SPELLED = {
+    "smallint": "int2", "integer": "int4", "int": "int4", "bigint": "int8", "real": "float4",
+    "double precision": "float8", "decimal": "numeric", "boolean": "bool",
+    "character varying": "varchar", "character": "bpchar", "char": "bpchar",
+    "timestamp without time zone": "timestamp", "timestamp with time zone": "timestamptz",
+    "time without time zone": "time", "time with time zone": "timetz", "bit varying": "varbit",
+}
+"""How DDL spells a type, by the name the catalogue knows it by (``typname``)."""
+
+
+def kind_of_type(type_sql: str) -> Kind:
+    """The kind of a PostgreSQL type written as DDL (``numeric(20,4)``, ``text[]``)."""
+    text = type_sql.strip().lower()
+    if text.endswith("[]"):
+        return Kind.ARRAY
+    base = " ".join(text.split("(")[0].split())
+    name = _SPELLED.get(base, base)
+    found = RULES.get(name)
+    return found.kind if found is not None else Kind.OTHER

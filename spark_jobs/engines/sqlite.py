@@ -1,0 +1,87 @@
+"""SQLite as a target: the type (its affinity) each other engine's column gets in a table
+sluice creates, and what changes.
+
+SQLite keeps a value of any type in any column; its declared type only says how a
+value is converted on its way in (the column's affinity). So a value that another
+engine prints as text and SQLite has no type for goes into a ``TEXT`` column as that
+text, unchanged: decimals (a ``NUMERIC`` column would make a double of 0.1, losing
+digits), dates and timestamps (ISO text, SQLite's own convention), uuids, JSON,
+intervals, arrays. Integers, floating point and bytes keep theirs; a boolean is 0/1.
+
+SQLite as a source is read by Spark's JDBC reader as before (its date-time columns as
+timestamps, see :mod:`spark_jobs.extract`); it is not in the catalogue's readers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql import types as T
+
+from spark_jobs.engines.base import Column, Engine, Kind, Mapped, TypeRule, UnsupportedColumn
+
+_KEPT_AS_TEXT = "kept as its text"
+
+FROM_KIND: dict[Kind, Callable[[Column], Mapped]] = {
+    Kind.BOOL: lambda c: Mapped("BOOLEAN", "true/false as 1/0"),
+    Kind.INT: lambda c: Mapped("INTEGER"),
+    Kind.UINT: lambda c: Mapped("INTEGER" if c.base != "bigint unsigned" else "TEXT",
+                                "" if c.base != "bigint unsigned" else
+                                "kept as its text: past 2^63 is no SQLite integer"),  # fmt: skip
+    Kind.YEAR: lambda c: Mapped("INTEGER"),
+    Kind.FLOAT: lambda c: Mapped("REAL", "NaN and infinities are rejected rows (SQLite would "
+                                 "store NULL); -0 becomes 0"),
+    Kind.DECIMAL: lambda c: Mapped("TEXT", "kept as its text: NUMERIC would make it a double"),
+    Kind.MONEY: lambda c: Mapped("TEXT", _KEPT_AS_TEXT),
+    Kind.BYTES: lambda c: Mapped("BLOB"),
+    Kind.TEXT: lambda c: Mapped("TEXT"),
+    Kind.CHAR: lambda c: Mapped("TEXT"),
+}
+
+
+class SQLite(Engine):
+    """SQLite 3, as a target."""
+
+    name = "sqlite"
+    label = "SQLite"
+
+    def rule(self, column: Column) -> TypeRule:
+        return TypeRule(column.kind)
+
+    def target_type(self, column: Column, source: Engine) -> Mapped:
+        mapper = FROM_KIND.get(column.kind)
+        mapped = mapper(column) if mapper is not None else Mapped("TEXT", _KEPT_AS_TEXT)
+        return source.leaving(column, mapped, self)
+
+    def spark_type(self, data_type: T.DataType, name: str, key: bool = False) -> str:
+        for spark, sql in _SPARK:
+            if isinstance(data_type, spark):
+                return sql
+        raise UnsupportedColumn(
+            f"column {name!r} has Spark type {data_type.simpleString()}, which sluice cannot "
+            "create in a SQLite table; convert it with columns: (for example to_json(...))"
+        )
+
+    def describe(self, conn: Any, schema: str | None, table: str) -> list[Column]:
+        return []  # a SQLite target is checked by its declared types (jdbc_tables)
+
+
+_SPARK: tuple[tuple[type, str], ...] = (
+    (T.BooleanType, "BOOLEAN"),
+    (T.ByteType, "INTEGER"),
+    (T.ShortType, "INTEGER"),
+    (T.IntegerType, "INTEGER"),
+    (T.LongType, "INTEGER"),
+    (T.FloatType, "REAL"),
+    (T.DoubleType, "REAL"),
+    (T.DecimalType, "TEXT"),
+    (T.StringType, "TEXT"),
+    (T.NullType, "TEXT"),
+    (T.BinaryType, "BLOB"),
+    (T.DateType, "DATE"),
+    (T.TimestampNTZType, "DATETIME"),
+    (T.TimestampType, "DATETIME"),
+)
+
+ENGINE = SQLite()
