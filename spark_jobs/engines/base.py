@@ -21,7 +21,7 @@ column type. The mapping between engines goes by :class:`Kind`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -129,6 +129,17 @@ class TypeRule:
     read: str = "{}"
     text: str = "{}"
     refused: str | None = None
+
+
+def rule_maker(text: str) -> Callable[..., TypeRule]:
+    """A catalogue line's helper for an engine whose text of a value is ``text``
+    (``{}::text``): ``rule(kind, carrier=text, read="{}", text=…)``."""
+
+    def rule(kind: Kind, carrier: T.DataType | None = None, read: str = "{}",
+             text: str = text) -> TypeRule:  # fmt: skip
+        return TypeRule(kind, carrier if carrier is not None else T.StringType(), read, text)
+
+    return rule
 
 
 @dataclass(frozen=True)

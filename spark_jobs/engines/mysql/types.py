@@ -18,14 +18,19 @@ from collections.abc import Callable
 
 from pyspark.sql import types as T
 
-from spark_jobs.engines.base import Column, Kind, Mapped, TypeRule, UnsupportedColumn
+from spark_jobs.engines.base import (
+    Column,
+    Kind,
+    Mapped,
+    TypeRule,
+    UnsupportedColumn,
+    rule_maker,
+)
 
 _CHAR = "CAST({} AS CHAR)"
 
 
-def _rule(kind: Kind, carrier: T.DataType | None = None, read: str = "{}",
-          text: str = _CHAR) -> TypeRule:  # fmt: skip
-    return TypeRule(kind, carrier if carrier is not None else T.StringType(), read, text)
+_rule = rule_maker(_CHAR)
 
 
 RULES: dict[str, TypeRule] = {

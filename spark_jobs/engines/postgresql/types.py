@@ -21,14 +21,19 @@ from collections.abc import Callable
 
 from pyspark.sql import types as T
 
-from spark_jobs.engines.base import Column, Kind, Mapped, TypeRule, UnsupportedColumn
+from spark_jobs.engines.base import (
+    Column,
+    Kind,
+    Mapped,
+    TypeRule,
+    UnsupportedColumn,
+    rule_maker,
+)
 
 _TEXT = "{}::text"
 
 
-def _rule(kind: Kind, carrier: T.DataType | None = None, read: str = "{}",
-          text: str = _TEXT) -> TypeRule:  # fmt: skip
-    return TypeRule(kind, carrier if carrier is not None else T.StringType(), read, text)
+_rule = rule_maker(_TEXT)
 
 
 RULES: dict[str, TypeRule] = {
