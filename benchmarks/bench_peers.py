@@ -377,12 +377,12 @@ def contenders(pair: str, source: str, into: Server, folder: Path) -> dict[str, 
                          f"{{kind: jdbc, url: '{url}'}}", SLUICE_BATCH, BEFORE)  # fmt: skip
         return run, url, None
 
-    if pair == "pg_mariadb":
-        return {"sluice": sluice, "spark": spark}
     runs: dict[str, Contender] = {"sluice": sluice}
     if BEFORE is not None:
         runs["sluice_before"] = sluice_before
-    runs.update({"spark": spark, "pgloader": pgloader})
+    runs["spark"] = spark
+    if pair != "pg_mariadb":
+        runs["pgloader"] = pgloader
     if pair == "pg":
         runs["copy_pipe"] = copy_pipe
     if CONTENDERS:
@@ -517,7 +517,7 @@ batch: {{max_items: {SLUICE_BATCH}}}
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "plain":
         return plain_copy(*sys.argv[2:5])
-    if shutil.which("pgloader") is None:
+    if shutil.which("pgloader") is None and (not CONTENDERS or "pgloader" in CONTENDERS):
         raise SystemExit("pgloader is not installed: `make bench` installs it "
                          "(the Debian package pgloader)")  # fmt: skip
     pg = Server(PG_ADMIN)

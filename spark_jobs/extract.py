@@ -51,13 +51,16 @@ def extract(
     source: SqlSourceConfig | SqsSourceConfig,
     manifest: Manifest,
     one_task: bool = False,
+    target: str | None = None,
 ) -> DataFrame:
     """The batch's rows, with the source's columns (lazy: nothing runs yet).
 
     ``one_task``: the rows will be consumed by one Spark task (a direct
     COPY): a range is then read by one query, not split into
     ``read.num_partitions`` queries that the task would run one after the
-    other, each on a connection of its own.
+    other, each on a connection of its own. ``target``: the engine the rows go
+    to, whose form of a value the read may give at once (see
+    :meth:`~spark_jobs.engines.base.Engine.read_sql`).
     """
     if manifest.kind == "payloads":
         key = source.key if isinstance(source.key, str) else None
@@ -66,7 +69,7 @@ def extract(
         raise SourceError(
             f"source {manifest.source!r} is not SQL: a {manifest.kind} batch needs one"
         )
-    reader = SqlReader(spark, source)
+    reader = SqlReader(spark, source, target=target)
     parts = manifest.read_parts or source.read.num_partitions
     if manifest.kind == "range":
         return reader.read_range(manifest.lo, manifest.hi, manifest.items, 1 if one_task else parts)
@@ -74,8 +77,9 @@ def extract(
 
 
 def extract_ranges(
-    spark: SparkSession, source: SqlSourceConfig, manifests: Sequence[Manifest]
-) -> DataFrame:
+    spark: SparkSession, source: SqlSourceConfig, manifests: Sequence[Manifest],
+    target: str | None = None,
+) -> DataFrame:  # fmt: skip
     """The rows of several range batches of ``source``: partition i holds ``manifests[i]``'s.
 
     One JDBC query per batch, as a range batch read by one task; the batches
@@ -84,7 +88,7 @@ def extract_ranges(
     """
     if any(m.kind != "range" for m in manifests):
         raise ValueError("extract_ranges reads range batches only")
-    return SqlReader(spark, source).read_ranges([(m.lo, m.hi) for m in manifests])
+    return SqlReader(spark, source, target=target).read_ranges([(m.lo, m.hi) for m in manifests])
 
 
 class SqlReader:
@@ -94,10 +98,14 @@ class SqlReader:
     the carriers an import takes.
     """
 
-    def __init__(self, spark: SparkSession, source: SqlSourceConfig, as_text: bool = False) -> None:
+    def __init__(
+        self, spark: SparkSession, source: SqlSourceConfig, as_text: bool = False,
+        target: str | None = None,
+    ) -> None:  # fmt: skip
         self.spark = spark
         self.source = source
         self.as_text = as_text
+        self.target = target
         self.endpoint = JdbcEndpoint.from_url(source.url)
         self.dialect = self.endpoint.sql_dialect()
         self.key_names = list(source.key_columns)
@@ -216,14 +224,14 @@ class SqlReader:
         if self.native:
             columns = table_columns(self.source.url, self.source.table)
             return native_frame(self.spark, self.source.url, self.table_sql, columns, rendered,
-                                self.as_text)  # fmt: skip
+                                self.as_text, self.target)  # fmt: skip
         options = {"fetchsize": str(self.source.read.fetchsize), "preferTimestampNTZ": "true"}
         if catalogued(self.source.url):
             columns = table_columns(self.source.url, self.source.table)
             return jdbc_catalogued_frame(
                 self.spark, self.source.url, self.table_sql, columns, self.key_names, rendered,
                 self.endpoint.read_url, self.endpoint.connection_properties(**options),
-                self.as_text,
+                self.as_text, self.target,
             )  # fmt: skip
         if self.endpoint.dialect == "sqlite":
             timestamps = _sqlite_timestamps(self.source.url, self.source.table)

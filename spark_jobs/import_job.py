@@ -89,8 +89,9 @@ def _import_new(
     started = time.monotonic()
     try:
         one_task = may_copy_straight_in(target, manifest)
-        rows = apply_columns(extract(spark, source, manifest, one_task), source.columns)
-        rows = for_target(rows, target_engine_of(target), target.zero_dates)
+        into = target_engine_of(target)
+        rows = apply_columns(extract(spark, source, manifest, one_task, into), source.columns)
+        rows = for_target(rows, into, target.zero_dates)
         written = write_batch(spark, rows, target, manifest)
     except (PySparkException, Py4JError, sa.exc.SQLAlchemyError) as error:
         raise _failure(spark, source, target, manifest, error) from error
@@ -167,8 +168,9 @@ def _straight_in(
     """The outcomes of the batches one Spark job loaded straight in (or failed); no others."""
     assert isinstance(source, SqlSourceConfig)
     try:
-        rows = apply_columns(extract_ranges(spark, source, manifests), source.columns)
-        rows = for_target(rows, target_engine_of(target), target.zero_dates)
+        into = target_engine_of(target)
+        rows = apply_columns(extract_ranges(spark, source, manifests, into), source.columns)
+        rows = for_target(rows, into, target.zero_dates)
         written = write_jdbc_straight_in(rows, target, manifests)
     except Exception as error:  # noqa: BLE001 - each batch then tries on its own
         log.info("batches %s: imported one by one: %s",

@@ -82,7 +82,7 @@ def batch_schema(engine: Engine, columns: Sequence[Column], as_text: bool = Fals
 
 def native_frame(
     spark: SparkSession, url: str, table_sql: str, columns: Sequence[Column], where: list[str],
-    as_text: bool = False,
+    as_text: bool = False, target: str | None = None,
 ) -> DataFrame:  # fmt: skip
     """The rows matching each of ``where`` (SQL), one Spark task per condition, read by the
     engine's own protocol (PostgreSQL: COPY). ``as_text``: every value as the server
@@ -93,8 +93,11 @@ def native_frame(
     schema = batch_schema(engine, columns, as_text)
     dialect = sa.make_url(url).get_dialect()()
     quote = dialect.identifier_preparer.quote
-    read = engine.text_sql if as_text else engine.read_sql
-    reads = [f"{read(c, quote(c.name))} AS {quote(c.name)}" for c in columns]
+    def read(c: Column) -> str:
+        name = quote(c.name)
+        return engine.text_sql(c, name) if as_text else engine.read_sql(c, name, target)
+
+    reads = [f"{read(c)} AS {quote(c.name)}" for c in columns]
     queries = pg_read.Queries(
         pg_read.conninfo(url),
         tuple(pg_read.select(reads, table_sql, w) for w in where),
@@ -116,6 +119,7 @@ def jdbc_catalogued_frame(
     read_url: str,
     properties: dict[str, str],
     as_text: bool = False,
+    target: str | None = None,
 ) -> DataFrame:
     """The rows matching each of ``where`` through Spark's JDBC reader, one partition per
     condition, each column read by its rule's SQL into its carrier (``as_text``: as the
@@ -131,11 +135,11 @@ def jdbc_catalogued_frame(
     engine = engine_of(url)
     schema = batch_schema(engine, columns, as_text)
     quote = sa.make_url(url).get_dialect()().identifier_preparer.quote
-    reader = engine.text_sql if as_text else engine.read_sql
     selected, fields, final = [], [], []
     for column, field in zip(columns, schema.fields, strict=True):
         name = quote(column.name)
-        read = reader(column, name)
+        read = (engine.text_sql(column, name) if as_text
+                else engine.read_sql(column, name, target))  # fmt: skip
         alias = column.name
         if read != name and column.name in key:
             selected.append(f"{name} AS {name}")  # for the conditions, not read

@@ -8,8 +8,6 @@ own column type. What the catalogue's mapping says changes, changes here:
   engine: NULL, counted per column (``_sluice_zero__<column>``: 1 where a zero
   date became NULL, which the writers count and drop).
 - MySQL's ``set`` into PostgreSQL: its members as an array literal (``{"a","b"}``).
-- PostgreSQL's ``timestamptz`` into MySQL: its text in UTC without the ``+00``
-  that MySQL's ``datetime`` does not parse.
 
 A batch that needs none of them is returned as it is (a native read stays one
 that a writer's task may run itself).
@@ -56,9 +54,6 @@ def for_target(df: DataFrame, target: str, zero_dates: str = "null") -> DataFram
         elif engine.name == "mysql" and target == "parquet" and column.kind == Kind.SET:
             changed[field.name] = F.when(value == "", F.array().cast("array<string>")).otherwise(
                 F.split(value, ","))
-        elif engine.name == "postgresql" and target == "mysql" and (
-                column.kind == Kind.TIMESTAMPTZ):  # fmt: skip
-            changed[field.name] = F.regexp_replace(value, r"\+00$", "")
     if not changed:
         return df
     columns = [

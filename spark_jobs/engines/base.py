@@ -233,8 +233,9 @@ class Engine(ABC):
         """SQL printing ``column`` (``quoted``) as this engine's server prints it."""
         return self.rule(column).text.format(quoted)
 
-    def read_sql(self, column: Column, quoted: str) -> str:
-        """SQL reading ``column`` (``quoted``) as its carrier takes it."""
+    def read_sql(self, column: Column, quoted: str, target: str | None = None) -> str:
+        """SQL reading ``column`` (``quoted``) as its carrier takes it, for a target of engine
+        ``target`` (a form the target parses, where the mapping says so)."""
         return self.rule(column).read.format(quoted)
 
 

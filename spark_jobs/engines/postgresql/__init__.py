@@ -31,6 +31,13 @@ class PostgreSQL(Engine):
     def spark_type(self, data_type: T.DataType, name: str, key: bool = False) -> str:
         return types.spark_type(data_type, name)
 
+    def read_sql(self, column: Column, quoted: str, target: str | None = None) -> str:
+        if target == "mysql" and column.kind == Kind.TIMESTAMPTZ:
+            # In UTC (the session's) without the "+00" MySQL's datetime does not parse.
+            text = f"{quoted}::text"
+            return f"CASE WHEN {text} LIKE '%+00' THEN left({text}, -3) ELSE {text} END"
+        return super().read_sql(column, quoted, target)
+
     def kind_of_type(self, type_sql: str) -> Kind:
         return types.kind_of_type(type_sql)
 
