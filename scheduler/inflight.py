@@ -166,15 +166,16 @@ class BatchesInFlight:
                 rejected = getattr(result, "rows_rejected", 0)
                 self._observe(manifest, result, None)
                 crash_point("before_ledger_done")
+                zeros = getattr(result, "zero_dates", None) or {}
                 self.ledger.finish(manifest.batch_id, result.rows_written, rejected,
-                                   token=manifest.token)
+                                   token=manifest.token, zero_dates=zeros)
                 if queue is not None:
                     queue.ack(manifest.batch_id)
                 with self._lock:
                     s = self.stats
                     s.batches_done += 1
                     s.rows_rejected += rejected
-                    for column, count in (getattr(result, "zero_dates", None) or {}).items():
+                    for column, count in zeros.items():
                         name = f"{manifest.source}.{column}"
                         s.zero_dates[name] = s.zero_dates.get(name, 0) + count
                     s.rows_by_source[manifest.source] = (

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from typer.testing import CliRunner
 
+from scheduler.cli import app
 from tests.helpers import drain, write_config
 
 SLUICE = str(Path(sys.executable).parent / "sluice")
@@ -179,6 +181,9 @@ targets:
         engine.dispose()
         if mode == "null":
             assert summary.exit_code == 0 and summary.stats.zero_dates == {"t.d": 2, "t.at": 1}
+            shown = CliRunner().invoke(app, ["status", str(path)])  # after the run, per column
+            assert "zero dates made NULL" in shown.output, shown.output
+            assert "t.at: 1" in shown.output and "t.d: 2" in shown.output, shown.output
             assert [tuple(r) for r in rows] == [(1, "2024-02-29", "2024-01-01 10:00:00"),
                                                 (2, None, "2024-01-01 10:00:00"),
                                                 (3, None, None), (4, None, None)]  # fmt: skip

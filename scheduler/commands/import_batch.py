@@ -103,7 +103,8 @@ def import_batch(
                 ended = ledger.fail(batch_id, reason, cfg.retry, token=manifest.token,
                                     permanent=getattr(error, "permanent", False))
                 return ForegroundImport(batch_id, ended, error=reason)
-        ledger.finish(batch_id, result.rows_written, result.rows_rejected, token=manifest.token)
+        ledger.finish(batch_id, result.rows_written, result.rows_rejected, token=manifest.token,
+                      zero_dates=result.zero_dates)
         return ForegroundImport(batch_id, "done", result)
     finally:
         if own:

@@ -49,6 +49,7 @@ class SourceStatus:
     poison: int
     high_water: list[Any] | None  # keyset: the last key claimed
     dead: list[DeadBatch] = field(default_factory=list)
+    zero_dates: dict[str, int] = field(default_factory=dict)  # per column, made NULL
     left: int | None = None  # rows (keys, messages) still to migrate; None: not measured
     done: bool = False  # nothing left and no batch unfinished
     # Batch size and limits as the config sets them: a running daemon's in force (its
@@ -170,6 +171,7 @@ def _source(
         rows=row.rows, rejected=row.rejected, rows_per_s=rate, eta_s=eta,
         last_error=clean(row.last_error), poison=row.poison, high_water=row.high_water,
         dead=[DeadBatch(d.id, d.attempts, clean(d.error), d.updated_at) for d in row.dead],
+        zero_dates=dict(sorted(row.zero_dates.items())),
         left=left, done=done, configured=configured,
     )
 
@@ -222,6 +224,7 @@ def render_text(status: Status) -> str:
         for row in table
     )
     lines.extend(_configured_lines(status))
+    lines.extend(_zero_date_lines(status))
     lines.extend(_dead_lines(status))
     return "\n".join(line.rstrip() for line in lines)
 
@@ -237,7 +240,7 @@ def render_table(status: Status) -> Table:
         style = "red" if src.states["dead"] else None
         table.add_row(*map(Text, _cells(src)), style=style)
     table.add_row(*map(Text, _total_cells(status)), style="bold", end_section=True)
-    notes = _configured_lines(status) + _dead_lines(status)
+    notes = _configured_lines(status) + _zero_date_lines(status) + _dead_lines(status)
     if notes:
         table.caption, table.caption_justify = Text("\n".join(notes)), "left"
     return table
@@ -273,6 +276,17 @@ def _configured_lines(status: Status) -> list[str]:
         lines.append(f"  {src.source}: {', '.join(parts)}")
     if lines:
         lines.insert(0, "configured (a running daemon's, in force, are on its /status.json):")
+    return lines
+
+
+def _zero_date_lines(status: Status) -> list[str]:
+    """MySQL zero dates that done batches made NULL, per column."""
+    lines = [
+        f"  {src.source}.{column}: {count:,}"
+        for src in status.sources for column, count in src.zero_dates.items()
+    ]
+    if lines:
+        lines.insert(0, "zero dates made NULL (a source's zero_dates: reject sets them aside):")
     return lines
 
 

@@ -28,7 +28,7 @@ from config.errors import LedgerError
 from scheduler.ledger.owners import DEAD_AFTER, pid_alive
 from scheduler.ledger.schema import SCHEMA, WRITE_OPTION, open_engine
 
-REVISIONS = ("0001", "0002", "0003", "0004", "0005")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006")
 """Every revision of the ledger schema, oldest first (``migrations/versions``)."""
 HEAD = SCHEMA
 VERSION_TABLE = "sluice_schema_version"

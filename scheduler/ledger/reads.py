@@ -8,6 +8,7 @@ column means the same everywhere. It takes an engine, not a :class:`Ledger`:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,6 +78,8 @@ class SourceFigures:
     poison: int = 0
     high_water: list[Any] | None = None  # keyset: the last key claimed
     dead: list[DeadBatch] = field(default_factory=list)
+    # MySQL zero dates made NULL by done batches, per column (schema 0006)
+    zero_dates: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -311,6 +314,15 @@ class LedgerReads(RecordReads):
                 .where(mine, b.c.state == "done", b.c.updated_at >= since).group_by(b.c.source)
             ):
                 found[source].recent_rows = int(written or 0)
+            # Read-only commands read older ledgers as they are: before 0006, no zero dates.
+            if "zero_dates" in {c["name"] for c in sa.inspect(conn).get_columns(b.name)}:
+                for source, zeros in conn.execute(
+                    sa.select(b.c.source, b.c.zero_dates)
+                    .where(mine, b.c.state == "done", b.c.zero_dates.is_not(None))
+                ):
+                    counts = found[source].zero_dates
+                    for column, count in json.loads(zeros).items():
+                        counts[column] = counts.get(column, 0) + int(count)
             for source, count in conn.execute(
                 sa.select(poison_table.c.source, sa.func.count())
                 .where(poison_table.c.source.in_(names)).group_by(poison_table.c.source)

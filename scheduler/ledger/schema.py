@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from config.sqlite import sqlite_engine
 
-SCHEMA = "0005"
+SCHEMA = "0006"
 """The schema revision these tables are (``migrate.REVISIONS[-1]``; a test holds them equal)."""
 UNFINISHED = ("claimed", "importing")
 STATES = ("claimed", "importing", "done", "failed", "dead")
@@ -62,6 +62,8 @@ batches_table = sa.Table(
     # key is found by a binary search over this index, not a scan.
     sa.Column("range_seq", sa.Integer, nullable=True),
     sa.Index("ix_sluice_batches_source_range_seq", "source", "range_seq"),
+    # Schema 0006: MySQL zero dates the batch made NULL, JSON {column: count}.
+    sa.Column("zero_dates", sa.Text, nullable=True),
 )
 
 keys_table = sa.Table(

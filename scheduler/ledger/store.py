@@ -13,11 +13,12 @@ backoff) and ``dead`` after ``retry.max_attempts``.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import sqlalchemy as sa
@@ -201,17 +202,21 @@ class Ledger:
         return Manifest(**{**manifest.__dict__, "token": row.token + 1})
 
     def finish(
-        self, batch_id: str, rows: int, rejected: int = 0, *, token: int | None = None
-    ) -> None:
+        self, batch_id: str, rows: int, rejected: int = 0, *, token: int | None = None,
+        zero_dates: Mapping[str, int] | None = None,
+    ) -> None:  # fmt: skip
         """Record that a batch's rows are committed in its target.
 
         Only the batch's owner may, and with ``token`` only the attempt that
         began it with that fencing token; otherwise (another daemon took it
         over) :class:`ClaimConflict` is raised and nothing changes.
+        ``zero_dates``: per column, the MySQL zero dates the batch made NULL.
         """
+        zeros = json.dumps(dict(sorted(zero_dates.items()))) if zero_dates else None
         self._transition(
             batch_id, ("importing",), "done",
-            lambda r: {"rows": rows, "rejected": rejected, "lease_until": None},
+            lambda r: {"rows": rows, "rejected": rejected, "lease_until": None,
+                       "zero_dates": zeros},
             guard=lambda conn: _held(self.owner, token),
         )
 
