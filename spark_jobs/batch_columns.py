@@ -50,6 +50,11 @@ class BatchColumn:
         return self.source[1].type if self.source is not None else str(self.create)
 
 
+def is_enum_cast(cast: str | None) -> bool:
+    """Whether a ``cast:`` asks for an enum type created of the source column's labels."""
+    return cast is not None and cast.strip().lower() == "enum"
+
+
 def batch_columns(
     schema: T.StructType, url: str, key: Sequence[str], cast: Mapping[str, str] | None = None
 ) -> list[BatchColumn]:
@@ -70,10 +75,23 @@ def batch_columns(
             # NaN and infinities have no MySQL value, and SQLite makes NULL of them: staged
             # as text, a row holding one is set aside on its own, with the column named.
             stage = sa.Text()
+        elif dialect == "sqlite" and isinstance(f.dataType, T.DecimalType):
+            # SQLite's driver binds a decimal as a double (2^64 - 1 becomes 1.8e19, 0.10
+            # becomes 0.1): staged as its text, which a TEXT column keeps as it is.
+            stage = sa.Text()
         source = source_column(f)
         kind = spark_kind(f.dataType) if source is None else source[1].kind
         create: sa.types.TypeEngine[Any] = stage
-        if catalogued is not None and cast and f.name in cast:
+        if cast and is_enum_cast(cast.get(f.name)):
+            if catalogued is None or catalogued.name != "postgresql" or source is None or (
+                    source[1].kind != Kind.ENUM or not source[1].labels):  # fmt: skip
+                raise UnsupportedColumn(
+                    f"cast: {f.name}: enum creates a PostgreSQL enum type of an enum "
+                    f"column's labels; {source[1].type if source else f.dataType.simpleString()}"
+                    f" into {dialect} is not one"
+                )
+            create = column_type("text", source[1])  # the type is made with the table
+        elif catalogued is not None and cast and f.name in cast:
             wanted = catalogued.kind_of_type(cast[f.name])
             if not fits(kind, wanted):
                 raise UnsupportedColumn(

@@ -16,8 +16,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 from config.errors import TargetError
-from spark_jobs.batch_columns import BatchColumn
+from spark_jobs.batch_columns import BatchColumn, is_enum_cast
 from spark_jobs.engines import catalogued, engine_of
+from spark_jobs.engines.ddl import column_type
 from spark_jobs.narrowing import narrowing
 from spark_jobs.target import COMMITS_TABLE, REJECTS_TABLE, TargetTable
 from spark_jobs.target_fit import TargetFit, check_catalogued, missing_column, with_nan_guards
@@ -186,9 +187,19 @@ def create_target(engine: sa.Engine, target: TargetTable, columns: Sequence[Batc
         catalogue = engine_of(engine.url)
         sources = [c.source[1] for c in columns
                    if c.source is not None and c.source[0] is catalogue]  # fmt: skip
-        if sources:
+        enums = [c for c in columns if c.source is not None and is_enum_cast(
+            target.cast.get(c.name))]  # fmt: skip
+        if sources or enums:
             with engine.begin() as conn:
                 catalogue.prepare_types(conn, sources)
+                created = {
+                    c.name: column_type(catalogue.create_enum(
+                        conn, target.schema, f"{target.table}_{c.name}", c.source[1].labels,
+                    ), c.source[1])
+                    for c in enums if c.source is not None
+                }  # fmt: skip
+            columns = [replace(c, create=created[c.name]) if c.name in created else c
+                       for c in columns]  # fmt: skip
     table = sa.Table(
         target.table,
         sa.MetaData(),

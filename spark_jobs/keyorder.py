@@ -14,6 +14,7 @@ import decimal
 import operator
 import threading
 import uuid
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -90,7 +91,10 @@ def key_types(
     if known is not None:
         return known
     schema, _, name = table.rpartition(".")
-    columns = {c["name"]: c["type"] for c in sa.inspect(bind).get_columns(name, schema or None)}
+    with warnings.catch_warnings():  # a type SQLAlchemy does not know, in a column not a key
+        warnings.simplefilter("ignore", sa.exc.SAWarning)
+        columns = {c["name"]: c["type"]
+                   for c in sa.inspect(bind).get_columns(name, schema or None)}  # fmt: skip
     found: list[type | None] = []
     for column in key:
         try:

@@ -129,12 +129,13 @@ def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Writte
         # for nothing; the commit splits a refused batch by these numbers.
         # A void column has no JDBC type to bind; its staging column stays NULL.
         zeros = zero_dates(df)
-        # Floating point staged as text (NaN has no SQLite value): Spark binds by the
-        # frame's type, so the frame gives text too.
+        # Floating point (NaN has no SQLite value) and SQLite's decimals staged as text:
+        # Spark binds by the frame's type, so the frame gives text too.
         texts = {c.name for c in columns if isinstance(c.type, sa.Text)}
+        numbers = T.FloatType | T.DoubleType | T.DecimalType
         staged = df.select(*[
             F.col(quoted(n)).cast("string").alias(n)
-            if n in texts and isinstance(df.schema[n].dataType, T.FloatType | T.DoubleType)
+            if n in texts and isinstance(df.schema[n].dataType, numbers)
             else F.col(quoted(n))
             for n in names if n not in void
         ])  # fmt: skip

@@ -192,3 +192,58 @@ targets:
             assert [r[0] for r in rows] == [1, 4]
             assert [k for k, _ in rejects] == ["[2]", "[3]"]
             assert "column 'd' holds the zero date 0000-00-00" in rejects[0][1], rejects
+
+
+@pytest.mark.spark
+@pytest.mark.mariadb
+@pytest.mark.postgres
+def test_cast_enum_creates_a_postgresql_enum_type_of_a_mysql_enum_columns_labels(
+    tmp_path: Path, mariadb_factory: Any, pg_factory: Any, spark: Any
+) -> None:
+    legacy = mariadb_factory.create("enum_src")
+    engine = sa.create_engine(legacy)
+    with engine.begin() as conn:
+        # Labels not in alphabetical order, one with a quote: the type keeps them as declared.
+        conn.exec_driver_sql("CREATE TABLE orders (id int PRIMARY KEY, "
+                             "status enum('paid','new','it''s void'), note varchar(10))")
+        conn.exec_driver_sql("INSERT INTO orders VALUES (1, 'paid', 'a'), (2, 'new', 'b'), "
+                             "(3, 'it''s void', 'c'), (4, NULL, 'd')")
+    engine.dispose()
+    for bad in (False, True):
+        target = pg_factory.create(f"enum_{'bad' if bad else 'ok'}")
+        folder = tmp_path / ("bad" if bad else "ok")
+        folder.mkdir()
+        cast = "{status: enum, note: enum}" if bad else "{status: enum}"
+        path, cfg = write_config(folder, f"""
+ledger: sqlite:///{folder}/ledger.db
+sources:
+  orders: {{kind: sql, url: '{legacy}', table: orders, key: id, target: wh.orders,
+           cast: {cast}}}
+targets:
+  wh: {{kind: jdbc, url: '{target}'}}
+""")  # fmt: skip
+        plan = subprocess.run([SLUICE, "plan", str(path)], capture_output=True, text=True,
+                              timeout=120, check=False)  # fmt: skip
+        lines = [" ".join(line.split()) for line in plan.stdout.splitlines()]
+        assert ("status enum('paid','new','it''s void') -> enum (paid, new, it's void) "
+                "(cast: an enum type of the source's labels, created)") in lines, plan.stdout
+        summary = drain(cfg, path, spark, timeout=120)
+        if bad:
+            assert plan.returncode == 1 and "note varchar(10): ERROR: cast: enum creates a " \
+                "PostgreSQL enum type of an enum column's labels; varchar(10) into " \
+                "postgresql is not one" in lines, plan.stdout
+            assert summary.stats.batches_dead == 1 and summary.stats.batches_failed == 0
+            continue
+        assert plan.returncode == 0 and summary.exit_code == 0, (plan.stdout, summary)
+        engine = sa.create_engine(target)
+        with engine.connect() as conn:
+            labels = conn.exec_driver_sql(
+                "SELECT enum_range(NULL::orders_status)::text").scalar_one()
+            rows = conn.exec_driver_sql(
+                "SELECT id, status::text, pg_typeof(status)::text FROM orders ORDER BY id").all()
+        engine.dispose()
+        assert labels == "{paid,new,\"it's void\"}"
+        assert [tuple(r) for r in rows] == [(1, "paid", "orders_status"),
+                                            (2, "new", "orders_status"),
+                                            (3, "it's void", "orders_status"),
+                                            (4, None, "orders_status")]  # fmt: skip

@@ -649,3 +649,36 @@ def sqlite_texts(path: str, columns: Sequence[str], floats: Sequence[str] = (),
         rows = conn.execute(f"SELECT {key}, {', '.join(columns)} FROM matrix").fetchall()
     return {row[0]: tuple(text(v, c) for v, c in zip(row[1:], columns, strict=True))
             for row in rows}  # fmt: skip
+
+
+def _zero_date(text: str) -> Any:
+    return None if text.startswith("0000") else text
+
+
+def _bytes_hex(text: str) -> str:
+    return "\\x" + text.lower()
+
+
+MARIADB_TO_SQLITE: dict[str, Callable[[Any], Any]] = {
+    "float": _float32, "double": _number,
+    # Bit strings as text are their n bits, as MySQL's BIN() without the leading zeros is not.
+    "bit(8)": lambda t: t.zfill(8), "bit(64)": lambda t: t.zfill(64),
+    "binary(4)": _bytes_hex, "varbinary(8)": _bytes_hex, "blob": _bytes_hex,
+    "date": _zero_date, "datetime(6)": _zero_date,
+    "year": lambda t: str(int(t)),
+}
+"""The documented mapping into SQLite, MariaDB's text of a value → the SQLite value's text
+(most kept as that text; zero dates NULL)."""
+
+MARIADB_TO_PARQUET: dict[str, Callable[[Any], Any]] = {
+    "float": _float32, "double": _number,
+    "bit(8)": lambda t: t.zfill(8), "bit(64)": lambda t: t.zfill(64),
+    "binary(4)": _bytes_hex, "varbinary(8)": _bytes_hex, "blob": _bytes_hex,
+    "date": _zero_date,
+    "datetime(6)": lambda t: None if t.startswith("0000") else _timestamp(t),
+    "datetime": _timestamp, "timestamp(6)": _timestamp,
+    "year": lambda t: str(int(t)),
+    "set('red','green','blue')": lambda t: t.split(",") if t else [],
+}
+"""The documented mapping into Parquet, MariaDB's text of a value → the Parquet value's
+text (pyarrow's, as :func:`parquet_texts` prints it; a set as its list of members)."""

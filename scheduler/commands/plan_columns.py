@@ -19,8 +19,9 @@ import sqlalchemy as sa
 from config.models import JdbcTargetConfig, ParquetTargetConfig, SluiceConfig, SqlSourceConfig
 from config.models import split_target as split
 from scheduler.commands.readonly import readonly_engine
+from spark_jobs.batch_columns import is_enum_cast
 from spark_jobs.engines import catalogued, engine_of
-from spark_jobs.engines.base import Column, Engine
+from spark_jobs.engines.base import Column, Engine, Kind
 from spark_jobs.engines.fit import fits
 from spark_jobs.engines.parquet import mapped as parquet_mapped
 
@@ -122,6 +123,14 @@ def _created(source: Engine, target: Engine, column: Column, cast: str | None) -
     refused = _refused(source, column)
     if refused is not None:
         return ColumnLine(column.name, column.type, error=refused)
+    if is_enum_cast(cast):
+        if column.kind != Kind.ENUM or not column.labels or target.name != "postgresql":
+            return ColumnLine(column.name, column.type, "enum", error=(
+                f"cast: enum creates a PostgreSQL enum type of an enum column's labels; "
+                f"{column.type} into {target.name} is not one"))  # fmt: skip
+        labels = ", ".join(column.labels)
+        return ColumnLine(column.name, column.type, f"enum ({labels})",
+                          "cast: an enum type of the source's labels, created")
     if cast is not None:
         if not fits(column.kind, target.kind_of_type(cast)):
             return ColumnLine(column.name, column.type, cast, error=(

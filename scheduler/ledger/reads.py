@@ -314,15 +314,7 @@ class LedgerReads(RecordReads):
                 .where(mine, b.c.state == "done", b.c.updated_at >= since).group_by(b.c.source)
             ):
                 found[source].recent_rows = int(written or 0)
-            # Read-only commands read older ledgers as they are: before 0006, no zero dates.
-            if "zero_dates" in {c["name"] for c in sa.inspect(conn).get_columns(b.name)}:
-                for source, zeros in conn.execute(
-                    sa.select(b.c.source, b.c.zero_dates)
-                    .where(mine, b.c.state == "done", b.c.zero_dates.is_not(None))
-                ):
-                    counts = found[source].zero_dates
-                    for column, count in json.loads(zeros).items():
-                        counts[column] = counts.get(column, 0) + int(count)
+            _add_zero_dates(conn, mine, found)
             for source, count in conn.execute(
                 sa.select(poison_table.c.source, sa.func.count())
                 .where(poison_table.c.source.in_(names)).group_by(poison_table.c.source)
@@ -348,3 +340,19 @@ class LedgerReads(RecordReads):
                         )
                     ]
         return found
+
+
+
+def _add_zero_dates(conn: sa.Connection, mine: Any, found: dict[str, SourceFigures]) -> None:
+    """Add the zero dates done batches made NULL to each source's figures, per column."""
+    b = batches_table
+    # Read-only commands read older ledgers as they are: before 0006, no zero dates.
+    if "zero_dates" not in {c["name"] for c in sa.inspect(conn).get_columns(b.name)}:
+        return
+    for source, zeros in conn.execute(
+        sa.select(b.c.source, b.c.zero_dates)
+        .where(mine, b.c.state == "done", b.c.zero_dates.is_not(None))
+    ):
+        counts = found[source].zero_dates
+        for column, count in json.loads(zeros).items():
+            counts[column] = counts.get(column, 0) + int(count)

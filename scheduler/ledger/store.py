@@ -83,11 +83,8 @@ class Ledger:
         self.engine.dispose()
 
     def orphans(self, sources: Iterable[str], dead_after: float = DEAD_AFTER) -> list[Manifest]:
-        """Unfinished batches of other owners that any live daemon may take over.
-
-        That is, their lease expired or their owner is gone
-        (:meth:`Owners.lapsed`); :meth:`begin` takes a batch over by the same rule.
-        """
+        """Unfinished batches of other owners that any live daemon may take over: their lease
+        expired or their owner is gone (:meth:`Owners.lapsed`, :meth:`begin`'s rule)."""
         ids = self.owners.orphan_ids(sources, dead_after)
         if not ids:
             return []
@@ -212,11 +209,10 @@ class Ledger:
         over) :class:`ClaimConflict` is raised and nothing changes.
         ``zero_dates``: per column, the MySQL zero dates the batch made NULL.
         """
-        zeros = json.dumps(dict(sorted(zero_dates.items()))) if zero_dates else None
         self._transition(
             batch_id, ("importing",), "done",
             lambda r: {"rows": rows, "rejected": rejected, "lease_until": None,
-                       "zero_dates": zeros},
+                       "zero_dates": _counts(zero_dates)},
             guard=lambda conn: _held(self.owner, token),
         )
 
@@ -337,3 +333,8 @@ def _held(owner: str, token: int | None) -> sa.ColumnElement[bool]:
     if token is None:
         return t.c.owner == owner
     return sa.and_(t.c.owner == owner, t.c.token == token)
+
+
+def _counts(counts: Mapping[str, int] | None) -> str | None:
+    """Counts per column as the ledger keeps them (JSON; None for none)."""
+    return json.dumps(dict(sorted(counts.items()))) if counts else None

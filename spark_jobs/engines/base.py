@@ -224,6 +224,11 @@ class Engine(ABC):
         enums and domains a PostgreSQL table uses); nothing by default."""
         return None
 
+    def create_enum(self, conn: Any, schema: str | None, name: str, labels: Sequence[str]) -> str:
+        """Create an enum type ``name`` of ``labels`` (in their order) unless it exists, and
+        return it as DDL: ``cast: {column: enum}``. Only engines with named enum types."""
+        raise UnsupportedColumn(f"{self.name} has no enum types to create")
+
     def leaving(self, column: Column, mapped: Mapped, target: Engine) -> Mapped:
         """``mapped`` (``column``'s type in ``target``, by its kind), with what this engine
         knows that changes on the way (MariaDB's zero dates)."""

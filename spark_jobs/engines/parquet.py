@@ -50,4 +50,6 @@ def mapped(column: Column, carrier: T.DataType) -> Mapped:
         change = "kept as its text"
     if column.kind == Kind.SET:
         change = "the members as a list"
+    elif column.kind == Kind.BIT:
+        change = "kept as its text: every bit a digit (bit(8) 1 is 00000001)"
     return Mapped(wanted.simpleString(), change)

@@ -22,6 +22,7 @@ from pyspark.sql import types as T
 from spark_jobs.engines.base import Column, Engine, Kind, Mapped, TypeRule, UnsupportedColumn
 
 _KEPT_AS_TEXT = "kept as its text"
+_ALL_BITS = "kept as its text: every bit a digit (bit(8) 1 is 00000001)"
 
 FROM_KIND: dict[Kind, Callable[[Column], Mapped]] = {
     Kind.BOOL: lambda c: Mapped("BOOLEAN", "true/false as 1/0"),
@@ -35,6 +36,7 @@ FROM_KIND: dict[Kind, Callable[[Column], Mapped]] = {
     Kind.DECIMAL: lambda c: Mapped("TEXT", "kept as its text: NUMERIC would make it a double"),
     Kind.MONEY: lambda c: Mapped("TEXT", _KEPT_AS_TEXT),
     Kind.BYTES: lambda c: Mapped("BLOB"),
+    Kind.BIT: lambda c: Mapped("TEXT", _ALL_BITS),
     Kind.TEXT: lambda c: Mapped("TEXT"),
     Kind.CHAR: lambda c: Mapped("TEXT"),
 }

@@ -47,7 +47,8 @@ class MySQL(Engine):
 
     def leaving(self, column: Column, mapped: Mapped, target: Engine) -> Mapped:
         if column.kind in (Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ):
-            note = "zero dates (0000-00-00) become NULL, counted per column (summary, status, metrics)"
+            note = ("zero dates (0000-00-00) become NULL, counted per column (summary, status, "
+                    "metrics)")
             return Mapped(mapped.type, "; ".join(p for p in (mapped.change, note) if p))
         return mapped
 

@@ -62,5 +62,10 @@ class PostgreSQL(Engine):
     def prepare_types(self, conn: sa.Connection, columns: Sequence[Column]) -> None:
         catalog.create_user_types(conn, columns)
 
+    def create_enum(
+        self, conn: sa.Connection, schema: str | None, name: str, labels: Sequence[str]
+    ) -> str:
+        return catalog.create_enum(conn, schema, name, labels)
+
 
 ENGINE = PostgreSQL()

@@ -19,6 +19,9 @@ import sqlalchemy as sa
 from spark_jobs.engines.base import Column, Kind, UserType
 from spark_jobs.engines.postgresql.types import kind_of
 
+_MAX_NAME = 63
+"""PostgreSQL's identifiers are cut past 63 bytes (NAMEDATALEN - 1)."""
+
 _COLUMNS = sa.text(
     """
     SELECT a.attname, a.atttypid, a.atttypmod, a.attnotnull, a.attgenerated <> '' AS generated,
@@ -174,6 +177,17 @@ def create_user_types(conn: sa.Connection, columns: Sequence[Column]) -> None:
             seen.add(ident)
             conn.execute(sa.text(f"CREATE SCHEMA IF NOT EXISTS {quote(user_type.schema)}"))
             conn.execute(sa.text(_guarded(_create_sql(user_type))))
+
+
+def create_enum(conn: sa.Connection, schema: str | None, name: str, labels: Sequence[str]) -> str:
+    """Create the enum type ``name`` of ``labels`` unless it exists; return it as DDL (in
+    ``schema``, or the first schema of the search path)."""
+    name = name.encode()[:_MAX_NAME].decode(errors="ignore")
+    if schema is None:
+        schema = conn.execute(sa.text("SELECT current_schema()")).scalar_one()
+    conn.execute(sa.text(f"CREATE SCHEMA IF NOT EXISTS {quote(schema)}"))
+    conn.execute(sa.text(_guarded(_create_sql(UserType(schema, name, "enum", tuple(labels))))))
+    return f"{quote(schema)}.{quote(name)}"
 
 
 def _create_sql(user_type: UserType) -> str:

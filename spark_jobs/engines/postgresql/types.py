@@ -179,7 +179,8 @@ FROM_KIND: dict[Kind, Callable[[Column], Mapped]] = {
     Kind.INTERVAL: lambda c: Mapped("interval"),
     Kind.YEAR: lambda c: Mapped("smallint", "a year as a number"),
     Kind.BIT: _bit,
-    Kind.ENUM: lambda c: Mapped("text", "the label as text"),
+    Kind.ENUM: lambda c: Mapped(
+        "text", "the label as text (cast: enum creates an enum type of its labels)"),
     Kind.SET: lambda c: Mapped("text[]", "the members as an array"),
     Kind.NETWORK: lambda c: Mapped("inet" if c.base in ("inet4", "inet6") else "text"),
     Kind.GEOMETRY: _text_of("its text form"),
