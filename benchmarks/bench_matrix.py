@@ -58,6 +58,7 @@ def main() -> None:
         "postgresql_to_postgresql": ("pg", pg), "postgresql_to_mariadb": ("pg", maria),
         "mariadb_to_mariadb": ("maria", maria), "mariadb_to_postgresql": ("maria", pg),
         "postgresql_to_parquet": ("pg", None), "postgresql_to_sqlite": ("pg", None),
+        "mariadb_to_parquet": ("maria", None), "mariadb_to_sqlite": ("maria", None),
     }
     folder = Path(tempfile.mkdtemp(prefix="sluice-matrix-"))
     times: dict[str, list[float]] = {}
