@@ -234,9 +234,9 @@ class SqlReader:
                 self.as_text, self.target,
             )  # fmt: skip
         if self.endpoint.dialect == "sqlite":
-            timestamps = _sqlite_timestamps(self.source.url, self.source.table)
-            if timestamps:
-                options["customSchema"] = timestamps
+            custom = _sqlite_schema(self.source.url, self.source.table, self.as_text)
+            if custom:
+                options["customSchema"] = custom
         return jdbc_frame(
             self.spark,
             self.endpoint.read_url,
@@ -276,22 +276,27 @@ _sqlite_schemas: TTLCache[tuple[str, str], str] = TTLCache(maxsize=64, ttl=SCHEM
 
 
 @cached(_sqlite_schemas, lock=threading.Lock())
-def _sqlite_timestamps(url: str, table: str) -> str:
-    """Spark's ``customSchema`` that reads a SQLite table's date-time columns as timestamps.
+def _sqlite_schema(url: str, table: str, stored: bool = False) -> str:
+    """Spark's ``customSchema`` for the SQLite columns its JDBC reader would read wrong.
 
     SQLite keeps a ``DATETIME`` or ``TIMESTAMP`` column as text, which its
     JDBC driver declares as a date: read as Spark guesses, the time of day
-    would be lost. Empty when the table has no such column. Looked up once
-    per :data:`SCHEMA_TTL`, as the table's schema is (:mod:`spark_jobs.jdbc_read`).
+    would be lost. An ``INTEGER`` column holds 64 bits, which the driver
+    declares as a 32-bit integer: read as Spark guesses, 2^31 and past would
+    wrap. ``stored``: a ``BOOLEAN`` column as the number it holds (a MySQL
+    ``tinyint(1)`` 5 is 5, not true). Empty when the table has no such column. Looked up once per
+    :data:`SCHEMA_TTL`, as the table's schema is (:mod:`spark_jobs.jdbc_read`).
     """
     schema, _, name = table.rpartition(".")
     with sql_engine(url).connect() as conn:
         columns = sa.inspect(conn).get_columns(name, schema=schema or None)
-    timestamps = [
-        column["name"] for column in columns
-        if isinstance(column["type"], sa.DateTime)
-    ]  # fmt: skip
-    return ", ".join(f"{quoted(c)} TIMESTAMP_NTZ" for c in timestamps)
+    types = {
+        column["name"]: "TIMESTAMP_NTZ" if isinstance(column["type"], sa.DateTime) else "BIGINT"
+        for column in columns
+        if isinstance(column["type"], sa.DateTime | sa.Integer)
+        or (stored and isinstance(column["type"], sa.Boolean))
+    }  # fmt: skip
+    return ", ".join(f"{quoted(c)} {t}" for c, t in types.items())
 
 
 def _is_int(value: Any) -> bool:

@@ -25,6 +25,7 @@ import pyspark.sql.functions as F
 import sqlalchemy as sa
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
 
 from config.errors import TargetError
 from config.models import ParquetTargetConfig, SqlSourceConfig
@@ -34,7 +35,7 @@ from spark_jobs.engines.base import Kind
 from spark_jobs.engines.canonical import neutral
 from spark_jobs.extract import SqlReader
 from spark_jobs.import_job import apply_columns
-from spark_jobs.jdbc import sql_engine
+from spark_jobs.jdbc import dialect_name, sql_engine
 from spark_jobs.jdbc_tables import rejects_table
 from spark_jobs.spark_names import quoted
 from spark_jobs.target import REJECTS_TABLE, TargetTable
@@ -78,7 +79,8 @@ def read_sides(
     if scope.nothing:
         rows = rows.limit(0)
     if isinstance(target.config, ParquetTargetConfig):
-        return comparable(rows, _parquet_side(spark, target, rows, scope), source.key_columns)
+        return comparable(rows, _parquet_side(spark, target, rows, scope), source.key_columns,
+                          "parquet")  # fmt: skip
     engine = sql_engine(target.config.url)
     if not sa.inspect(engine).has_table(target.table, schema=target.schema):
         return rows, spark.createDataFrame([], rows.schema)
@@ -87,9 +89,11 @@ def read_sides(
         read=ReadConfig(num_partitions=parts, fetchsize=source.read.fetchsize),
         target=target.label,
     )  # fmt: skip
-    theirs = SqlReader(spark, mirror, as_text=catalogued(mirror.url)).read_range(
+    stored = catalogued(mirror.url) or dialect_name(mirror.url) == "sqlite"  # as it holds them
+    theirs = SqlReader(spark, mirror, as_text=stored).read_range(
         lo, target_hi, parts=parts)  # fmt: skip
-    return comparable(rows, theirs.limit(0) if scope.nothing else theirs, source.key_columns)
+    return comparable(rows, theirs.limit(0) if scope.nothing else theirs, source.key_columns,
+                      dialect_name(target.config.url))  # fmt: skip
 
 
 def source_reader(spark: SparkSession, source: SqlSourceConfig) -> SqlReader:
@@ -99,11 +103,13 @@ def source_reader(spark: SparkSession, source: SqlSourceConfig) -> SqlReader:
 
 
 def comparable(
-    mine: DataFrame, theirs: DataFrame, key: Sequence[str]
+    mine: DataFrame, theirs: DataFrame, key: Sequence[str], their_engine: str = "spark"
 ) -> tuple[DataFrame, DataFrame]:
     """Both sides as text to compare, column by column (the target's by the source's names,
     in any case): as each database printed it between tables of one engine, else in the
     neutral form of :mod:`spark_jobs.engines.canonical`; keys always neutral.
+    ``their_engine``: the target's engine where its columns carry no catalogue's
+    (``sqlite``, ``parquet``); a text there is read as the source's text of the value.
 
     Raises :class:`TargetError` when a source column is not in the target.
     """
@@ -119,17 +125,24 @@ def comparable(
     for field in mine.schema.fields:
         other = by_name[field.name.lower()]
         sides = [(field, source_column(field)), (other, source_column(other))]
-        engines = [found[0].name if found else "spark" for _, found in sides]
+        engines = [found[0].name if found else plain
+                   for (_, found), plain in zip(sides, ("spark", their_engine), strict=True)]
         single = any(found is not None and found[1].kind == Kind.FLOAT
                      and found[1].base in ("float4", "real", "float")
                      for _, found in sides)  # fmt: skip
         raw = engines[0] == engines[1] != "spark" and field.name not in key
         kinds = [found[1].kind if found else None for _, found in sides]
-        for (side, found), engine, out, peer, peer_kind in zip(
-            sides, engines, (ours, others), reversed(engines), reversed(kinds), strict=True
-        ):
+        for (side, found), engine, out, peer, peer_kind, peer_found in zip(
+            sides, engines, (ours, others), reversed(engines), reversed(kinds),
+            reversed([found for _, found in sides]), strict=True,
+        ):  # fmt: skip
             value = F.col(quoted(side.name))
-            if not raw:
+            if not raw and found is None and peer_found is not None and isinstance(
+                    side.dataType, T.StringType):  # fmt: skip
+                # A value kept as its text (a uuid in SQLite, a time in Parquet): the
+                # source's text, in the source's neutral form.
+                value = neutral(value, peer, peer_found[1], side.dataType, engine, single)
+            elif not raw:
                 value = neutral(value, engine, found[1] if found else None, side.dataType,
                                 peer, single, peer_kind)  # fmt: skip
             out.append(value.cast("string").alias(field.name))

@@ -42,6 +42,8 @@ from tests.type_matrix import (
     pg_types,
     sqlite_texts,
     tamper,
+    tamper_parquet,
+    tamper_sqlite,
 )
 
 ONE_BATCH = """
@@ -264,6 +266,23 @@ def _verify_across(spark: Any, cfg: Any, specs: list[Any], changes: dict[str, An
     assert {int(k) for [k] in found.first["different"]} <= changed
 
 
+def _verify_sees_each_step(spark: Any, cfg: Any, refused: int, read: Any, tampering: Any) -> None:
+    """A file target (SQLite, Parquet): verify finds it equal under the mapping (the refused
+    rows rejected, not missing), then a value of every type changed by its smallest step,
+    each change seen first by an independent read of the target (``read``)."""
+    from scheduler.commands.verify import verify_config
+
+    [equal] = verify_config(spark, cfg).tables
+    assert (equal.different, equal.missing, equal.extra, equal.rejected) == (0, 0, 0, refused), \
+        equal
+    before = read()
+    changed = tampering()
+    assert _differing(before, read()) == changed and len(changed) > 20
+    [found] = verify_config(spark, cfg).tables
+    assert (found.different, found.missing, found.extra) == (len(changed), 0, 0), found
+    assert {int(k) for [k] in found.first["different"]} <= changed
+
+
 def _pg_text(url: str, ddl: str, literal: str) -> str:
     """How PostgreSQL prints ``literal`` of type ``ddl`` (in UTC)."""
     engine = sa.create_engine(url)
@@ -302,6 +321,9 @@ targets:
     assert summary.exit_code == 1 and summary.stats.rows_rejected == len(refused), summary
     assert len(copied) == rows - len(refused)
     assert not [r for r in matrix.results.values() if r.startswith("DIFFERENT")], matrix.table()
+    lake = f"{tmp_path}/lake/matrix"
+    _verify_sees_each_step(spark, cfg, len(refused), lambda: parquet_texts(lake, columns),
+                           lambda: tamper_parquet(lake, PG_TYPES))  # fmt: skip
 
 
 def _pg_copy_text(ddl: str, text: Any) -> Any:
@@ -339,6 +361,10 @@ def test_postgresql_to_sqlite_changes_values_only_as_the_mapping_says(
     assert summary.exit_code == 1 and summary.stats.rows_rejected == len(refused), summary
     assert len(copied) == rows - len(refused)
     assert not [r for r in matrix.results.values() if r.startswith("DIFFERENT")], matrix.table()
+    floats = [column_name("real")]
+    _verify_sees_each_step(spark, cfg, len(refused),
+                           lambda: sqlite_texts(str(lite), columns, floats=floats),
+                           lambda: tamper_sqlite(str(lite), PG_TYPES, floats))  # fmt: skip
 
 
 def _mariadb_matrix(source: str) -> tuple[int, list[str], list[str], dict[Any, tuple]]:
@@ -363,14 +389,19 @@ def test_mariadb_to_sqlite_changes_values_only_as_the_mapping_says(
                if v is not None and t in MARIADB_TO_SQLITE
                and MARIADB_TO_SQLITE[t](v) == REJECTED]  # fmt: skip
     # The key, a bigint unsigned, is kept as its text: past 2^63 is no SQLite integer.
-    copied = {int(k): row for k, row in sqlite_texts(
-        str(lite), columns, floats=[column_name("float")]).items()}  # fmt: skip
+    floats = [column_name("float")]
+    copied = {int(k): row for k, row in sqlite_texts(str(lite), columns, floats).items()}
     matrix = compare(texts, copied, columns, shown, "mariadb -> sqlite", MARIADB_TO_SQLITE)
     print(f"\n{matrix.table()}")
     assert summary.stats.rows_rejected == len(refused), summary
     assert summary.stats.zero_dates == {"matrix.c_date": 1, "matrix.c_datetime_6": 1}
     assert len(copied) == rows - len(refused)
     assert not [r for r in matrix.results.values() if r.startswith("DIFFERENT")], matrix.table()
+    def read() -> dict[int, tuple]:
+        return {int(k): row for k, row in sqlite_texts(str(lite), columns, floats).items()}
+
+    _verify_sees_each_step(spark, cfg, len(refused), read,
+                           lambda: tamper_sqlite(str(lite), MARIADB_TYPES, [floats[0]]))
 
 
 @pytest.mark.spark
@@ -395,4 +426,7 @@ targets:
     assert summary.stats.zero_dates == {"matrix.c_date": 1, "matrix.c_datetime_6": 1}
     assert len(copied) == rows
     assert not [r for r in matrix.results.values() if r.startswith("DIFFERENT")], matrix.table()
+    lake = f"{tmp_path}/lake/matrix"
+    _verify_sees_each_step(spark, cfg, 0, lambda: parquet_texts(lake, columns),
+                           lambda: tamper_parquet(lake, MARIADB_TYPES))  # fmt: skip
 

@@ -14,6 +14,7 @@ import re
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -682,3 +683,118 @@ MARIADB_TO_PARQUET: dict[str, Callable[[Any], Any]] = {
 }
 """The documented mapping into Parquet, MariaDB's text of a value → the Parquet value's
 text (pyarrow's, as :func:`parquet_texts` prints it; a set as its list of members)."""
+
+
+def step(value: Any, float32: bool = False) -> Any:
+    """``value`` changed by the smallest step its type has: an integer by one, a float by one
+    unit in its last place, a decimal in its last digit, a date by a day, a timestamp by a
+    microsecond, a text in its last character, bytes and lists by one more element."""
+    import datetime as dt
+    import decimal
+    import math
+
+    import numpy as np
+
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value - 1 if value > 0 else value + 1
+    if isinstance(value, float):
+        if math.isnan(value):
+            return 0.0  # NaN has no neighbour
+        if float32:
+            return float(np.nextafter(np.float32(value), np.float32(np.inf)))
+        return math.nextafter(value, math.inf)
+    if isinstance(value, decimal.Decimal):
+        unit = decimal.Decimal((0, (1,), value.as_tuple().exponent))
+        with decimal.localcontext(prec=100):  # the default 28 digits would round
+            return value - unit if value > 0 else value + unit  # toward zero: in precision
+    if isinstance(value, dt.datetime):
+        return value + dt.timedelta(microseconds=1)
+    if isinstance(value, dt.date):
+        return value + dt.timedelta(days=1)
+    if isinstance(value, bytes):
+        return value + b"\x00"
+    if isinstance(value, list):
+        return [*value, value[-1] if value else "x"]
+    if isinstance(value, str):
+        last = value[-1:] or "a"
+        swapped = str((int(last) + 1) % 10) if last.isdigit() else ("y" if last == "x" else "x")
+        return value[:-1] + swapped
+    raise TypeError(f"no step for {value!r}")
+
+
+def _cells_to_change(specs: Sequence[Spec], found: dict[Any, dict[str, Any]]) -> dict[int, str]:
+    """Per type, the first of its own rows that the target holds with a value: key → column."""
+    chosen = {}
+    for key, index, _ in cells(specs):
+        column = column_name(specs[index][0])
+        row = found.get(key)
+        if column not in chosen.values() and row is not None and row.get(column) is not None:
+            chosen[key] = column
+    return chosen
+
+
+def tamper_sqlite(path: str, specs: Sequence[Spec], floats: Sequence[str] = ()) -> set[int]:
+    """Change one value of every type of the SQLite matrix by its smallest step; the keys."""
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        conn.row_factory = sqlite3.Row
+        rows = {int(r["id"]): dict(r) for r in conn.execute("SELECT * FROM matrix")}
+        chosen = _cells_to_change(specs, rows)
+        for key, column in chosen.items():
+            value = step(rows[key][column], float32=column in floats)
+            conn.execute(f"UPDATE matrix SET {column} = ? WHERE CAST(id AS INTEGER) = ?",
+                         (value, key))  # fmt: skip
+    return set(chosen)
+
+
+def tamper_parquet(folder: str, specs: Sequence[Spec]) -> set[int]:
+    """Change one value of every type of the Parquet matrix by its smallest step, each file
+    written again in its own schema; the keys. Dates and timestamps step as their numbers
+    (a date of year 5874897 is no Python date)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def read(file: Path) -> pa.Table:
+        # Spark's timestamps are INT96: read in microseconds, in UTC, and written back as
+        # INT64 microseconds adjusted to UTC, which Spark reads as the same timestamps.
+        table = pq.read_table(file, coerce_int96_timestamp_unit="us")
+        schema = pq.ParquetFile(file).schema
+        for i in range(len(schema)):
+            if schema.column(i).physical_type == "INT96":
+                name = schema.column(i).name
+                index = table.schema.get_field_index(name)
+                table = table.set_column(index, pa.field(name, pa.timestamp("us", "UTC")),
+                                         table.column(index).cast(pa.timestamp("us", "UTC")))
+        return table
+
+    files = sorted(Path(folder).rglob("*.parquet"))
+    tables = {f: read(f) for f in files}
+    present = {}  # key -> {column: True where it holds a value}
+    for table in tables.values():
+        valid = {n: table.column(n).is_valid().to_pylist() for n in table.column_names}
+        for i, key in enumerate(table.column("id").to_pylist()):
+            present[int(key)] = {n: True if v[i] else None for n, v in valid.items()}
+    chosen = _cells_to_change(specs, present)
+    for file, table in tables.items():
+        keys = [int(k) for k in table.column("id").to_pylist()]
+        for row, key in enumerate(keys):
+            if key not in chosen:
+                continue
+            name = chosen[key]
+            index = table.schema.get_field_index(name)
+            array = table.column(index).combine_chunks()
+            if pa.types.is_date32(array.type) or pa.types.is_timestamp(array.type):
+                number = pa.int32() if pa.types.is_date32(array.type) else pa.int64()
+                values = array.cast(number).to_pylist()
+                values[row] += 1  # a day, a microsecond
+                changed = pa.array(values, number).cast(array.type)
+            else:
+                values = array.to_pylist()
+                values[row] = step(values[row], float32=pa.types.is_float32(array.type))
+                changed = pa.array(values, array.type)
+            table = table.set_column(index, table.schema.field(index), changed)
+        pq.write_table(table, file, coerce_timestamps="us")
+    return set(chosen)

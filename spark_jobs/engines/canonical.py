@@ -48,8 +48,8 @@ def neutral(
     if column is None or not isinstance(data_type, T.StringType):
         return _typed(value, data_type, single)
     kind = column.kind
-    if kind == Kind.FLOAT and "mysql" in (engine, other):
-        value = F.regexp_replace(value, r"^-0(\.0*)?(e.*)?$", "0")  # MySQL keeps no -0
+    if kind == Kind.FLOAT and {"mysql", "sqlite"} & {engine, other}:
+        value = F.regexp_replace(value, r"^-0(\.0*)?(e.*)?$", "0")  # they keep no -0
     if engine == "mysql" and other != "mysql" and kind in (Kind.DATE, Kind.TIMESTAMP,
                                                            Kind.TIMESTAMPTZ):  # fmt: skip
         value = F.when(~value.rlike(r"^[0-9]{4}-(00-|[0-9]{2}-00)"), value)  # zero dates: NULL
@@ -67,7 +67,7 @@ def neutral(
     if kind in _TIMES:
         return _time(F.regexp_replace(value, r"\+00$", ""))
     if kind == Kind.JSON:
-        return F.coalesce(F.to_json(F.try_parse_json(value)), value)
+        return _json(value)
     if kind == Kind.UUID:
         return F.lower(value)
     if kind == Kind.SET:
@@ -94,14 +94,21 @@ def _typed(value: SparkColumn, data_type: T.DataType, single: bool) -> SparkColu
     if isinstance(data_type, T.TimestampType | T.TimestampNTZType):
         return _time(F.date_format(value, "yyyy-MM-dd HH:mm:ss.SSSSSS"))
     if isinstance(data_type, T.DateType):
-        return F.date_format(value, "yyyy-MM-dd")
+        # Not date_format: it goes through a timestamp, which ends in year 294247.
+        return F.regexp_replace(value.cast("string"), r"^\+", "")
     if isinstance(data_type, T.BinaryType):
         return F.lower(F.hex(value))
-    if isinstance(data_type, T.ArrayType):
-        return F.concat(F.lit("{"), F.concat_ws(",", value), F.lit("}"))
+    if isinstance(data_type, T.ArrayType):  # concat_ws makes "" of a NULL list
+        return F.when(value.isNotNull(), F.concat(F.lit("{"), F.concat_ws(",", value),
+                                                  F.lit("}")))  # fmt: skip
     if isinstance(data_type, T.MapType | T.StructType):
         return F.to_json(value)
     return value.cast("string")
+
+
+def _json(text: SparkColumn) -> SparkColumn:
+    """A JSON text as Spark prints it parsed (keys sorted, no spaces); else as it is."""
+    return F.coalesce(F.to_json(F.try_parse_json(text)), text)
 
 
 def _decimal(text: SparkColumn) -> SparkColumn:
