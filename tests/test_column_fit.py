@@ -27,6 +27,13 @@ def _execute(url: str, *statements: str) -> None:
     engine.dispose()
 
 
+def _plan(path: Path) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """``sluice plan`` of the config at ``path``, and its lines with spaces collapsed."""
+    plan = subprocess.run([SLUICE, "plan", str(path)], capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+    return plan, [" ".join(line.split()) for line in plan.stdout.splitlines()]
+
+
 @pytest.mark.spark
 @pytest.mark.postgres
 def test_a_type_mismatch_is_a_plan_error_and_kills_the_first_batch_at_once(
@@ -47,10 +54,8 @@ targets:
   wh: {{kind: jdbc, url: '{target}'}}
 """)  # fmt: skip
 
-    plan = subprocess.run([SLUICE, "plan", str(path)], capture_output=True, text=True,
-                          timeout=120, check=False)  # fmt: skip
+    plan, lines = _plan(path)
     assert plan.returncode == 1, plan.stdout + plan.stderr
-    lines = [" ".join(line.split()) for line in plan.stdout.splitlines()]
     assert "at timestamp with time zone: ERROR: integer in the target table, and no timestamp " \
         "with time zone value is one; change the table's column, or convert the values with " \
         "columns:" in lines, plan.stdout
@@ -123,9 +128,7 @@ sources:
 targets:
   wh: {{kind: jdbc, url: '{target}'}}
 """)  # fmt: skip
-        plan = subprocess.run([SLUICE, "plan", str(path)], capture_output=True, text=True,
-                              timeout=120, check=False)  # fmt: skip
-        lines = [" ".join(line.split()) for line in plan.stdout.splitlines()]
+        plan, lines = _plan(path)
         assert "amount numeric(12,2) -> numeric(20,4) (cast: (the config's type))" in lines, \
             plan.stdout
         summary = drain(cfg, path, spark, timeout=120)
@@ -222,9 +225,7 @@ sources:
 targets:
   wh: {{kind: jdbc, url: '{target}'}}
 """)  # fmt: skip
-        plan = subprocess.run([SLUICE, "plan", str(path)], capture_output=True, text=True,
-                              timeout=120, check=False)  # fmt: skip
-        lines = [" ".join(line.split()) for line in plan.stdout.splitlines()]
+        plan, lines = _plan(path)
         assert ("status enum('paid','new','it''s void') -> enum (paid, new, it's void) "
                 "(cast: an enum type of the source's labels, created)") in lines, plan.stdout
         summary = drain(cfg, path, spark, timeout=120)

@@ -54,6 +54,10 @@ spark: {master: "local[2]", max_concurrent_imports: 2}
 
 
 def _config(tmp_path: Path, source: str, target: str) -> tuple[Path, Any]:
+    """The matrix's config: into ``target`` (a database URL, or ``parquet``: a lake in
+    ``tmp_path``)."""
+    into = (f"{{kind: parquet, path: '{tmp_path}/lake'}}" if target == "parquet"
+            else f"{{kind: jdbc, url: '{target}'}}")  # fmt: skip
     return write_config(tmp_path, f"""
 ledger: sqlite:///{tmp_path}/ledger.db
 sources:
@@ -64,7 +68,7 @@ sources:
     key: id
     target: warehouse.matrix
 targets:
-  warehouse: {{kind: jdbc, url: '{target}'}}
+  warehouse: {into}
 {ONE_BATCH}""")  # fmt: skip
 
 
@@ -301,13 +305,7 @@ def test_postgresql_to_parquet_changes_values_only_as_the_mapping_says(
 ) -> None:
     source = pg_factory.create("mx_src")
     rows = pg_create_source(source, "matrix", PG_TYPES)
-    path, cfg = write_config(tmp_path, f"""
-ledger: sqlite:///{tmp_path}/ledger.db
-sources:
-  matrix: {{kind: sql, url: '{source}', table: matrix, key: id, target: lake.matrix}}
-targets:
-  lake: {{kind: parquet, path: '{tmp_path}/lake'}}
-{ONE_BATCH}""")  # fmt: skip
+    path, cfg = _config(tmp_path, source, "parquet")
     summary = drain(cfg, path, spark)
     refused = [v for t, vals in PG_TYPES for v in vals
                if t in PG_TO_PARQUET and PG_TO_PARQUET[t](_pg_text(source, t, v)) == REJECTED]
@@ -411,13 +409,7 @@ def test_mariadb_to_parquet_changes_values_only_as_the_mapping_says(
 ) -> None:
     source = mariadb_factory.create("mx_src")
     rows, columns, shown, texts = _mariadb_matrix(source)
-    path, cfg = write_config(tmp_path, f"""
-ledger: sqlite:///{tmp_path}/ledger.db
-sources:
-  matrix: {{kind: sql, url: '{source}', table: matrix, key: id, target: lake.matrix}}
-targets:
-  lake: {{kind: parquet, path: '{tmp_path}/lake'}}
-{ONE_BATCH}""")  # fmt: skip
+    path, cfg = _config(tmp_path, source, "parquet")
     summary = drain(cfg, path, spark)
     copied = parquet_texts(f"{tmp_path}/lake/matrix", columns)
     matrix = compare(texts, copied, columns, shown, "mariadb -> parquet", MARIADB_TO_PARQUET)
