@@ -83,6 +83,12 @@ clean:
 chaos: venv jars java
 	CHAOS=long $(PY) -m pytest tests/test_exactly_once.py -p tests.chaos.report -rxX
 
+# The whole type matrix (tests/test_type_matrix.py): make test's pairs and those
+# it leaves out (MariaDB into SQLite and Parquet), each printing its table.
+.PHONY: matrix
+matrix: venv jars java
+	MATRIX=1 $(PY) -m pytest -s tests/test_type_matrix.py
+
 # /record's latency with KEYS keys migrated (default 10 M) in a SQLite and a
 # PostgreSQL ledger, while another thread claims (benchmarks/bench_record.py).
 KEYS ?= 10000000

@@ -291,14 +291,17 @@ def sqs_queue(moto_server: str) -> Iterator[Callable[..., str]]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Leave out the ``chaos_only`` scenarios unless ``CHAOS`` is set (``make chaos``).
+    """Leave out the ``chaos_only`` scenarios unless ``CHAOS`` is set (``make chaos``), and
+    the ``matrix_only`` pairs unless ``MATRIX`` is (``make matrix``).
 
     Deselected, not skipped: ``make test`` does not run them by design (they
-    run daemons for minutes), and a skip would read as something missing.
+    run daemons for minutes, or repeat what other pairs take), and a skip
+    would read as something missing.
     """
-    if os.environ.get("CHAOS"):
-        return
-    kept = [item for item in items if item.get_closest_marker("chaos_only") is None]
+    left_out = [marker for marker, wanted in (("chaos_only", "CHAOS"), ("matrix_only", "MATRIX"))
+                if not os.environ.get(wanted)]
+    kept = [item for item in items
+            if not any(item.get_closest_marker(marker) for marker in left_out)]
     if len(kept) < len(items):
         config.hook.pytest_deselected(items=[i for i in items if i not in kept])
         items[:] = kept

@@ -101,7 +101,7 @@ sources:
 {sources}targets:
   wh: {{kind: jdbc, url: '{target}'}}
 batch: {{max_items: 200, max_wait: 100ms}}
-lease: {{ttl: 20s}}
+lease: {{ttl: 10s}}
 spark: {{master: "local[1]", max_concurrent_imports: 1}}
 """)  # fmt: skip
     args = [SLUICE, "run", str(config), "--until-drained"]

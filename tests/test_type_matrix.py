@@ -46,6 +46,11 @@ from tests.type_matrix import (
     tamper_sqlite,
 )
 
+matrix_only = pytest.mark.matrix_only
+"""MariaDB into SQLite and Parquet: its reader is taken by the MariaDB runs, those writers by
+the PostgreSQL runs. ``make matrix`` runs them with the rest (``MATRIX=1``); ``make test``
+leaves them out to stay short."""
+
 ONE_BATCH = """
 batch: {max_items: 1000, max_wait: 200ms}
 retry: {max_attempts: 2, backoff: 1s}
@@ -373,6 +378,7 @@ def _mariadb_matrix(source: str) -> tuple[int, list[str], list[str], dict[Any, t
     return rows, columns, shown, mariadb_texts(source, "matrix", columns, shown)
 
 
+@matrix_only
 @pytest.mark.spark
 @pytest.mark.mariadb
 def test_mariadb_to_sqlite_changes_values_only_as_the_mapping_says(
@@ -402,6 +408,7 @@ def test_mariadb_to_sqlite_changes_values_only_as_the_mapping_says(
                            lambda: tamper_sqlite(str(lite), MARIADB_TYPES, [floats[0]]))
 
 
+@matrix_only
 @pytest.mark.spark
 @pytest.mark.mariadb
 def test_mariadb_to_parquet_changes_values_only_as_the_mapping_says(
