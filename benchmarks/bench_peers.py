@@ -4,10 +4,15 @@ One ``orders`` table (see :mod:`benchmarks.peers_data`) is copied into an
 empty PostgreSQL database by each contender, a fresh process each, timed as
 a whole (start-up, copy, exit):
 
-- ``sluice``: ``sluice run --until-drained`` with its defaults except
-  ``batch.max_items`` (``SLUICE_BATCH``, default 500,000: each batch costs
-  ~150 ms of Spark job and connections, and a batch copied straight in is
-  streamed, never held, so a larger one costs no memory);
+- ``sluice``: ``sluice run --until-drained`` with its defaults: no ``batch:``
+  and no ``buffer:`` section at all;
+- ``sluice_tuned`` (when ``SLUICE_BATCH`` is set): the same with
+  ``batch.max_items`` of ``SLUICE_BATCH``, the best settings found by hand;
+- ``cx_adbc`` (PostgreSQL targets): ConnectorX reading the whole table as Arrow
+  (two partitions on the key) then ADBC's ``adbc_ingest`` (binary COPY), the
+  six-line script a data engineer would try next, in a virtualenv of its own
+  (``benchmarks/.peers-venv``, made on first use from PyPI): at least once,
+  the whole table in memory;
 - ``spark``: a plain PySpark JDBC read then write (``local[2]``, 2 read
   partitions, fetchsize 10,000, batchsize 10,000, ``reWriteBatchedInserts``)
   into a keyed table, as ``../shared/NOTES.md`` measured it;
@@ -36,7 +41,12 @@ average before each run. Also measured, once per round at the smallest size:
   sluice into PostgreSQL (no peer: its own figure, for later comparisons).
 
 Memory: the peak RSS of sluice's Python process and of its JVM, per size,
-and their ratio from the smallest size to the largest.
+and their ratio from the smallest size to the largest; the ConnectorX + ADBC
+pipeline's peak RSS beside them.
+
+The data plane: sluice's rows/s from its first batch to its last (its own
+summary line: Spark's start-up and the key planning before the first batch
+left out) against the COPY pipe's rows/s, whole process.
 
     ROWS=1000000,10000000 python benchmarks/bench_peers.py
     PAIRS=pg ROUNDS=1 KEEP_SOURCES=1 python benchmarks/bench_peers.py
@@ -53,6 +63,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -75,7 +86,8 @@ ROWS = [int(n) for n in os.environ.get("ROWS", "1000000").split(",")]
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 PAIRS = os.environ.get("PAIRS", "pg,mariadb,pg_mariadb").split(",")
 FIGURE = {"pg": "pg_to_pg", "mariadb": "mariadb_to_pg", "pg_mariadb": "pg_to_mariadb"}
-SLUICE_BATCH = int(os.environ.get("SLUICE_BATCH", "500000"))
+SLUICE_BATCH = int(os.environ["SLUICE_BATCH"]) if os.environ.get("SLUICE_BATCH") else None
+"""``batch.max_items`` of the ``sluice_tuned`` contender; unset: no such contender."""
 PGLOADER_HEAP = os.environ.get("PGLOADER_HEAP", "8192")
 EXTRAS = os.environ.get("EXTRAS", "1") == "1"
 SLOPE = os.environ.get("SLOPE", "1") == "1"
@@ -90,6 +102,11 @@ MARIADB_ADMIN = os.environ.get("SLUICE_BENCH_MARIADB", "mysql+pymysql://root@127
 SLOPE_BATCHES = (100_000, 50_000, 20_000, 10_000)
 TIMEOUT = 3600  # seconds per process: a hung run fails the benchmark, never the machine
 HERE = Path(__file__).resolve().parent
+PEERS_VENV = HERE / ".peers-venv"
+PEERS_PACKAGES = ["connectorx==0.4.6", "adbc-driver-postgresql==1.13.0", "pyarrow"]
+"""The ConnectorX + ADBC peer's packages, in its own virtualenv (never sluice's)."""
+FIRST_TO_LAST = re.compile(
+    r"sluice: ([\d,]+) rows in ([\d.]+) s \(([\d,]+) rows/s\) from the first batch")
 
 
 @dataclass
@@ -99,6 +116,7 @@ class Run:
     seconds: float
     python_mb: float = 0.0
     jvm_mb: float = 0.0
+    output: str = ""
 
 
 @dataclass
@@ -241,15 +259,22 @@ def timed(
         sys.stderr.write(output[-4000:])
         shown = command if isinstance(command, str) else " ".join(command[:4])
         raise SystemExit(f"{shown} exited with {code}" + (f", no {expect!r}" if code == 0 else ""))
-    return Run(seconds, peak[0], peak[1])
+    return Run(seconds, peak[0], peak[1], output[-4000:])
+
+
+def first_to_last(run: Run) -> float | None:
+    """sluice's rows/s from its first batch to its last, from its summary line."""
+    found = FIRST_TO_LAST.search(run.output)
+    return float(found.group(3).replace(",", "")) if found else None
 
 
 def run_sluice(
-    folder: Path, source: str, target: str, batch: int, code: Path | None = None
+    folder: Path, source: str, target: str, batch: int | None, code: Path | None = None
 ) -> Run:
-    """``sluice run --until-drained``: defaults except ``batch.max_items``; ``code``: the
-    checkout whose sluice runs (``BEFORE``), default this one."""
+    """``sluice run --until-drained``: defaults, except ``batch.max_items`` when ``batch``
+    is given; ``code``: the checkout whose sluice runs (``BEFORE``), default this one."""
     folder.mkdir(parents=True)
+    section = "" if batch is None else f"batch: {{max_items: {batch}}}\n"
     (folder / "sluice.yaml").write_text(
         f"""
 ledger: sqlite:///ledger.db
@@ -257,8 +282,7 @@ sources:
   orders: {{kind: sql, url: "{source}", table: orders, key: id, target: out.orders}}
 targets:
   out: {target}
-batch: {{max_items: {batch}}}
-"""
+{section}"""
     )
     sluice = str(Path(sys.executable).with_name("sluice"))
     return timed([sluice, "run", "sluice.yaml", "--until-drained"], cwd=folder, expect="sluice: ",
@@ -268,6 +292,31 @@ batch: {{max_items: {batch}}}
 def run_spark(source: str, target: str, kind: str = "jdbc") -> Run:
     """The plain Spark copy in a fresh process (see :func:`plain_copy`)."""
     return timed([sys.executable, str(Path(__file__)), "plain", source, target, kind])
+
+
+def peers_python() -> str:
+    """The peers virtualenv's Python (made, with :data:`PEERS_PACKAGES`, on first use)."""
+    python = PEERS_VENV / "bin" / "python"
+    stamp = PEERS_VENV / ".installed"
+    wanted = " ".join(PEERS_PACKAGES)
+    if not stamp.exists() or stamp.read_text() != wanted:
+        subprocess.run([sys.executable, "-m", "venv", str(PEERS_VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", *PEERS_PACKAGES],
+                       check=True)  # fmt: skip
+        stamp.write_text(wanted)
+    return str(python)
+
+
+def run_cx_adbc(source: str, target: str) -> Run:
+    """ConnectorX + ADBC (:mod:`benchmarks.peer_cx_adbc`) in its own virtualenv."""
+
+    def plain(url: str) -> str:
+        parsed = sa.make_url(url)
+        scheme = "postgresql" if parsed.get_backend_name() == "postgresql" else "mysql"
+        return f"{scheme}://{parsed.username}@{parsed.host}:{parsed.port}/{parsed.database}"
+
+    return timed([peers_python(), str(HERE / "peer_cx_adbc.py"), plain(source), plain(target),
+                  "orders"], expect="cx_adbc: ")  # fmt: skip
 
 
 def run_pgloader(source: str, target: str) -> Run:
@@ -352,8 +401,19 @@ def contenders(pair: str, source: str, into: Server, folder: Path) -> dict[str, 
     def sluice() -> tuple[Run, str, str | None]:
         url = fresh("sluice")
         run = run_sluice(folder / f"sluice-{time.monotonic_ns()}", source,
+                         f"{{kind: jdbc, url: '{url}'}}", None)  # fmt: skip
+        return run, url, None
+
+    def sluice_tuned() -> tuple[Run, str, str | None]:
+        url = fresh("sluice_tuned")
+        run = run_sluice(folder / f"tuned-{time.monotonic_ns()}", source,
                          f"{{kind: jdbc, url: '{url}'}}", SLUICE_BATCH)  # fmt: skip
         return run, url, None
+
+    def cx_adbc() -> tuple[Run, str, str | None]:
+        url = fresh("cx_adbc")
+        _keyed_table(url)
+        return run_cx_adbc(source, url), url, None
 
     def spark() -> tuple[Run, str, str | None]:
         url = fresh("spark")
@@ -374,12 +434,16 @@ def contenders(pair: str, source: str, into: Server, folder: Path) -> dict[str, 
     def sluice_before() -> tuple[Run, str, str | None]:
         url = fresh("sluice_before")
         run = run_sluice(folder / f"before-{time.monotonic_ns()}", source,
-                         f"{{kind: jdbc, url: '{url}'}}", SLUICE_BATCH, BEFORE)  # fmt: skip
+                         f"{{kind: jdbc, url: '{url}'}}", None, BEFORE)  # fmt: skip
         return run, url, None
 
     runs: dict[str, Contender] = {"sluice": sluice}
+    if SLUICE_BATCH is not None:
+        runs["sluice_tuned"] = sluice_tuned
     if BEFORE is not None:
         runs["sluice_before"] = sluice_before
+    if pair != "pg_mariadb":
+        runs["cx_adbc"] = cx_adbc
     runs["spark"] = spark
     if pair != "pg_mariadb":
         runs["pgloader"] = pgloader
@@ -420,13 +484,27 @@ def bench_pair(pair: str, rows: int, pg: Server, folder: Path) -> dict[str, Figu
         source_engine.dispose()
         if not KEEP_SOURCES:
             server.drop(f"sluice_peers_src_{rows}")
-    settings = {"batch.max_items": SLUICE_BATCH}
     for name, fig in figures.items():
         if name == "sluice":
             continue
         speed = rows / figures["sluice"].median()
+        settings = {"batch.max_items": SLUICE_BATCH} if name == "sluice_tuned" else {}
         report(f"peers_{FIGURE[pair]}_{rows}_vs_{name}", speed, "rows/s", rows / fig.median(),
                settings=settings)  # fmt: skip
+    rates = [r for r in map(first_to_last, figures["sluice"].runs) if r is not None]
+    if rates:
+        print(f"# {pair} {rows:,} sluice rows/s from the first batch to the last: "
+              + ", ".join(f"{r:,.0f}" for r in rates), flush=True)  # fmt: skip
+        pipe = figures.get("copy_pipe")
+        report(f"peers_{FIGURE[pair]}_{rows}_data_plane", statistics.median(rates), "rows/s",
+               rows / pipe.median() if pipe else None)  # fmt: skip
+    for name in ("sluice", "cx_adbc"):
+        if name in figures:
+            runs = figures[name].runs
+            report(f"peers_{FIGURE[pair]}_{rows}_memory_{name}",
+                   max(r.python_mb + r.jvm_mb for r in runs), "MB",
+                   python_mb=round(max(r.python_mb for r in runs)),
+                   jvm_mb=round(max(r.jvm_mb for r in runs)))  # fmt: skip
     return figures
 
 
@@ -457,7 +535,7 @@ def parquet(source: str, folder: Path, rows: int) -> None:
     for round_ in range(ROUNDS):
         lake = folder / f"lake-{round_}"
         run = run_sluice(folder / f"parquet-{round_}", source,
-                         f"{{kind: parquet, path: '{lake}'}}", SLUICE_BATCH)  # fmt: skip
+                         f"{{kind: parquet, path: '{lake}'}}", None)  # fmt: skip
         _log(f"parquet round {round_ + 1} sluice", run)
         times["sluice"].append(run.seconds)
         run = run_spark(source, str(folder / f"plain-lake-{round_}"), "parquet")
@@ -467,7 +545,7 @@ def parquet(source: str, folder: Path, rows: int) -> None:
         shutil.rmtree(folder / f"plain-lake-{round_}", ignore_errors=True)
     report("peers_pg_to_parquet", rows / statistics.median(times["sluice"]), "rows/s",
            rows / statistics.median(times["spark"]),
-           settings={"batch.max_items": SLUICE_BATCH, "rows": rows})  # fmt: skip
+           settings={"rows": rows})  # fmt: skip
 
 
 def sqs(pg: Server, folder: Path) -> None:
@@ -497,7 +575,6 @@ sources:
            visibility_timeout: 10s, drain_quiet: 1s, target: out.events}}
 targets:
   out: {{kind: jdbc, url: '{url}'}}
-batch: {{max_items: {SLUICE_BATCH}}}
 """
             )
             sluice = str(Path(sys.executable).with_name("sluice"))
@@ -508,7 +585,7 @@ batch: {{max_items: {SLUICE_BATCH}}}
             _log(f"sqs round {round_ + 1}", run)
             times.append(run.seconds)
         report("peers_sqs_to_pg", SQS_MESSAGES / statistics.median(times), "rows/s",
-               settings={"batch.max_items": SLUICE_BATCH, "messages": SQS_MESSAGES})  # fmt: skip
+               settings={"messages": SQS_MESSAGES})  # fmt: skip
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -523,8 +600,9 @@ def main() -> int:
     pg = Server(PG_ADMIN)
     folder = Path(tempfile.mkdtemp(prefix="sluice-bench-peers-"))
     memory: dict[int, Run] = {}
-    print(f"# sluice settings: batch.max_items {SLUICE_BATCH:,}, everything else default; "
-          f"pgloader --dynamic-space-size {PGLOADER_HEAP}", flush=True)  # fmt: skip
+    tuned = "" if SLUICE_BATCH is None else f"; sluice_tuned: batch.max_items {SLUICE_BATCH:,}"
+    print(f"# sluice: its defaults{tuned}; pgloader --dynamic-space-size {PGLOADER_HEAP}",
+          flush=True)  # fmt: skip
     try:
         for rows in ROWS:
             for pair in PAIRS:

@@ -36,6 +36,20 @@ class SparkConfig(Model):
 MIN_ITEMS = 100
 """``batch.min_items`` when unset (or ``max_items``, when that is smaller)."""
 
+ROWS_BATCH = 2_000_000
+"""``batch.max_items`` when unset: the most rows a keyset batch holds. Its rows are
+streamed from the source into the target, never held (``docs/architecture.md``, "Batch
+sizes by default"), so a batch's size costs no memory, and each batch costs ~150 ms of
+Spark job and connections whatever its size."""
+
+KEY_BATCH = 10_000
+"""The most items a batch of keys or messages (sweep, incremental, SQS) holds when
+``batch.max_items`` is unset: those are held in the source's buffer, one by one."""
+
+BATCH_BYTES = 256 * 2**20
+"""About the most bytes (as text) a keyset batch holds when ``batch.max_items`` is
+unset: a table of wide rows gets fewer rows a batch (at least :data:`KEY_BATCH`)."""
+
 
 class BatchConfig(Model):
     """How big a batch may get and how long a partial one may wait.
@@ -43,10 +57,13 @@ class BatchConfig(Model):
     With ``target_latency`` each source's batch size adapts (see
     :mod:`scheduler.batch_size`) between ``min_items`` and ``max_items`` so
     that its imports take about that long; without it every batch may hold
-    ``max_items``.
+    ``max_items``. Left out, ``max_items`` is sluice's to choose per source
+    (:attr:`chosen`): a keyset source's batches hold up to :data:`ROWS_BATCH`
+    rows, fewer for wide rows (:data:`BATCH_BYTES`); other sources' up to
+    :data:`KEY_BATCH` items.
     """
 
-    max_items: int = Field(default=10000, gt=0)
+    max_items: int = Field(default=ROWS_BATCH, gt=0)
     max_wait: Duration = 2.0
     target_latency: Duration | None = Field(default=None, gt=0)
     min_items: int = Field(default=MIN_ITEMS, gt=0)
@@ -63,6 +80,17 @@ class BatchConfig(Model):
         except (TypeError, ValueError):
             return data  # max_items' own error says what is wrong
         return {**data, "min_items": most} if 0 < most < MIN_ITEMS else data
+
+    @property
+    def chosen(self) -> bool:
+        """Whether sluice chooses each source's batch size (``max_items`` left out)."""
+        return "max_items" not in self.model_fields_set
+
+    @property
+    def key_items(self) -> int:
+        """The most keys or messages a batch holds: ``max_items``, or :data:`KEY_BATCH`
+        where sluice chooses."""
+        return min(KEY_BATCH, self.max_items) if self.chosen else self.max_items
 
     @model_validator(mode="after")
     def _least_within_most(self) -> BatchConfig:

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from config.settings import BatchConfig, SparkConfig
+from config.settings import KEY_BATCH, BatchConfig, SparkConfig
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,8 @@ class DerivedSizes:
     """Defaults that follow ``batch.max_items`` (see :func:`derived_sizes`)."""
 
     max_items: int
+    key_items: int
+    """The most keys a sweep or incremental source's batch holds."""
     max_pending: int
     range_buffer: int
     key_buffer: int
@@ -39,7 +41,9 @@ JOB_ROWS = 100_000
 ~0.1-0.25 s whatever its size, which is then a small part of it."""
 
 
-def derived_sizes(max_items: int, imports: int, group: int = JOB_GROUP) -> DerivedSizes:
+def derived_sizes(
+    max_items: int, imports: int, group: int = JOB_GROUP, key_items: int | None = None
+) -> DerivedSizes:
     """The buffer and backpressure sizes a config gets when it does not set them.
 
     ``group``: how many batches one import job may take together (1 when
@@ -57,7 +61,8 @@ def derived_sizes(max_items: int, imports: int, group: int = JOB_GROUP) -> Deriv
       least the batches in flight and two more; ``replenish_below`` one
       batch under it.
     - a sweep or incremental source's ``buffer`` (one item per key): two
-      batches (at least 20,000 keys), refilled at one batch.
+      batches of ``key_items`` (default ``max_items``; at least 20,000
+      keys), refilled at one batch.
 
     SQS buffers keep their fixed default (2,000 messages, refilled at 500):
     messages held in a buffer stay invisible to every other consumer.
@@ -66,9 +71,10 @@ def derived_sizes(max_items: int, imports: int, group: int = JOB_GROUP) -> Deriv
     in_flight = (imports + 1) * slot
     return DerivedSizes(
         max_items=max_items,
+        key_items=key_items or max_items,
         max_pending=max(50_000, in_flight),
         range_buffer=max(20_000, (imports + 2) * max_items, in_flight + max_items),
-        key_buffer=max(20_000, 2 * max_items),
+        key_buffer=max(20_000, 2 * (key_items or max_items)),
         max_importing_batches=max(4, -(-in_flight // max_items)),
     )
 
@@ -83,10 +89,17 @@ def with_derived_sizes(data: Any) -> Any:
         return data
     spark = _as_dict(data.get("spark"))
     submits = isinstance(spark, dict) and spark.get("deploy") == "submit"
+    # Left out, max_items is sluice's to choose per source (BatchConfig.chosen):
+    # the sizes follow the largest batch a source may then get.
+    sources = data.get("sources")
+    walks = isinstance(sources, dict) and any(_walks_ranges(s) for s in sources.values())
+    chosen = BatchConfig().max_items if walks else KEY_BATCH
+    set_items = _given(data, "batch", "max_items", 0)
     sizes = derived_sizes(
-        _given(data, "batch", "max_items", BatchConfig().max_items),
+        set_items or chosen,
         _given(data, "spark", "max_concurrent_imports", SparkConfig().max_concurrent_imports),
         group=1 if submits else JOB_GROUP,
+        key_items=set_items or KEY_BATCH,
     )
     data = dict(data)
     backpressure = _as_dict(data.get("backpressure"))
@@ -98,7 +111,6 @@ def with_derived_sizes(data: Any) -> Any:
             backpressure.setdefault("resume_below", sizes.resume_for(max_pending))
         backpressure.setdefault("max_importing_batches", sizes.max_importing_batches)
         data["backpressure"] = backpressure
-    sources = data.get("sources")
     if isinstance(sources, dict):
         data["sources"] = {name: _with_buffer(source, sizes) for name, source in sources.items()}
     return data
@@ -122,11 +134,20 @@ def _given(data: dict[str, Any], section: str, key: str, default: int) -> int:
     return _as_int(part.get(key), default) if isinstance(part, dict) else default
 
 
+def _walks_ranges(source: Any) -> bool:
+    """Whether a source's raw config is a keyset source (its batches: key ranges of rows)."""
+    raw = _as_dict(source)
+    return (isinstance(raw, dict) and raw.get("kind") == "sql"
+            and raw.get("mode", "keyset") == "keyset")  # fmt: skip
+
+
 def _with_buffer(source: Any, sizes: DerivedSizes) -> Any:
     """A SQL source's raw config with its derived buffer, unless it sets one."""
     raw = _as_dict(source)
     if not isinstance(raw, dict) or raw.get("kind") != "sql" or "buffer" in raw:
         return source
-    capacity = sizes.range_buffer if raw.get("mode", "keyset") == "keyset" else sizes.key_buffer
-    refill = capacity - sizes.max_items if capacity > sizes.max_items else capacity // 4
+    keyset = raw.get("mode", "keyset") == "keyset"
+    capacity = sizes.range_buffer if keyset else sizes.key_buffer
+    batch = sizes.max_items if keyset else sizes.key_items
+    refill = capacity - batch if capacity > batch else capacity // 4
     return {**raw, "buffer": {"capacity": capacity, "replenish_below": refill}}

@@ -46,7 +46,9 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 
+from config.errors import SourceError
 from config.models import BatchConfig, SluiceConfig, SqlSourceConfig
+from config.settings import BATCH_BYTES, KEY_BATCH
 from sources.budget import BATCH_SECONDS, database_of
 from sources.queueing import QueueingLimitedSource
 from sources.sql import SqlSource
@@ -67,42 +69,50 @@ class BatchSizer:
     :meth:`size` never blocks (the loop's thread reads it every tick; status
     and metrics from theirs). ``on_change(source, size)`` is called after a
     source's size changed, outside the lock, on the thread that changed it.
+    ``largest``: each source's largest batch where it is not ``batch.max_items``
+    (a config that leaves it out: see :func:`largest_batches`).
     """
 
     def __init__(
-        self, batch: BatchConfig, *, on_change: Callable[[str, int], None] | None = None
-    ) -> None:
+        self, batch: BatchConfig, *, on_change: Callable[[str, int], None] | None = None,
+        largest: Mapping[str, int] | None = None,
+    ) -> None:  # fmt: skip
         self._lock = threading.Lock()
-        self._sizes: dict[str, int] = {}  # sources whose size differs from max_items
+        self._sizes: dict[str, int] = {}  # sources whose size differs from their largest
+        self._largest: dict[str, int] = {}
         self._logged: dict[str, int] = {}
         self.on_change = on_change
         self.target: float | None = None
         self.least = self.most = batch.max_items
-        self.configure(batch)
+        self.configure(batch, largest)
 
     @property
     def adaptive(self) -> bool:
         """Whether sizes adapt (``batch.target_latency`` is set)."""
         return self.target is not None
 
-    def configure(self, batch: BatchConfig) -> None:
+    def configure(self, batch: BatchConfig, largest: Mapping[str, int] | None = None) -> None:
         """Take a new ``batch`` config (a reload): sizes kept, within the new bounds."""
         with self._lock:
+            before = {s: self.size(s) for s in self._sizes.keys() | self._largest.keys()}
             self.target = batch.target_latency
             self.least, self.most = batch.min_items, batch.max_items
-            self.step = max(self.least, self.most // 16)
-            before = dict(self._sizes)
+            self._largest = {s: max(1, min(n, self.most)) for s, n in (largest or {}).items()}
             if self.target is None:
                 self._sizes.clear()
             else:
-                self._sizes = {s: self._within(size) for s, size in self._sizes.items()}
+                self._sizes = {s: self._within(s, size) for s, size in self._sizes.items()}
             changed = {s: self.size(s) for s in before if self.size(s) != before[s]}
         for source, size in changed.items():
             self._changed(source, size)
 
+    def largest(self, source: str) -> int:
+        """The most rows a batch of ``source`` may ever hold: ``batch.max_items``, or its own."""
+        return self._largest.get(source, self.most)
+
     def size(self, source: str) -> int:
-        """The most rows ``source``'s next batch may hold (``max_items`` until it adapts)."""
-        return self._sizes.get(source, self.most)
+        """The most rows ``source``'s next batch may hold (:meth:`largest` until it adapts)."""
+        return self._sizes.get(source, self.largest(source))
 
     def observe(self, source: str, items: int, seconds: float | None, *, ok: bool = True) -> None:
         """A batch of ``items`` rows of ``source`` ended: its import took ``seconds``, or failed.
@@ -116,15 +126,16 @@ class BatchSizer:
             target = self.target
             if target is None:  # a reload took it away meanwhile
                 return
-            current = self.size(source)
-            new = self._within(_next(current, items, seconds, ok, target, self.step))
+            current, largest = self.size(source), self.largest(source)
+            step = max(min(self.least, largest), largest // 16)
+            new = self._within(source, _next(current, items, seconds, ok, target, step))
             if new == current:
                 return
-            if new == self.most:
+            if new == largest:
                 self._sizes.pop(source, None)
             else:
                 self._sizes[source] = new
-            last = self._logged.get(source, self.most)
+            last = self._logged.get(source, largest)
             noteworthy = new >= last * NOTEWORTHY or new * NOTEWORTHY <= last
             if noteworthy:
                 self._logged[source] = new
@@ -134,8 +145,9 @@ class BatchSizer:
                      source, new, current, items, how, target)  # fmt: skip
         self._changed(source, new)
 
-    def _within(self, size: int) -> int:
-        return max(self.least, min(self.most, size))
+    def _within(self, source: str, size: int) -> int:
+        largest = self.largest(source)
+        return max(min(self.least, largest), min(largest, size))
 
     def _changed(self, source: str, size: int) -> None:
         if self.on_change is not None:
@@ -158,6 +170,43 @@ def _next(
     if seconds * SLACK < target:
         return max(current, min(current + step, fits))
     return current
+
+
+def largest_batches(
+    cfg: SluiceConfig, queues: Mapping[str, QueueingLimitedSource]
+) -> dict[str, int]:
+    """Each source's largest batch, where the config leaves ``batch.max_items`` to sluice.
+
+    Empty when the config sets it (every source's is then ``max_items``).
+    A keyset source's batches hold :data:`~config.settings.BATCH_BYTES` of
+    its rows (their width sampled once: :meth:`SqlSource.row_bytes`), at
+    least :data:`~config.settings.KEY_BATCH` rows and at most ``max_items``;
+    its rows are streamed, never held, and a bigger batch spreads a batch's
+    fixed cost over more rows. Other sources hold their items (keys,
+    messages) in their buffers: :data:`~config.settings.KEY_BATCH` items.
+    A table whose width cannot be sampled (empty, or its database away)
+    gets ``max_items``.
+    """
+    if not cfg.batch.chosen:
+        return {}
+    most = cfg.batch.max_items
+    largest: dict[str, int] = {}
+    for name, src_cfg in cfg.sources.items():
+        queue = queues.get(name)
+        wrapped = None if queue is None else queue.wrapped
+        if not (isinstance(src_cfg, SqlSourceConfig) and src_cfg.mode == "keyset"):
+            largest[name] = min(KEY_BATCH, most)
+            continue
+        width = None
+        if isinstance(wrapped, SqlSource):
+            try:
+                width = wrapped.row_bytes()
+            except SourceError as error:
+                log.info("source %s: row width not sampled (%s); batches of %d rows",
+                         name, error, most)  # fmt: skip
+        fits = most if not width else max(min(KEY_BATCH, most), int(BATCH_BYTES / width))
+        largest[name] = min(most, fits)
+    return largest
 
 
 def range_rows(src_cfg: SqlSourceConfig, cfg: SluiceConfig) -> int:

@@ -10,7 +10,6 @@ and dispatches it. It runs on the loop's thread only.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -104,7 +103,8 @@ class Feeder:
         # only made smaller to share a source's last rows, or by the source's
         # adaptive size (a range planned before the size fell: waiting would
         # not make it smaller).
-        shrunk = self.sizes.size(source) < self._capped(source, min(self.cfg.batch.max_items, room))
+        shrunk = self.sizes.size(source) < self._capped(source,
+                                                        min(self.sizes.largest(source), room))
         items = self.queues[source].next_batch(
             share, batch_id, at_least_one=self.sink.in_flight() == 0 or share < size or shrunk
         )
@@ -124,8 +124,6 @@ class Feeder:
         crash_point("after_claim")
         self.strategy.charge(source, rows)
         self.stats.items[source] = self.stats.items.get(source, 0) + rows
-        if self.stats.first_batch_at is None:
-            self.stats.first_batch_at = time.monotonic()
         if manifest is None:
             self.queues[source].ack(batch_id)
             return True
@@ -149,7 +147,7 @@ class Feeder:
         another would leave the last one importing alone while the sink
         could run ``parallel`` imports: the rest is split among them instead
         (shrinking as slots free up), down to a quarter of
-        ``batch.max_items``. The source's batches still importing count
+        its largest batch. The source's batches still importing count
         with half their rows (half done, on average): a slot that frees up
         beside one that just took a full batch takes a matching share, not
         half of what is left while the other slot's batch runs on alone.
@@ -162,7 +160,7 @@ class Feeder:
             return size
         importing = self.inflight.importing(source)
         share = -(-(queue.buffered + importing // 2) // parallel)
-        return min(size, max(share, self.cfg.batch.max_items // 4, 1))
+        return min(size, max(share, self.sizes.largest(source) // 4, 1))
 
     def _walks_ranges(self, source: str) -> bool:
         """A keyset source: its batches are key ranges, and its end is final."""

@@ -132,6 +132,9 @@ class BatchesInFlight:
             started = replace(started, read_parts=parts)
         with self._lock:
             self._inflight[started.batch_id] = started
+        if self.stats.first_batch_at is None:
+            # Any batch: one resumed or retried at start is the run's first too.
+            self.stats.first_batch_at = time.monotonic()
         try:
             future = self.sink.submit(started)
         except BaseException:

@@ -25,7 +25,7 @@ from queue import Empty, SimpleQueue
 
 from config.errors import LedgerError
 from config.models import SluiceConfig
-from scheduler.batch_size import BatchSizer, plan_ranges
+from scheduler.batch_size import BatchSizer, largest_batches, plan_ranges
 from scheduler.collector import TickCollector
 from scheduler.feeder import Feeder
 from scheduler.gate import BackpressureGate
@@ -84,7 +84,10 @@ class MainLoop:
         self.sizes = BatchSizer(
             cfg.batch, on_change=lambda name, _size: plan_ranges(
                 self.queues, self.cfg, name, self.sizes.size(name)),
+            largest=largest_batches(cfg, self.queues),
         )
+        for name in self.queues:
+            plan_ranges(self.queues, self.cfg, name, self.sizes.size(name))
         self.inflight = BatchesInFlight(ledger, sink, self.queues, self.stats, cfg.retry, self.wake,
                                  die=self.die, halt=self._halt, budgets=budgets, sizes=self.sizes)
         self.feeder = Feeder(cfg, self.queues, strategy, ledger, sink, self.checkpoints,
@@ -162,7 +165,7 @@ class MainLoop:
         self.inflight.retry = cfg.retry
         self.feeder.reconfigure(cfg)
         self.throttle.reconfigure(cfg)
-        self.sizes.configure(cfg.batch)
+        self.sizes.configure(cfg.batch, largest_batches(cfg, self.queues))
         for name in self.queues:
             plan_ranges(self.queues, cfg, name, self.sizes.size(name))
 

@@ -27,6 +27,9 @@ ESTIMATE_ABOVE = 100_000
 (:meth:`SqlSource.backlog`); fewer are counted."""
 
 
+_UNKNOWN = object()
+
+
 def _nothing_done(keys: Sequence[KeyTuple]) -> set[KeyTuple]:
     return set()
 
@@ -83,6 +86,7 @@ class SqlSource(LimitedSource):
         self._is_done = is_done
         self._found_in_pass = False
         self._reads = 0  # incremental: rows read, the read marks' sequence
+        self._row_bytes: object = _UNKNOWN
 
     @property
     def position(self) -> KeyTuple | None:
@@ -129,6 +133,16 @@ class SqlSource(LimitedSource):
             if guess is not None and guess >= ESTIMATE_ABOVE:
                 return guess
         return self._queries.count(after)
+
+    def row_bytes(self) -> float | None:
+        """The table's average row width as text (:meth:`KeyQueries.row_bytes`), asked once.
+
+        None for an empty table. Blocks on the database; raises
+        :class:`SourceError` like :meth:`next_batch`.
+        """
+        if self._row_bytes is _UNKNOWN:
+            self._row_bytes = self._queries.row_bytes()
+        return cast("float | None", self._row_bytes)
 
     def rows_between(self, after: KeyTuple | None, last: KeyTuple) -> int:
         """Rows past ``after`` (None: from the start) up to ``last``, in the database's key order.

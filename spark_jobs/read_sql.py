@@ -98,10 +98,14 @@ def native_frame(
         return engine.text_sql(c, name) if as_text else engine.read_sql(c, name, target)
 
     reads = [f"{read(c)} AS {quote(c.name)}" for c in columns]
+    stored = [quote(c.name) for c in columns]
     queries = pg_read.Queries(
         pg_read.conninfo(url),
         tuple(pg_read.select(reads, table_sql, w) for w in where),
         to_arrow_schema(T.StructType([T.StructField(f.name, f.dataType) for f in schema])),
+        verbatim=() if as_text else tuple(pg_read.select(stored, table_sql, w) for w in where),
+        columns=None if any(c.user_types for c in columns) else tuple(
+            (c.name, c.type) for c in columns),
     )
     tasks = spark.range(0, len(queries.queries), 1, max(1, len(queries.queries)))
     frame = tasks.mapInArrow(queries.rows, schema)

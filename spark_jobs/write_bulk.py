@@ -245,11 +245,12 @@ def _direct_in_tasks(
         tasks = native_tasks(df, 1 if one_task else None)
     else:
         tasks = df.coalesce(1) if one_task else df
+    verbatim = bulk is PG_COPY and _same_types(engine, target, queries, names)
 
     def copy_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         started = time.monotonic()  # the batch's own load: not its wait for a core
         manifest = manifests[TaskContext.get().partitionId()]  # type: ignore[union-attr]
-        outcome = _copy_in_task(url, target, manifest, names, batches, bulk, queries)
+        outcome = _copy_in_task(url, target, manifest, names, batches, bulk, queries, verbatim)
         seconds = time.monotonic() - started
         yield pa.RecordBatch.from_pylist([{"batch": manifest.batch_id, "zeros": "", **outcome,
                                            "seconds": seconds}], schema=_OUTCOME_ARROW)
@@ -265,7 +266,7 @@ def _direct_in_tasks(
                     str(error).strip().splitlines()[-1])  # fmt: skip
         return [None] * len(manifests)
     by_batch = {row.batch: row for row in rows}
-    method = bulk.method
+    method = "copy as stored" if verbatim else bulk.method
     if len(manifests) > 1:
         method += f", one Spark job for {len(manifests)} batches"
     outcomes: list[Written | BaseException | None] = []
@@ -292,11 +293,14 @@ def _copy_in_task(
     batches: Iterator[pa.RecordBatch],
     bulk: BulkLoad,
     queries: Any = None,
+    verbatim: bool = False,
 ) -> dict[str, Any]:
     """In the Spark task: the direct load and its commit; the outcome as one row.
 
     ``queries``: the native read whose task numbers ``batches`` holds (None:
-    ``batches`` are the rows).
+    ``batches`` are the rows). ``verbatim``: the target's columns have the
+    source's very types (:func:`_same_types`): the source's binary COPY
+    goes into the target's as it comes, never parsed.
     """
     infile = task_input()
     if infile is None:  # a PySpark whose worker this module does not know
@@ -324,6 +328,8 @@ def _copy_in_task(
 
     def load(cursor: Any) -> int:
         rows = whole(batches, infile)
+        if verbatim:
+            return _copy_verbatim(cursor, table_sql, names, queries, rows)
         if queries is not None:
             rows = queries.rows(rows)
         return bulk.load(cursor, table_sql, names, projected(rows))
@@ -342,6 +348,66 @@ def _copy_in_task(
         return {"outcome": "staged", "rows": 0, "error": b"", "notes": notes.notes}
     return {"outcome": "copy", "rows": written.rows, "error": b"", "notes": notes.notes,
             "zeros": json.dumps(zeros)}
+
+
+_BUILT_IN = 16384
+"""PostgreSQL's first OID of an object a database defines (``FirstNormalObjectId``): a
+type below it is built in, the same in every database, and so is its binary form."""
+
+_TYPES = sa.text(
+    "SELECT attname, atttypid, format_type(atttypid, atttypmod) FROM pg_attribute "
+    "WHERE attrelid = to_regclass(:table) AND attnum > 0 AND NOT attisdropped"
+)
+
+
+def _same_types(engine: sa.Engine, target: TargetTable, queries: Any, names: Sequence[str]) -> bool:
+    """Whether the batch may go from the source's binary COPY into the target's as it comes.
+
+    A PostgreSQL source read natively (``queries``), whose columns are
+    ``names`` in that order, each of exactly the type (modifiers included)
+    of the target's column, a built-in type: the binary form of a type the
+    database defines (an enum's array, a composite) carries its OID, which
+    differs from database to database; and a narrower modifier would round
+    what the staged path sets aside. Anything else is parsed and encoded.
+    """
+    from spark_jobs.engines.postgresql.read import Queries
+
+    if not isinstance(queries, Queries) or not queries.verbatim or queries.columns is None:
+        return False
+    if [name for name, _ in queries.columns] != list(names):
+        return False
+    quote = engine.dialect.identifier_preparer.quote
+    table = ".".join(quote(p) for p in (target.schema, target.table) if p)
+    with engine.connect() as conn:
+        theirs = {row[0]: (row[1], row[2]) for row in conn.execute(_TYPES, {"table": table})}
+    return all(
+        name in theirs and theirs[name][0] < _BUILT_IN and theirs[name][1] == shown
+        for name, shown in queries.columns
+    )
+
+
+def _copy_verbatim(
+    cursor: Any, table_sql: str, names: Sequence[str], queries: Any,
+    tasks: Iterable[pa.RecordBatch],
+) -> int:  # fmt: skip
+    """The rows of the native read's queries whose numbers ``tasks`` carries, from the
+    source's binary COPY into the target's as the server sent them; how many."""
+    import psycopg
+
+    from spark_jobs.engines.postgresql.read import copy_binary
+
+    statement = f"COPY {table_sql} ({quoted(*names)}) FROM STDIN (FORMAT binary)"
+    total = 0
+    for batch in tasks:
+        for index in batch.column(0).to_pylist():
+            try:
+                with cursor.copy(statement) as copy:
+                    for chunk in copy_binary(queries.info, queries.verbatim[index]):
+                        copy.write(chunk)
+            except psycopg.Error as error:
+                raise sa.exc.DBAPIError.instance(statement, None, error, psycopg.Error) from error
+            total += max(cursor.rowcount, 0)
+    return total
 
 
 def _staged(

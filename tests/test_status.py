@@ -145,7 +145,7 @@ def test_eta_from_the_rows_left_and_done_when_nothing_is(
     assert status.sources[0].rows_per_s == pytest.approx(5.0)
     assert status.sources[0].eta_s == pytest.approx(75.0)
     assert status.sources[0].configured["max_rows_per_s"] == 2
-    assert "  orders: batch 10,000, 2 rows/s" in render_text(status)
+    assert "  orders: batch 2,000,000, 2 rows/s" in render_text(status)  # sluice's largest
 
 
 def test_status_command_text_and_json(filled: tuple[Path, SluiceConfig]) -> None:
@@ -165,7 +165,7 @@ def test_status_command_text_and_json(filled: tuple[Path, SluiceConfig]) -> None
     assert orders["states"]["dead"] == 1 and orders["dead"][0]["id"] == "b-dead"
     # ETA and done per source and overall; batch size and limits as configured.
     assert {"eta_s", "done", "left"} <= set(orders) and {"eta_s", "done"} <= set(report["totals"])
-    assert orders["configured"] == {"batch_size": 10_000, "max_rows_per_s": None,
+    assert orders["configured"] == {"batch_size": 2_000_000, "max_rows_per_s": None,
                                     "max_connections": None, "max_query_latency_s": None}
     assert "configured (a running daemon's, in force, are on its /status.json):" in text.stdout
     assert report["totals"]["states"]["failed"] == 1 and report["totals"]["poison"] == 2

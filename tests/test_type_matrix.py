@@ -108,6 +108,33 @@ def test_postgresql_to_postgresql_keeps_every_value(
         _verify_sees_each_change(spark, cfg, source, target, columns)
 
 
+USER_TYPES = ("mood", "posint", "email")
+"""The matrix's types the database defines (an enum, domains), and their arrays."""
+
+
+@pytest.mark.spark
+@pytest.mark.postgres
+def test_built_in_types_go_from_one_binary_copy_into_the_other_as_stored(
+    tmp_path: Path, pg_factory: Any, spark: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A target of the source's very types (sluice makes it so) takes the source's binary
+    COPY as it comes, never parsed: every built-in type of the matrix, every value."""
+    specs = [(t, v) for t, v in PG_TYPES if not t.startswith(USER_TYPES)]
+    source, target = pg_factory.create("mx_src"), pg_factory.create("mx_dst")
+    rows = pg_create_source(source, "matrix", specs)
+    path, cfg = _config(tmp_path, source, target)
+    with caplog.at_level("INFO", logger="spark_jobs"):
+        summary = drain(cfg, path, spark)
+    assert summary.exit_code == 0, summary
+    assert "(copy as stored)" in caplog.text
+    columns = [column_name(t) for t, _ in specs]
+    copied = pg_texts(target, "matrix", columns)
+    matrix = compare(pg_texts(source, "matrix", columns), copied, columns, [t for t, _ in specs],
+                     "postgresql -> postgresql, as stored")  # fmt: skip
+    assert len(copied) == rows
+    assert all(r == "same" for r in matrix.results.values()), matrix.table()
+
+
 def _differing(before: dict[Any, tuple], after: dict[Any, tuple]) -> set[Any]:
     """The keys whose rows differ, by the databases' own texts (the independent read)."""
     return {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}

@@ -71,7 +71,8 @@ class Plan:
     sources: list[SourceBacklog]
     ticks: list[Tick]
     left: dict[str, int]
-    max_items: int
+    batch: str
+    """How big the batches are, as the plan's heading says it."""
     order: list[str] = field(default_factory=list)
     columns: list[SourceColumns] = field(default_factory=list)
 
@@ -88,8 +89,10 @@ def make_plan(cfg: SluiceConfig, ticks: int = 10, config_path: str = "CONFIG") -
     sources = [measure(name, cfg, view, config_path) for name in cfg.sources]
     pending = {s.name: s.pending for s in sources}
     fed, left = simulate(cfg, pending, ticks)
-    return Plan(view, sources, fed, left, cfg.batch.max_items, order_lines(cfg),
-                column_plans(cfg))  # fmt: skip
+    batch = (f"batches chosen by sluice: keyset up to {cfg.batch.max_items:,} rows, fewer for "
+             f"wide rows; other sources {cfg.batch.key_items:,} items" if cfg.batch.chosen
+             else f"batch.max_items {cfg.batch.max_items:,}")  # fmt: skip
+    return Plan(view, sources, fed, left, batch, order_lines(cfg), column_plans(cfg))
 
 
 def read_ledger(url: str) -> LedgerView:
@@ -207,11 +210,20 @@ def simulate(
     Each tick, like the main loop's: every source with items left has
     ``min(left, buffer.capacity)`` ready, the strategy picks one, and it feeds
     a batch of at most ``batch.max_items`` (and ``backpressure.max_pending``),
-    assuming the downstream finishes batches as fast as they come.
+    assuming the downstream finishes batches as fast as they come. Where
+    sluice chooses the sizes, a keyset source's batch is taken at its most
+    (the daemon may make it smaller for wide rows), another's at
+    ``batch.key_items``.
     """
     strategy = build_strategy(cfg)
     left = dict(pending)
-    want = min(cfg.batch.max_items, cfg.backpressure.max_pending)
+
+    def want(name: str) -> int:
+        src = cfg.sources[name]
+        keyset = isinstance(src, SqlSourceConfig) and src.mode == "keyset"
+        most = cfg.batch.max_items if keyset else cfg.batch.key_items
+        return min(most, cfg.backpressure.max_pending)
+
     fed: list[Tick] = []
     waits = cfg.waits
     for number in range(1, ticks + 1):
@@ -225,7 +237,7 @@ def simulate(
         source = strategy.pick(ready)
         if source is None:
             break
-        items = min(want, ready[source])
+        items = min(want(source), ready[source])
         strategy.charge(source, items)
         left[source] -= items
         fed.append(Tick(number, source, items, reason))
@@ -247,8 +259,7 @@ def render(plan: Plan, config_path: str) -> str:
             lines.append(f"  {'':<{width}}  {'':<15}  {items:>10,}  in {batches} unfinished "
                          "batches, re-run first")
     lines += plan.order
-    lines.append(f"next {len(plan.ticks)} ticks (batch.max_items {plan.max_items:,}; "
-                 "assuming the downstream keeps up):")
+    lines.append(f"next {len(plan.ticks)} ticks ({plan.batch}; assuming the downstream keeps up):")
     lines.extend(
         f"  tick {t.number:>3}  {t.source:<{width}}  {t.items:>8,} items  {t.reason}"
         for t in plan.ticks

@@ -179,7 +179,8 @@ def _source(
 def _configured(cfg: SluiceConfig, name: str) -> dict[str, Any]:
     """A source's batch size and limits as configured (``status`` runs without a daemon)."""
     src = cfg.sources[name]
-    found: dict[str, Any] = {"batch_size": cfg.batch.max_items}
+    keyset = isinstance(src, SqlSourceConfig) and src.mode == "keyset"
+    found: dict[str, Any] = {"batch_size": cfg.batch.max_items if keyset else cfg.batch.key_items}
     if isinstance(src, SqlSourceConfig):
         found.update(max_rows_per_s=src.limits.max_rows_per_s,
                      max_connections=bounded_connections(src),

@@ -292,7 +292,7 @@ def _repair(cfg: SluiceConfig, name: str, source: SqlSourceConfig, target: Any, 
     ledger = Ledger(cfg.ledger, lease_ttl=cfg.lease.ttl,
                     owner=f"verify:{socket.gethostname()}:{os.getpid()}")  # fmt: skip
     try:
-        for chunk in _chunks(diff.keys(kinds), cfg.batch.max_items):
+        for chunk in _chunks(diff.keys(kinds), cfg.batch.key_items):
             claimed = ledger.claim_keys(uuid.uuid4().hex, name, source.target, chunk,
                                         versions=[version] * len(chunk))  # fmt: skip
             if claimed is not None:

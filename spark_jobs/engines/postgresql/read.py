@@ -100,16 +100,38 @@ def read_rows(info: str, query: str, schema: pa.Schema) -> Iterator[pa.RecordBat
         raise sa.exc.DBAPIError.instance(query, None, error, psycopg.Error) from error
 
 
+def copy_binary(info: str, query: str) -> Iterator[bytes]:
+    """The binary COPY output of ``query`` as the server sends it: header, rows, trailer.
+
+    Errors come as SQLAlchemy's, as :func:`read_rows` raises them.
+    """
+    import psycopg
+
+    try:
+        with connection(info) as conn, conn.cursor() as cursor, cursor.copy(
+                f"COPY ({query}) TO STDOUT (FORMAT binary)") as copy:  # fmt: skip
+            yield from copy
+    except psycopg.Error as error:
+        raise sa.exc.DBAPIError.instance(query, None, error, psycopg.Error) from error
+
+
 @dataclass(frozen=True)
 class Queries:
     """What one native read runs: a query per Spark task, and the rows' Arrow schema.
 
+    ``verbatim``: the same rows as ``queries``, each column as it is stored
+    (no conversion), for a target whose columns have the very same types
+    (:func:`copy_binary`); ``columns``: each column's name and type as the
+    source's catalogue spells it, None where one is a type the database
+    defines (an enum, a domain: its binary form may carry its OID).
     Picklable: it travels to the tasks inside the functions Spark ships.
     """
 
     info: str
     queries: tuple[str, ...]
     schema: pa.Schema
+    verbatim: tuple[str, ...] = ()
+    columns: tuple[tuple[str, str], ...] | None = None
 
     def rows(self, tasks: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """In a Spark task: the rows of the queries whose numbers ``tasks`` carries."""
