@@ -47,6 +47,7 @@ from spark_jobs.commit_jdbc import commit_direct, commit_staged
 from spark_jobs.engines.base import CannotEncode
 from spark_jobs.engines.postgresql.binarycopy import quoted
 from spark_jobs.engines.postgresql.copyin import copy_in
+from spark_jobs.engines.postgresql.verbatim import copy_verbatim, same_types
 from spark_jobs.jdbc import sql_engine
 from spark_jobs.jdbc_tables import ROW_COLUMN, TargetFit
 from spark_jobs.manifest import Manifest
@@ -245,7 +246,7 @@ def _direct_in_tasks(
         tasks = native_tasks(df, 1 if one_task else None)
     else:
         tasks = df.coalesce(1) if one_task else df
-    verbatim = bulk is PG_COPY and _same_types(engine, target, queries, names)
+    verbatim = bulk is PG_COPY and same_types(engine, target, queries, names)
 
     def copy_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         started = time.monotonic()  # the batch's own load: not its wait for a core
@@ -299,8 +300,8 @@ def _copy_in_task(
 
     ``queries``: the native read whose task numbers ``batches`` holds (None:
     ``batches`` are the rows). ``verbatim``: the target's columns have the
-    source's very types (:func:`_same_types`): the source's binary COPY
-    goes into the target's as it comes, never parsed.
+    source's very types (:func:`~spark_jobs.engines.postgresql.verbatim.same_types`):
+    the source's binary COPY goes into the target's as it comes, never parsed.
     """
     infile = task_input()
     if infile is None:  # a PySpark whose worker this module does not know
@@ -329,7 +330,7 @@ def _copy_in_task(
     def load(cursor: Any) -> int:
         rows = whole(batches, infile)
         if verbatim:
-            return _copy_verbatim(cursor, table_sql, names, queries, rows)
+            return copy_verbatim(cursor, table_sql, names, queries, rows)
         if queries is not None:
             rows = queries.rows(rows)
         return bulk.load(cursor, table_sql, names, projected(rows))
@@ -348,66 +349,6 @@ def _copy_in_task(
         return {"outcome": "staged", "rows": 0, "error": b"", "notes": notes.notes}
     return {"outcome": "copy", "rows": written.rows, "error": b"", "notes": notes.notes,
             "zeros": json.dumps(zeros)}
-
-
-_BUILT_IN = 16384
-"""PostgreSQL's first OID of an object a database defines (``FirstNormalObjectId``): a
-type below it is built in, the same in every database, and so is its binary form."""
-
-_TYPES = sa.text(
-    "SELECT attname, atttypid, format_type(atttypid, atttypmod) FROM pg_attribute "
-    "WHERE attrelid = to_regclass(:table) AND attnum > 0 AND NOT attisdropped"
-)
-
-
-def _same_types(engine: sa.Engine, target: TargetTable, queries: Any, names: Sequence[str]) -> bool:
-    """Whether the batch may go from the source's binary COPY into the target's as it comes.
-
-    A PostgreSQL source read natively (``queries``), whose columns are
-    ``names`` in that order, each of exactly the type (modifiers included)
-    of the target's column, a built-in type: the binary form of a type the
-    database defines (an enum's array, a composite) carries its OID, which
-    differs from database to database; and a narrower modifier would round
-    what the staged path sets aside. Anything else is parsed and encoded.
-    """
-    from spark_jobs.engines.postgresql.read import Queries
-
-    if not isinstance(queries, Queries) or not queries.verbatim or queries.columns is None:
-        return False
-    if [name for name, _ in queries.columns] != list(names):
-        return False
-    quote = engine.dialect.identifier_preparer.quote
-    table = ".".join(quote(p) for p in (target.schema, target.table) if p)
-    with engine.connect() as conn:
-        theirs = {row[0]: (row[1], row[2]) for row in conn.execute(_TYPES, {"table": table})}
-    return all(
-        name in theirs and theirs[name][0] < _BUILT_IN and theirs[name][1] == shown
-        for name, shown in queries.columns
-    )
-
-
-def _copy_verbatim(
-    cursor: Any, table_sql: str, names: Sequence[str], queries: Any,
-    tasks: Iterable[pa.RecordBatch],
-) -> int:  # fmt: skip
-    """The rows of the native read's queries whose numbers ``tasks`` carries, from the
-    source's binary COPY into the target's as the server sent them; how many."""
-    import psycopg
-
-    from spark_jobs.engines.postgresql.read import copy_binary
-
-    statement = f"COPY {table_sql} ({quoted(*names)}) FROM STDIN (FORMAT binary)"
-    total = 0
-    for batch in tasks:
-        for index in batch.column(0).to_pylist():
-            try:
-                with cursor.copy(statement) as copy:
-                    for chunk in copy_binary(queries.info, queries.verbatim[index]):
-                        copy.write(chunk)
-            except psycopg.Error as error:
-                raise sa.exc.DBAPIError.instance(statement, None, error, psycopg.Error) from error
-            total += max(cursor.rowcount, 0)
-    return total
 
 
 def _staged(

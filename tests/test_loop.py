@@ -195,6 +195,23 @@ def test_unfinished_batches_are_resumed(tmp_path: Path) -> None:
     assert covered(sink.submitted) == Counter(range(1, 101))
 
 
+def test_a_run_of_resumed_batches_only_measures_its_rate_from_the_first(tmp_path: Path) -> None:
+    # Everything left was claimed by a crashed run: nothing new is fed.
+    cfg = load_config_text(CONFIG.format(attempts=3), str(tmp_path / "sluice.yaml"))
+    ledger = Ledger(cfg.ledger)
+    checkpoint = ledger.sources.register("orders", fingerprint(cfg.sources["orders"]))
+    ledger.claim_range("crashed", "orders", "lake.orders", checkpoint, [40], 40)
+    ledger.begin("crashed")
+
+    loop, ledger, _ = build(tmp_path, MemorySink(), {"orders": 40, "customers": 0}, first_key=41)
+    before = time.monotonic()
+    stats = loop.run(until_drained=True)
+    assert ledger.reads.state_of("crashed") == "done"
+    # The resumed batch was the run's first: the rate runs from it, not from nothing.
+    assert stats.first_batch_at is not None and stats.first_batch_at >= before
+    assert 0.0 < stats.moving() < time.monotonic() - before + 1.0
+
+
 @pytest.mark.timeout(60)
 def test_two_loops_walking_one_table_claim_each_key_once(tmp_path: Path) -> None:
     sinks = [MemorySink(), MemorySink()]

@@ -1,0 +1,75 @@
+"""A batch from PostgreSQL into a table of the very same types, as stored: the source's
+binary COPY into the target's, never parsed (``docs/architecture.md``, "Batch sizes by
+default").
+
+Binary COPY of a built-in type into the same type is exact, and the server checks each
+value as it takes it. A type the database defines keeps the parsed path: its binary
+form may carry its OID (an array's element type), which differs between databases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pyarrow as pa
+import sqlalchemy as sa
+
+from spark_jobs.engines.postgresql.binarycopy import quoted
+from spark_jobs.engines.postgresql.read import Queries, copy_binary
+from spark_jobs.target import TargetTable
+
+_BUILT_IN = 16384
+"""PostgreSQL's first OID of an object a database defines (``FirstNormalObjectId``): a
+type below it is built in, the same in every database, and so is its binary form."""
+
+_TYPES = sa.text(
+    "SELECT attname, atttypid, format_type(atttypid, atttypmod) FROM pg_attribute "
+    "WHERE attrelid = to_regclass(:table) AND attnum > 0 AND NOT attisdropped"
+)
+
+
+def same_types(engine: sa.Engine, target: TargetTable, queries: Any, names: Sequence[str]) -> bool:
+    """Whether the batch may go from the source's binary COPY into the target's as it comes.
+
+    A PostgreSQL source read natively (``queries``), whose columns are
+    ``names`` in that order, each of exactly the type (modifiers included)
+    of the target's column, a built-in type: the binary form of a type the
+    database defines (an enum's array, a composite) carries its OID, which
+    differs from database to database; and a narrower modifier would round
+    what the staged path sets aside. Anything else is parsed and encoded.
+    """
+    if not isinstance(queries, Queries) or not queries.verbatim or queries.columns is None:
+        return False
+    if [name for name, _ in queries.columns] != list(names):
+        return False
+    quote = engine.dialect.identifier_preparer.quote
+    table = ".".join(quote(p) for p in (target.schema, target.table) if p)
+    with engine.connect() as conn:
+        theirs = {row[0]: (row[1], row[2]) for row in conn.execute(_TYPES, {"table": table})}
+    return all(
+        name in theirs and theirs[name][0] < _BUILT_IN and theirs[name][1] == shown
+        for name, shown in queries.columns
+    )
+
+
+def copy_verbatim(
+    cursor: Any, table_sql: str, names: Sequence[str], queries: Any,
+    tasks: Iterable[pa.RecordBatch],
+) -> int:  # fmt: skip
+    """The rows of the native read's queries whose numbers ``tasks`` carries, from the
+    source's binary COPY into the target's as the server sent them; how many."""
+    import psycopg
+
+    statement = f"COPY {table_sql} ({quoted(*names)}) FROM STDIN (FORMAT binary)"
+    total = 0
+    for batch in tasks:
+        for index in batch.column(0).to_pylist():
+            try:
+                with cursor.copy(statement) as copy:
+                    for chunk in copy_binary(queries.info, queries.verbatim[index]):
+                        copy.write(chunk)
+            except psycopg.Error as error:
+                raise sa.exc.DBAPIError.instance(statement, None, error, psycopg.Error) from error
+            total += max(cursor.rowcount, 0)
+    return total
