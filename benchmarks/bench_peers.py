@@ -307,26 +307,22 @@ def peers_python() -> str:
     return str(python)
 
 
+def plain_url(url: str) -> str:
+    """A SQLAlchemy URL as the peers take it: ``postgresql://`` or ``mysql://``, no driver."""
+    parsed = sa.make_url(url)
+    scheme = "postgresql" if parsed.get_backend_name() == "postgresql" else "mysql"
+    return f"{scheme}://{parsed.username}@{parsed.host}:{parsed.port}/{parsed.database}"
+
+
 def run_cx_adbc(source: str, target: str) -> Run:
     """ConnectorX + ADBC (:mod:`benchmarks.peer_cx_adbc`) in its own virtualenv."""
-
-    def plain(url: str) -> str:
-        parsed = sa.make_url(url)
-        scheme = "postgresql" if parsed.get_backend_name() == "postgresql" else "mysql"
-        return f"{scheme}://{parsed.username}@{parsed.host}:{parsed.port}/{parsed.database}"
-
-    return timed([peers_python(), str(HERE / "peer_cx_adbc.py"), plain(source), plain(target),
-                  "orders"], expect="cx_adbc: ")  # fmt: skip
+    return timed([peers_python(), str(HERE / "peer_cx_adbc.py"), plain_url(source),
+                  plain_url(target), "orders"], expect="cx_adbc: ")  # fmt: skip
 
 
 def run_pgloader(source: str, target: str) -> Run:
-    def pgloader_url(url: str) -> str:
-        parsed = sa.make_url(url)
-        scheme = "postgresql" if parsed.get_backend_name() == "postgresql" else "mysql"
-        return f"{scheme}://{parsed.username}@{parsed.host}:{parsed.port}/{parsed.database}"
-
     return timed(["pgloader", "--dynamic-space-size", PGLOADER_HEAP, "--on-error-stop",
-                  pgloader_url(source), pgloader_url(target)])  # fmt: skip
+                  plain_url(source), plain_url(target)])  # fmt: skip
 
 
 def run_copy_pipe(source: str, target: str) -> Run:

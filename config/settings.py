@@ -90,7 +90,13 @@ class BatchConfig(Model):
     def key_items(self) -> int:
         """The most keys or messages a batch holds: ``max_items``, or :data:`KEY_BATCH`
         where sluice chooses."""
-        return min(KEY_BATCH, self.max_items) if self.chosen else self.max_items
+        return KEY_BATCH if self.chosen else self.max_items
+
+    def largest(self, walks_ranges: bool) -> int:
+        """The most a batch of a source may hold before its rows are looked at: ``max_items``
+        for a keyset source (``walks_ranges``; sluice may choose fewer for wide rows),
+        :attr:`key_items` for the others."""
+        return self.max_items if walks_ranges else self.key_items
 
     @model_validator(mode="after")
     def _least_within_most(self) -> BatchConfig:

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from config.settings import KEY_BATCH, BatchConfig, SparkConfig
+from config.settings import KEY_BATCH, ROWS_BATCH, SparkConfig
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def with_derived_sizes(data: Any) -> Any:
     # the sizes follow the largest batch a source may then get.
     sources = data.get("sources")
     walks = isinstance(sources, dict) and any(_walks_ranges(s) for s in sources.values())
-    chosen = BatchConfig().max_items if walks else KEY_BATCH
+    chosen = ROWS_BATCH if walks else KEY_BATCH
     set_items = _given(data, "batch", "max_items", 0)
     sizes = derived_sizes(
         set_items or chosen,

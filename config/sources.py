@@ -134,3 +134,9 @@ class SqsSourceConfig(Model):
 
 SourceConfig = Annotated[SqlSourceConfig | SqsSourceConfig, Field(discriminator="kind")]
 """One entry of ``sources:``, told apart by its ``kind``."""
+
+
+def walks_ranges(source: object) -> bool:
+    """Whether ``source`` (a source's config) is a keyset source: its batches are key ranges
+    of rows, streamed, and its end is final."""
+    return isinstance(source, SqlSourceConfig) and source.mode == "keyset"

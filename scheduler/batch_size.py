@@ -49,6 +49,7 @@ from collections.abc import Callable, Mapping
 from config.errors import SourceError
 from config.models import BatchConfig, SluiceConfig, SqlSourceConfig
 from config.settings import BATCH_BYTES, KEY_BATCH
+from config.sources import walks_ranges
 from sources.budget import BATCH_SECONDS, database_of
 from sources.queueing import QueueingLimitedSource
 from sources.sql import SqlSource
@@ -194,8 +195,8 @@ def largest_batches(
     for name, src_cfg in cfg.sources.items():
         queue = queues.get(name)
         wrapped = None if queue is None else queue.wrapped
-        if not (isinstance(src_cfg, SqlSourceConfig) and src_cfg.mode == "keyset"):
-            largest[name] = min(KEY_BATCH, most)
+        if not walks_ranges(src_cfg):
+            largest[name] = cfg.batch.key_items
             continue
         width = None
         if isinstance(wrapped, SqlSource):
@@ -204,7 +205,7 @@ def largest_batches(
             except SourceError as error:
                 log.info("source %s: row width not sampled (%s); batches of %d rows",
                          name, error, most)  # fmt: skip
-        fits = most if not width else max(min(KEY_BATCH, most), int(BATCH_BYTES / width))
+        fits = most if not width else max(KEY_BATCH, int(BATCH_BYTES / width))
         largest[name] = min(most, fits)
     return largest
 
@@ -244,3 +245,11 @@ def plan_ranges(
     wrapped = None if queue is None else queue.wrapped
     if isinstance(wrapped, SqlSource) and isinstance(src_cfg, SqlSourceConfig):
         wrapped.range_rows = min(range_rows(src_cfg, cfg), size)
+
+
+def plan_every_range(
+    queues: Mapping[str, QueueingLimitedSource], cfg: SluiceConfig, sizes: BatchSizer
+) -> None:
+    """Every keyset source of ``queues`` plans its next ranges of at most its batch size."""
+    for name in queues:
+        plan_ranges(queues, cfg, name, sizes.size(name))

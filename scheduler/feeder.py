@@ -17,6 +17,7 @@ from typing import Any
 from config.errors import ClaimConflict, SourceError
 from config.faults import crash_point
 from config.models import SluiceConfig
+from config.sources import walks_ranges
 from scheduler.batch_size import BatchSizer
 from scheduler.inflight import BatchesInFlight
 from scheduler.ledger import Checkpoint, Ledger
@@ -164,8 +165,7 @@ class Feeder:
 
     def _walks_ranges(self, source: str) -> bool:
         """A keyset source: its batches are key ranges, and its end is final."""
-        src_cfg = self.cfg.sources[source]
-        return src_cfg.kind == "sql" and src_cfg.mode == "keyset"
+        return walks_ranges(self.cfg.sources[source])
 
     def _ready(self, queue: QueueingLimitedSource, want: int) -> bool:
         """A source has a batch ready: a full one, or a partial one that may not wait."""

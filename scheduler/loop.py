@@ -25,7 +25,7 @@ from queue import Empty, SimpleQueue
 
 from config.errors import LedgerError
 from config.models import SluiceConfig
-from scheduler.batch_size import BatchSizer, largest_batches, plan_ranges
+from scheduler.batch_size import BatchSizer, largest_batches, plan_every_range, plan_ranges
 from scheduler.collector import TickCollector
 from scheduler.feeder import Feeder
 from scheduler.gate import BackpressureGate
@@ -86,8 +86,7 @@ class MainLoop:
                 self.queues, self.cfg, name, self.sizes.size(name)),
             largest=largest_batches(cfg, self.queues),
         )
-        for name in self.queues:
-            plan_ranges(self.queues, self.cfg, name, self.sizes.size(name))
+        plan_every_range(self.queues, cfg, self.sizes)
         self.inflight = BatchesInFlight(ledger, sink, self.queues, self.stats, cfg.retry, self.wake,
                                  die=self.die, halt=self._halt, budgets=budgets, sizes=self.sizes)
         self.feeder = Feeder(cfg, self.queues, strategy, ledger, sink, self.checkpoints,
@@ -166,8 +165,7 @@ class MainLoop:
         self.feeder.reconfigure(cfg)
         self.throttle.reconfigure(cfg)
         self.sizes.configure(cfg.batch, largest_batches(cfg, self.queues))
-        for name in self.queues:
-            plan_ranges(self.queues, cfg, name, self.sizes.size(name))
+        plan_every_range(self.queues, cfg, self.sizes)
 
     def die(self, error: BaseException) -> None:
         """A supervised part (the ledger writer) died: stop loudly."""

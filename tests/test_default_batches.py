@@ -103,21 +103,15 @@ def test_derived_sizes_follow_the_largest_batch_a_source_may_get() -> None:
     assert cfg.sources["swept"].buffer.capacity == 2 * KEY_BATCH
     assert cfg.sources["swept"].buffer.replenish_below == KEY_BATCH
     # Without a keyset source the sizes are those of KEY_BATCH items.
-    only_keys = load_config_text(f"""
+    swept = f"""
 ledger: 'sqlite:///:memory:'
 sources:
   swept: {{kind: sql, url: '{url}', table: t, key: id, mode: sweep, target: wh.t}}
 targets:
   wh: {{kind: parquet, path: /tmp/unused}}
-""")  # fmt: skip
-    set_to = load_config_text(f"""
-ledger: 'sqlite:///:memory:'
-sources:
-  swept: {{kind: sql, url: '{url}', table: t, key: id, mode: sweep, target: wh.t}}
-targets:
-  wh: {{kind: parquet, path: /tmp/unused}}
-batch: {{max_items: {KEY_BATCH}}}
-""")  # fmt: skip
+"""  # fmt: skip
+    only_keys = load_config_text(swept)
+    set_to = load_config_text(swept + f"batch: {{max_items: {KEY_BATCH}}}\n")
     assert only_keys.backpressure == set_to.backpressure
     assert only_keys.sources["swept"].buffer == set_to.sources["swept"].buffer
     assert not set_to.batch.chosen and set_to.batch.key_items == KEY_BATCH

@@ -180,14 +180,17 @@ def test_a_sink_that_cannot_start_stops_the_run_at_once(tmp_path: Path) -> None:
     assert "dead" not in states and states["failed"] >= 1
 
 
-def test_unfinished_batches_are_resumed(tmp_path: Path) -> None:
-    # What a crashed run leaves behind: keys 1..40 claimed and importing.
+def _crashed_batch(tmp_path: Path) -> None:
+    """What a crashed run leaves behind: batch ``crashed``, keys 1..40 claimed and importing."""
     cfg = load_config_text(CONFIG.format(attempts=3), str(tmp_path / "sluice.yaml"))
     ledger = Ledger(cfg.ledger)
     checkpoint = ledger.sources.register("orders", fingerprint(cfg.sources["orders"]))
     ledger.claim_range("crashed", "orders", "lake.orders", checkpoint, [40], 40)
     ledger.begin("crashed")
 
+
+def test_unfinished_batches_are_resumed(tmp_path: Path) -> None:
+    _crashed_batch(tmp_path)
     sink = MemorySink()
     loop, ledger, _ = build(tmp_path, sink, {"orders": 100, "customers": 0}, first_key=41)
     loop.run(until_drained=True)
@@ -197,12 +200,7 @@ def test_unfinished_batches_are_resumed(tmp_path: Path) -> None:
 
 def test_a_run_of_resumed_batches_only_measures_its_rate_from_the_first(tmp_path: Path) -> None:
     # Everything left was claimed by a crashed run: nothing new is fed.
-    cfg = load_config_text(CONFIG.format(attempts=3), str(tmp_path / "sluice.yaml"))
-    ledger = Ledger(cfg.ledger)
-    checkpoint = ledger.sources.register("orders", fingerprint(cfg.sources["orders"]))
-    ledger.claim_range("crashed", "orders", "lake.orders", checkpoint, [40], 40)
-    ledger.begin("crashed")
-
+    _crashed_batch(tmp_path)
     loop, ledger, _ = build(tmp_path, MemorySink(), {"orders": 40, "customers": 0}, first_key=41)
     before = time.monotonic()
     stats = loop.run(until_drained=True)

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 
 from config.errors import SluiceError, SourceError
 from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig
+from config.sources import walks_ranges
 from scheduler.commands.plan_columns import SourceColumns, column_plans, render_columns
 from scheduler.commands.readonly import readonly_engine
 from scheduler.ledger import UNFINISHED, LedgerReads, fingerprint
@@ -219,9 +220,7 @@ def simulate(
     left = dict(pending)
 
     def want(name: str) -> int:
-        src = cfg.sources[name]
-        keyset = isinstance(src, SqlSourceConfig) and src.mode == "keyset"
-        most = cfg.batch.max_items if keyset else cfg.batch.key_items
+        most = cfg.batch.largest(walks_ranges(cfg.sources[name]))
         return min(most, cfg.backpressure.max_pending)
 
     fed: list[Tick] = []

@@ -25,6 +25,7 @@ from rich.text import Text
 
 from config.models import SluiceConfig, SqlSourceConfig
 from config.secrets import config_secrets, redact_text, redact_url
+from config.sources import walks_ranges
 from scheduler.ledger import SCHEMA, STATES, UNFINISHED, LedgerReads
 from scheduler.ledger.reads import DeadBatch, Owner, SourceFigures
 from sources.budget import bounded_connections
@@ -179,8 +180,7 @@ def _source(
 def _configured(cfg: SluiceConfig, name: str) -> dict[str, Any]:
     """A source's batch size and limits as configured (``status`` runs without a daemon)."""
     src = cfg.sources[name]
-    keyset = isinstance(src, SqlSourceConfig) and src.mode == "keyset"
-    found: dict[str, Any] = {"batch_size": cfg.batch.max_items if keyset else cfg.batch.key_items}
+    found: dict[str, Any] = {"batch_size": cfg.batch.largest(walks_ranges(src))}
     if isinstance(src, SqlSourceConfig):
         found.update(max_rows_per_s=src.limits.max_rows_per_s,
                      max_connections=bounded_connections(src),
