@@ -69,7 +69,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -80,7 +79,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import sqlalchemy as sa  # noqa: E402
 
 from benchmarks import peers_data  # noqa: E402
-from benchmarks.common import report  # noqa: E402
+from benchmarks.common import Run, Server, report, timed  # noqa: E402
 
 ROWS = [int(n) for n in os.environ.get("ROWS", "1000000").split(",")]
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
@@ -100,23 +99,12 @@ CONTENDERS = [c for c in os.environ.get("CONTENDERS", "").split(",") if c]
 PG_ADMIN = os.environ.get("SLUICE_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 MARIADB_ADMIN = os.environ.get("SLUICE_BENCH_MARIADB", "mysql+pymysql://root@127.0.0.1:3306/test")
 SLOPE_BATCHES = (100_000, 50_000, 20_000, 10_000)
-TIMEOUT = 3600  # seconds per process: a hung run fails the benchmark, never the machine
 HERE = Path(__file__).resolve().parent
 PEERS_VENV = HERE / ".peers-venv"
 PEERS_PACKAGES = ["connectorx==0.4.6", "adbc-driver-postgresql==1.13.0", "pyarrow"]
 """The ConnectorX + ADBC peer's packages, in its own virtualenv (never sluice's)."""
 FIRST_TO_LAST = re.compile(
     r"sluice: ([\d,]+) rows in ([\d.]+) s \(([\d,]+) rows/s\) from the first batch")
-
-
-@dataclass
-class Run:
-    """One timed process: its wall time and the peak RSS of its Python and JVM processes."""
-
-    seconds: float
-    python_mb: float = 0.0
-    jvm_mb: float = 0.0
-    output: str = ""
 
 
 @dataclass
@@ -130,45 +118,6 @@ class Figures:
 
 
 # ------------------------------------------------------------------ databases
-
-
-class Server:
-    """Throwaway databases in one server (PostgreSQL or MariaDB)."""
-
-    def __init__(self, admin_url: str) -> None:
-        self.admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-        self.pg = self.admin.dialect.name == "postgresql"
-
-    def url(self, name: str) -> str:
-        url = self.admin.url.set(database=name)
-        if not self.pg:
-            url = url.update_query_dict({"charset": "utf8mb4"})
-        return url.render_as_string(hide_password=False)
-
-    def create(self, name: str) -> str:
-        self.drop(name)
-        with self.admin.connect() as conn:
-            extra = "" if self.pg else " CHARACTER SET utf8mb4"
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"' if self.pg else
-                                 f"CREATE DATABASE `{name}`{extra}"))  # fmt: skip
-        return self.url(name)
-
-    def drop(self, name: str) -> None:
-        with self.admin.connect() as conn:
-            if self.pg:
-                conn.execute(
-                    sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                            "WHERE datname = :db AND pid <> pg_backend_pid()"), {"db": name},
-                )  # fmt: skip
-                conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
-            else:
-                conn.execute(sa.text(f"DROP DATABASE IF EXISTS `{name}`"))
-
-    def checkpoint(self) -> None:
-        """Flush what the last run left dirty now, not during the next timed run."""
-        if self.pg:
-            with self.admin.connect() as conn:
-                conn.execute(sa.text("CHECKPOINT"))
 
 
 def source_database(server: Server, rows: int) -> tuple[str, tuple[int, int]]:
@@ -191,75 +140,6 @@ def source_database(server: Server, rows: int) -> tuple[str, tuple[int, int]]:
 
 
 # ------------------------------------------------------------------ processes
-
-
-def _tree_rss(root: int) -> tuple[float, float]:
-    """(Python MB, JVM MB): resident memory of the process tree under ``root``."""
-    children: dict[int, list[int]] = {}
-    names: dict[int, str] = {}
-    rss: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{entry}/comm") as comm:
-                names[int(entry)] = comm.read().strip()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-        rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-    python = jvm = 0
-    stack = [root]
-    while stack:
-        pid = stack.pop()
-        stack.extend(children.get(pid, []))
-        if names.get(pid) == "java":
-            jvm += rss.get(pid, 0)
-        elif names.get(pid, "").startswith(("python", "sluice")):
-            python += rss.get(pid, 0)
-    return python / 2**20, jvm / 2**20
-
-
-def timed(
-    command: list[str] | str, cwd: Path | None = None, expect: str = "", code: Path | None = None
-) -> Run:
-    """Run a command in a fresh process; its wall time and peak memory. ``code``: the
-    checkout whose sluice it runs (default: this one)."""
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(code or HERE.parent),
-           "AWS_EC2_METADATA_DISABLED": "true"}  # fmt: skip
-    out = tempfile.TemporaryFile()  # noqa: SIM115 - closed below, after the process ends
-    started = time.perf_counter()
-    proc = subprocess.Popen(
-        command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-        shell=isinstance(command, str),
-        executable="/bin/bash" if isinstance(command, str) else None,
-    )  # fmt: skip
-    peak = [0.0, 0.0]
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.wait(0.2):
-            python, jvm = _tree_rss(proc.pid)
-            peak[0], peak[1] = max(peak[0], python), max(peak[1], jvm)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
-        code = proc.wait(timeout=TIMEOUT)
-    finally:
-        done.set()
-        sampler.join()
-    seconds = time.perf_counter() - started
-    out.seek(0)
-    output = out.read().decode(errors="replace")
-    out.close()
-    if code != 0 or expect not in output:
-        sys.stderr.write(output[-4000:])
-        shown = command if isinstance(command, str) else " ".join(command[:4])
-        raise SystemExit(f"{shown} exited with {code}" + (f", no {expect!r}" if code == 0 else ""))
-    return Run(seconds, peak[0], peak[1], output[-4000:])
 
 
 def first_to_last(run: Run) -> float | None:

@@ -25,10 +25,17 @@ class BufferConfig(Model):
         return self
 
 
-class LimitsConfig(Model):
-    """What sluice may ask of a source database."""
+DATABASE_CONNECTIONS = 10
+"""``limits.max_connections`` when unset: the connections sluice opens to one source
+database in all (key queries and the import jobs' reads), shared by every source of
+that URL, such as the tables of a ``tables:`` source. A stock server allows 100
+(PostgreSQL) or 151 (MariaDB): this leaves the application most of them."""
 
-    max_connections: int = Field(default=2, gt=0)
+
+class LimitsConfig(Model):
+    """What sluice may ask of a source database (every source of its URL shares it)."""
+
+    max_connections: int = Field(default=DATABASE_CONNECTIONS, gt=0)
     max_rows_per_s: float | None = Field(default=None, gt=0)
     # Key queries slower than this halve the rate (AIMD); None: no feedback.
     max_query_latency: Duration | None = None

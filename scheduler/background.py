@@ -16,7 +16,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from config.models import SluiceConfig
 from scheduler.ledger import Ledger
-from sources.budget import Budgets
+from sources.budgets import Budgets
 from sources.queueing import QueueingLimitedSource
 
 if TYPE_CHECKING:

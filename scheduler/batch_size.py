@@ -50,7 +50,8 @@ from config.errors import SourceError
 from config.models import BatchConfig, SluiceConfig, SqlSourceConfig
 from config.settings import BATCH_BYTES, KEY_BATCH
 from config.sources import walks_ranges
-from sources.budget import BATCH_SECONDS, database_of
+from sources.budget import BATCH_SECONDS
+from sources.budgets import database_of
 from sources.queueing import QueueingLimitedSource
 from sources.sql import SqlSource
 

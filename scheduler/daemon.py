@@ -34,7 +34,7 @@ from scheduler.source_opener import SourceOpener
 from scheduler.stats import RunStats
 from scheduler.strategy import build_strategy
 from sinks.abc import Sink
-from sources.budget import Budgets
+from sources.budgets import Budgets
 from sources.queueing import QueueingLimitedSource
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ from scheduler.batch_size import BatchSizer
 from scheduler.ledger import Ledger
 from scheduler.stats import RunStats
 from sinks.abc import Sink
-from sources.budget import Budgets
+from sources.budgets import Budgets
 from sources.queueing import QueueingLimitedSource
 from spark_jobs.import_job import ImportResult
 from spark_jobs.manifest import Manifest

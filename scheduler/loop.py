@@ -38,7 +38,7 @@ from scheduler.strategy import Node
 from scheduler.throttle import Throttle
 from scheduler.windows import Windows
 from sinks.abc import Sink
-from sources.budget import Budgets
+from sources.budgets import Budgets
 from sources.queueing import QueueingLimitedSource
 from spark_jobs.manifest import Manifest
 
@@ -297,7 +297,15 @@ def poke_exhausted(
     queues: Mapping[str, QueueingLimitedSource], cfg: SluiceConfig, last_poke: dict[str, float],
     now: float, draining: bool,
 ) -> None:  # fmt: skip
-    """Ask drained sources again now and then: rows may have arrived."""
+    """Ask drained sources again now and then: rows may have arrived.
+
+    Draining asks them in rounds: none while any source's refill runs. Each
+    source asked each second would keep a database of hundreds of tables
+    from ever having all its sources drained at one moment: their key
+    queries take turns on a few connections.
+    """
+    if draining and any(q.refilling for q in queues.values()):
+        return
     for name, queue in queues.items():
         if not queue.exhausted:
             continue

@@ -19,7 +19,7 @@ from scheduler.background import Background
 from scheduler.batch_size import range_rows
 from scheduler.ledger import Checkpoint, Ledger, encode_key, fingerprint
 from sources.abc import LimitedSource
-from sources.budget import Budgets
+from sources.budgets import Budgets
 from sources.queueing import QueueingLimitedSource
 
 if TYPE_CHECKING:

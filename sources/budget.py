@@ -16,14 +16,21 @@ whatever their tables). It holds this daemon's share of the configured
   :data:`RECENT` seconds when none is set), at most once per
   :data:`ADJUST_EVERY`; a query back under it adds an eighth of the limit
   back, as often, until the whole is back (AIMD).
-- **connections** (``max_connections``, when set): permits. Each of
-  sluice's key queries takes one for as long as its connection is open (the
-  source's engine then keeps no idle connection), and each batch takes one
-  per Spark read partition from its dispatch to its end. Spark's schema
-  look-up runs on the batch's own permits, before its reads open.
+- **connections** (``max_connections``): permits. Each of sluice's key
+  queries takes one for as long as its connection is open (the source's
+  engine keeps no idle connection), and each batch takes one per Spark read
+  partition from its dispatch to its end. Spark's schema look-up runs on
+  the batch's own permits, before its reads open. Key queries and batches
+  draw on two parts of the share (:data:`KEY_QUERIES` for the key queries,
+  the rest for the batches), so that neither starves the other: a database
+  of hundreds of tables has a key query waiting at almost every moment.
+  Unset, the default (:data:`config.sources.DATABASE_CONNECTIONS`) counts
+  the key queries alone, and keeps each batch's reads to its import's part
+  of the rest (``spark.max_concurrent_imports`` run at once): bounded as
+  well, without holding back batches that wait in the sink for a thread.
 
-:class:`Budgets` maps each source to its database's budget and divides the
-limits among live daemons (:meth:`Budgets.share`).
+:class:`~sources.budgets.Budgets` maps each source to its database's budget and
+divides the limits among live daemons.
 """
 
 from __future__ import annotations
@@ -32,13 +39,9 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
-
-import sqlalchemy as sa
-
-from config.models import SluiceConfig, SqlSourceConfig
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +57,60 @@ LEAST_FACTOR = 1 / 16
 BATCH_SECONDS = 0.5
 """A rate-limited database's batch holds at most this many seconds of its rate."""
 
+KEY_QUERIES = 2
+"""The most connections of a database's share its key queries hold at once (a share of
+eight or more; one of a smaller share): the rest of the share is the batches' alone."""
+
+
+class LatencyFeedback:
+    """The AIMD factor of ``max_query_latency`` (see the module), under its budget's lock."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.factor = 1.0  # the part of the rate in force
+        self.base: float | None = None  # no rate set: the one observed when queries slowed
+        self._adjusted_at = float("-inf")
+        self._released: deque[tuple[float, int]] = deque()  # (when, rows) over RECENT s
+
+    def reset(self) -> None:
+        """No feedback configured: the whole rate."""
+        self.factor, self.base = 1.0, None
+
+    def released(self, now: float, rows: int) -> None:
+        """``rows`` were released at ``now`` (the rate read lately, for a database without one)."""
+        self._released.append((now, rows))
+
+    def observe(self, seconds: float, now: float, max_latency: float, rate: float | None) -> None:
+        """A key query took ``seconds``: halve the factor, or win an eighth back."""
+        if now - self._adjusted_at < ADJUST_EVERY:
+            return
+        if seconds > max_latency:
+            if rate is None and self.base is None:
+                self.base = self._recent_rate(now)
+                if self.base is None:
+                    return  # nothing read lately: no rate to halve
+            self.factor = max(LEAST_FACTOR, self.factor / 2)
+            log.warning("source database %s: a key query took %.2f s (over %.2f s): "
+                        "rate down to %.0f%%", self.label, seconds, max_latency,
+                        100 * self.factor)  # fmt: skip
+        elif self.factor < 1.0:
+            self.factor = min(1.0, self.factor + 1 / 8)
+            if self.factor == 1.0:
+                self.base = None if rate is None else self.base
+                log.info("source database %s: key queries are fast again: whole rate",
+                         self.label)  # fmt: skip
+        else:
+            return
+        self._adjusted_at = now
+
+    def _recent_rate(self, now: float) -> float | None:
+        while self._released and self._released[0][0] < now - RECENT:
+            self._released.popleft()
+        if not self._released:
+            return None
+        span = max(1.0, now - self._released[0][0])
+        return sum(rows for _, rows in self._released) / span
+
 
 class Budget:
     """One source database's limits for this daemon; thread-safe.
@@ -67,15 +124,15 @@ class Budget:
         self.clock = clock
         self.rate: float | None = None
         self.connections: int | None = None
+        self.connections_set = False  # the config's own max_connections, not its default
+        self.imports = 1  # imports a daemon runs at once (spark.max_concurrent_imports)
         self.max_latency: float | None = None
-        self.factor = 1.0  # the latency feedback's part of the rate
-        self._base: float | None = None  # no rate set: the one observed when queries slowed
-        self._adjusted_at = float("-inf")
-        self._released: deque[tuple[float, int]] = deque()  # (when, rows) over RECENT s
+        self.feedback = LatencyFeedback(label)
         self._daemons, self._index = 1, 0
         self._tokens = 0.0
         self._filled_at = clock()
         self._held = 0
+        self._keys_held = 0  # of _held: the key queries'
         self._waiters = 0
         self._not_before = 0.0
         self._cond = threading.Condition()
@@ -83,14 +140,21 @@ class Budget:
     # -- the limits in force -------------------------------------------------------------
 
     def configure(
-        self, rate: float | None, connections: int | None, max_latency: float | None = None
-    ) -> None:
-        """Take new totals (a reload); what is held stays held."""
+        self, rate: float | None, connections: int | None, max_latency: float | None = None,
+        *, connections_set: bool = True, imports: int = 1,
+    ) -> None:  # fmt: skip
+        """Take new totals (a reload); what is held stays held.
+
+        ``connections_set`` False: ``connections`` is the default's (see the
+        module), and ``imports`` the imports that run at once.
+        """
         with self._cond:
             self._fill()
             self.rate, self.connections, self.max_latency = rate, connections, max_latency
+            self.connections_set = connections is not None and connections_set
+            self.imports = max(1, imports)
             if max_latency is None:
-                self.factor, self._base = 1.0, None
+                self.feedback.reset()
             self._cond.notify_all()
 
     def share(self, daemons: int, index: int, *, join_wait: float = 0.0) -> None:
@@ -114,36 +178,21 @@ class Budget:
     @property
     def rate_share(self) -> float | None:
         """Rows per second this daemon may read (None: no bound), latency feedback included."""
-        base = self.rate if self.rate is not None else self._base
-        return None if base is None else base * self.factor / self._daemons
+        base = self.rate if self.rate is not None else self.feedback.base
+        return None if base is None else base * self.feedback.factor / self._daemons
 
     def observe_latency(self, seconds: float) -> None:
         """A key query took ``seconds``: step the rate down or back up (see the module)."""
         if self.max_latency is None:
             return
         with self._cond:
-            now = self.clock()
-            if now - self._adjusted_at < ADJUST_EVERY:
-                return
             self._fill()
-            if seconds > self.max_latency:
-                if self.rate is None and self._base is None:
-                    self._base = self._recent_rate(now)
-                    if self._base is None:
-                        return  # nothing read lately: no rate to halve
-                self.factor = max(LEAST_FACTOR, self.factor / 2)
-                log.warning("source database %s: a key query took %.2f s (over %.2f s): "
-                            "rate down to %.0f%%", self.label, seconds, self.max_latency,
-                            100 * self.factor)  # fmt: skip
-            elif self.factor < 1.0:
-                self.factor = min(1.0, self.factor + 1 / 8)
-                if self.factor == 1.0:
-                    self._base = None if self.rate is None else self._base
-                    log.info("source database %s: key queries are fast again: whole rate",
-                             self.label)  # fmt: skip
-            else:
-                return
-            self._adjusted_at = now
+            self.feedback.observe(seconds, self.clock(), self.max_latency, self.rate)
+
+    @property
+    def factor(self) -> float:
+        """The latency feedback's part of the rate (1: the whole)."""
+        return self.feedback.factor
 
     @property
     def connection_share(self) -> int | None:
@@ -162,10 +211,17 @@ class Budget:
     def read_parts(self, wanted: int) -> int:
         """Spark read partitions for one batch: ``wanted``, less to fit the connections.
 
-        With two connections or more, one stays free for the key queries.
+        With two connections or more, the key queries' part stays free. The
+        default connections (none set) are not counted batch by batch: each
+        of the ``imports`` a daemon runs at once reads on its part of the rest.
         """
         share = self.connection_share
-        return wanted if share is None else max(1, min(wanted, share - 1))
+        if share is None:
+            return wanted
+        room = share - self._keys_part(share)
+        if not self.connections_set:
+            room //= self.imports
+        return max(1, min(wanted, room))
 
     def batch_cap(self) -> int | None:
         """Most rows one batch may hold (None: no bound)."""
@@ -177,7 +233,7 @@ class Budget:
     @property
     def bounds(self) -> bool:
         """Whether this budget bounds anything now (unset limits cost the loop no lock)."""
-        return self.rate_share is not None or self.connections is not None or self._not_before > 0
+        return self.rate_share is not None or self.connections_set or self._not_before > 0
 
     def admits(self, parts: int) -> bool:
         """Whether a batch reading with ``parts`` connections may be dispatched now."""
@@ -209,17 +265,17 @@ class Budget:
             self._fill()
             if self.rate_share is not None:
                 self._tokens -= rows
-            if self.connections is not None:
+            if self.connections_set:
                 self._held += parts
             if self.max_latency is not None:
-                self._released.append((self.clock(), rows))
+                self.feedback.released(self.clock(), rows)
 
     def give_back(self, parts: int) -> None:
         """A batch that took ``parts`` connections ended."""
-        if self.connections is None and self._held == 0:
-            return
+        if self._held == self._keys_held:
+            return  # none counted (the default connections count key queries only)
         with self._cond:
-            self._held = max(0, self._held - parts)
+            self._held = max(self._keys_held, self._held - parts)
             self._cond.notify_all()
 
     # -- key queries ---------------------------------------------------------------------
@@ -235,10 +291,11 @@ class Budget:
         with self._cond:
             self._waiters += 1
             try:
-                while not self._connections_free(1, waiting=True):
+                while not self._key_connection_free():
                     self._cond.wait(self._pause())
                 counted = self.connections is not None
                 self._held += 1 if counted else 0
+                self._keys_held += 1 if counted else 0
             finally:
                 self._waiters -= 1
         started = self.clock()
@@ -246,7 +303,10 @@ class Budget:
             yield
         finally:
             if counted:
-                self.give_back(1)
+                with self._cond:
+                    self._keys_held -= 1
+                    self._held -= 1
+                    self._cond.notify_all()
         if timed:
             self.observe_latency(self.clock() - started)
 
@@ -270,131 +330,35 @@ class Budget:
     def _rows_ready(self) -> bool:
         return self.rate_share is None or self._tokens >= 0
 
-    def _recent_rate(self, now: float) -> float | None:
-        while self._released and self._released[0][0] < now - RECENT:
-            self._released.popleft()
-        if not self._released:
-            return None
-        span = max(1.0, now - self._released[0][0])
-        return sum(rows for _, rows in self._released) / span
+    @staticmethod
+    def _keys_part(share: int) -> int:
+        """Connections of ``share`` kept for the key queries (0: one share for both)."""
+        return 0 if share < 2 else max(1, min(KEY_QUERIES, share // 4))
 
-    def _connections_free(self, parts: int, *, waiting: bool = False) -> bool:
+    def _connections_free(self, parts: int) -> bool:
+        """Whether a batch reading on ``parts`` connections fits the batches' part."""
         if self.clock() < self._not_before:
             return False
         share = self.connection_share
-        if share is None:
+        if share is None or not self.connections_set:
             return True
-        if not waiting and self._waiters:
-            return False  # a key query waits: it goes first
-        return self._held + min(parts, max(share, 1)) <= share
+        keys = self._keys_part(share)
+        if not keys and self._waiters:
+            return False  # a single connection: a waiting key query goes first
+        batches_held = self._held - self._keys_held
+        return batches_held + min(parts, share - keys) <= share - keys
+
+    def _key_connection_free(self) -> bool:
+        """Whether a key query may open a connection: within the keys' part and the share."""
+        if self.clock() < self._not_before:
+            return False
+        share = self.connection_share
+        if share is None or not self.connections_set:
+            return True
+        keys = self._keys_part(share) or 1
+        return self._keys_held < keys and self._held < share
 
     def _pause(self) -> float:
         # A permit given back wakes the waiters; the joining wait ends on time.
         left = self._not_before - self.clock()
         return max(0.01, min(1.0, left)) if left > 0 else 1.0
-
-
-class Budgets:
-    """Every SQL source's budget: one per database URL, shared by its sources."""
-
-    def __init__(self, cfg: SluiceConfig, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._by_url: dict[str, Budget] = {}
-        self._of: dict[str, Budget] = {}
-        self._parts: dict[str, int] = {}  # each source's read.num_partitions
-        self.reconfigure(cfg)
-
-    def reconfigure(self, cfg: SluiceConfig) -> None:
-        """Take the limits of ``cfg`` (start and reload); a database keeps its bucket."""
-        rates: dict[str, float | None] = {}
-        conns: dict[str, int | None] = {}
-        latencies: dict[str, float | None] = {}
-        of: dict[str, Budget] = {}
-        for name, src in cfg.sources.items():
-            if not isinstance(src, SqlSourceConfig):
-                continue
-            url = database_of(src)
-            budget = self._by_url.get(url) or Budget(url, clock=self._clock)
-            self._by_url[url] = budget
-            of[name] = budget
-            self._parts[name] = src.read.num_partitions
-            # Sources of one database may each set limits: the least holds.
-            rates[url] = _least(rates.get(url), src.limits.max_rows_per_s)
-            conns[url] = _least(conns.get(url), bounded_connections(src))
-            latencies[url] = _least(latencies.get(url), src.limits.max_query_latency)
-        for url, budget in self._by_url.items():
-            budget.configure(rates.get(url), conns.get(url), latencies.get(url))
-        self._of = of
-
-    def of(self, source: str) -> Budget | None:
-        """The budget of ``source``'s database (None: not a SQL source)."""
-        return self._of.get(source)
-
-    def admits(self, source: str) -> bool:
-        """Whether a batch of ``source`` may be dispatched now."""
-        budget = self._of.get(source)
-        return budget is None or budget.admits(budget.read_parts(self._parts[source]))
-
-    def batch_cap(self, source: str) -> int | None:
-        """Most rows a batch of ``source`` may hold (None: no bound)."""
-        budget = self._of.get(source)
-        return None if budget is None else budget.batch_cap()
-
-    def take(self, source: str, rows: int) -> int | None:
-        """A batch of ``source`` with ``rows`` rows is dispatched: its read partitions.
-
-        None: its reads are not bounded (SQS, or no ``max_connections`` set),
-        and nothing is to be given back.
-        """
-        budget = self._of.get(source)
-        if budget is None:
-            return None
-        parts = budget.read_parts(self._parts[source])
-        budget.take(rows, parts)
-        # Connections unbounded: the batch reads as it always did.
-        return None if budget.connection_share is None else parts
-
-    def give_back(self, source: str, parts: int) -> None:
-        """A batch of ``source`` that read on ``parts`` connections ended."""
-        budget = self._of.get(source)
-        if budget is not None:
-            budget.give_back(parts)
-
-    def share(self, live: list[str], me: str, *, join_wait: float = 0.0) -> None:
-        """Divide every budget among the ``live`` daemons (owner names), ``me`` among them."""
-        ordered = sorted(set(live) | {me})
-        index = ordered.index(me)
-        for budget in self._by_url.values():
-            budget.share(len(ordered), index, join_wait=join_wait)
-
-    def limited(self) -> Mapping[str, Budget]:
-        """Budgets that bound something, by database (passwords hidden)."""
-        return {
-            url: b for url, b in self._by_url.items()
-            if b.rate is not None or b.connections is not None or b.max_latency is not None
-        }  # fmt: skip
-
-    def wait_s(self) -> float | None:
-        """Seconds until some rate-limited database may take a batch again (None: none waits)."""
-        waits = [w for b in self._by_url.values() if (w := b.wait_s()) > 0]
-        return min(waits) if waits else None
-
-
-def database_of(src: SqlSourceConfig) -> str:
-    """The database a source reads, as its budget is known (the URL, password hidden)."""
-    return sa.make_url(src.url).render_as_string(hide_password=True)
-
-
-def bounded_connections(src: SqlSourceConfig) -> int | None:
-    """``max_connections`` when the config sets it: it then bounds Spark's reads too.
-
-    Unset, the default bounds sluice's own key-query pool only (as before
-    limits held for the whole database).
-    """
-    return src.limits.max_connections if "max_connections" in src.limits.model_fields_set else None
-
-
-def _least(a: N | None, b: N | None) -> N | None:
-    if a is None:
-        return b
-    return a if b is None else min(a, b)

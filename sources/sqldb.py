@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -11,7 +12,7 @@ import sqlalchemy as sa
 
 from config.errors import ConfigError, SourceError, is_transient
 from config.models import SqlSourceConfig
-from sources.budget import Budget, bounded_connections
+from sources.budget import KEY_QUERIES, Budget
 
 T = TypeVar("T")
 
@@ -35,9 +36,9 @@ def untimed() -> Iterator[None]:
 class SourceDatabase:
     """One SQL source's database: the engine and the errors of what runs on it.
 
-    The engine is ``engine`` when given (the caller owns it), otherwise one
-    made from the config, pooled and owned here (:meth:`close` disposes of
-    it). A database error becomes a :class:`SourceError` or
+    The engine is ``engine`` when given (the caller owns it), otherwise the
+    one every source of the URL shares, taken here (:meth:`close` lets go
+    of it). A database error becomes a :class:`SourceError` or
     :class:`ConfigError` that names the source, its table and the URL with
     its password hidden.
     """
@@ -49,7 +50,7 @@ class SourceDatabase:
         self.name = name
         self._table = cfg.table
         self._owns_engine = engine is None
-        self.engine = engine if engine is not None else _make_engine(cfg)
+        self.engine = engine if engine is not None else _ENGINES.take(cfg.url)
         # Each query holds a connection permit of the database's budget (a
         # stand-alone source, as in `plan`, has a budget of its own).
         self.budget = budget if budget is not None else Budget(name)
@@ -82,26 +83,16 @@ class SourceDatabase:
             if not connects:
                 return call()
             with self.budget.connection(timed=_TIMED.get()):
-                try:
-                    return call()
-                finally:
-                    if self.budget.connections is not None and self._owns_engine:
-                        self._close_idle()
+                return call()
         except sa.exc.DBAPIError as exc:
             error = self._error("read failed", exc)
             error.transient = is_transient(exc)
             raise error from exc
 
-    def _close_idle(self) -> None:
-        """Keep no idle connection once the budget counts them (a reload set
-        ``max_connections`` on an engine made with a pool)."""
-        if isinstance(self.engine.pool, sa.pool.QueuePool):  # not an in-memory SQLite's
-            self.engine.dispose()
-
     def close(self) -> None:
-        """Dispose of the engine's connections (only an engine made here)."""
+        """Let go of the database's engine (only an engine taken here)."""
         if self._owns_engine:
-            self.engine.dispose()
+            _ENGINES.give_back(self.engine)
 
     def _error(self, what: str, exc: BaseException) -> SourceError:
         return SourceError(self._describe(what, exc))
@@ -113,15 +104,48 @@ class SourceDatabase:
         return f"source {self.name} (table {self._table!r} at {url}): {what}: {first_line}"
 
 
-def _make_engine(cfg: SqlSourceConfig) -> sa.Engine:
-    url = sa.make_url(cfg.url)
-    kwargs: dict[str, Any] = {"pool_pre_ping": True}
-    if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
-        pass  # one in-memory database per connection: the pool must keep it
-    elif bounded_connections(cfg) is not None:
-        # The database's budget counts open connections: none is kept idle.
-        kwargs = {"poolclass": sa.pool.NullPool}
-    else:
-        # At most max_connections to the source database, never an overflow.
-        kwargs.update(pool_size=cfg.limits.max_connections, max_overflow=0)
-    return sa.create_engine(url, **kwargs)
+class _Engines:
+    """One engine per source database URL, shared by its sources (the tables of a
+    ``tables:`` source); disposed of when the last source lets go of it.
+
+    Its pool keeps at most :data:`~sources.budget.KEY_QUERIES` connections,
+    the most key queries of one database that hold a permit at once: a
+    connection per key query cost a server process start each time, and a
+    pool per table held one idle connection per table.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._engines: dict[str, tuple[sa.Engine, int]] = {}
+
+    def take(self, url: str) -> sa.Engine:
+        """The engine of ``url`` (made now if no source holds it)."""
+        parsed = sa.make_url(url)
+        if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
+            # One in-memory database per connection: the pool must keep it, and
+            # no other source sees it.
+            return sa.create_engine(parsed, pool_pre_ping=True)
+        with self._lock:
+            engine, users = self._engines.get(url) or (_make_engine(url), 0)
+            self._engines[url] = (engine, users + 1)
+            return engine
+
+    def give_back(self, engine: sa.Engine) -> None:
+        """A source let go of ``engine``: disposed of when none holds it."""
+        with self._lock:
+            for url, (known, users) in list(self._engines.items()):
+                if known is engine:
+                    if users > 1:
+                        self._engines[url] = (known, users - 1)
+                        return
+                    del self._engines[url]
+        engine.dispose()
+
+
+def _make_engine(url: str) -> sa.Engine:
+    # Key queries hold a permit for each connection: a burst past the pool
+    # (a source without a budget, as in ``plan``) opens connections it closes.
+    return sa.create_engine(url, pool_pre_ping=True, pool_size=KEY_QUERIES, max_overflow=8)
+
+
+_ENGINES = _Engines()

@@ -19,13 +19,12 @@ import sqlalchemy as sa
 from cachetools import TTLCache, cached
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
-from sqlalchemy.pool import NullPool
 from sqlalchemy.sql.elements import ColumnElement
 
 from config.errors import SourceError
 from config.models import SqlSourceConfig, SqsSourceConfig
 from spark_jobs.engines import catalogued
-from spark_jobs.jdbc import JdbcEndpoint, sql_engine
+from spark_jobs.jdbc import JdbcEndpoint, looker_engine, sql_engine
 from spark_jobs.jdbc_read import SCHEMA_TTL, forget_schema, jdbc_frame
 from spark_jobs.keyorder import key_types, row_compare, typed_key
 from spark_jobs.manifest import Manifest
@@ -211,11 +210,7 @@ class SqlReader:
         """A bound as its key columns' types (from a manifest's JSON, a uuid is text)."""
         if all(isinstance(v, int | float | None) for v in values):
             return list(values)  # nothing to retype: no look-up
-        looker = sa.create_engine(self.source.url, poolclass=NullPool)  # none kept idle
-        try:
-            types = key_types(looker, self.source.table, self.key_names)
-        finally:
-            looker.dispose()
+        types = key_types(looker_engine(self.source.url), self.source.table, self.key_names)
         return typed_key(values, types)
 
     def _read(self, predicates: list[ColumnElement[bool]]) -> DataFrame:

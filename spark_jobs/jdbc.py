@@ -183,6 +183,24 @@ def sql_engine(url: str) -> sa.Engine:
         return engine
 
 
+_LOOKERS: LRUCache[str, sa.Engine] = LRUCache(maxsize=64)
+
+
+def looker_engine(url: str) -> sa.Engine:
+    """An engine for catalog look-ups on ``url`` that keeps no connection open.
+
+    Each connection is closed when returned, so that none is held idle
+    against the database's connection budget; the engine itself is kept
+    per URL, as a new one asks the server for its version and settings on
+    its first connection (a tenth of a small batch's import).
+    """
+    with _ENGINES_LOCK:
+        engine = _LOOKERS.get(url)
+        if engine is None:
+            engine = _LOOKERS[url] = sa.create_engine(url, poolclass=NullPool)
+        return engine
+
+
 def _connect_args(url: str) -> dict[str, Any]:
     """PyMySQL connections may ``LOAD DATA LOCAL`` once sluice serves its streams
     (:mod:`spark_jobs.mysqlload`), which it does instead of any local file."""

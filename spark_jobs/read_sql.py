@@ -27,11 +27,11 @@ from cachetools import TTLCache
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
-from sqlalchemy.pool import NullPool
 
 from config.errors import SourceError
 from spark_jobs.engines import engine_of, with_source
 from spark_jobs.engines.base import Column, Engine, carriers
+from spark_jobs.jdbc import looker_engine
 from spark_jobs.jdbc_read import SCHEMA_TTL
 
 _columns: TTLCache[tuple[str, str], list[Column]] = TTLCache(maxsize=256, ttl=SCHEMA_TTL)
@@ -50,12 +50,8 @@ def table_columns(url: str, table: str) -> list[Column]:
     engine = engine_of(url)
     schema, _, name = table.rpartition(".")
     # A connection of its own, closed at once: none kept idle against a connection limit.
-    looker = sa.create_engine(url, poolclass=NullPool)
-    try:
-        with looker.connect() as conn:
-            found = engine.describe(conn, schema or None, name)
-    finally:
-        looker.dispose()
+    with looker_engine(url).connect() as conn:
+        found = engine.describe(conn, schema or None, name)
     if not found:
         raise SourceError(f"table {table} not found in the source database")
     with _columns_lock:

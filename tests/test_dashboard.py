@@ -24,7 +24,7 @@ from scheduler.probe import Probe
 from scheduler.strategy import build_strategy
 from sinks.abc import MemorySink
 from sources.abc import MemorySource
-from sources.budget import Budgets
+from sources.budgets import Budgets
 from sources.queueing import QueueingLimitedSource
 
 DASHBOARD = Path(__file__).resolve().parent.parent / "examples" / "grafana" / "sluice.json"

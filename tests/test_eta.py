@@ -19,7 +19,7 @@ from scheduler.daemon import Daemon
 from scheduler.observe.eta import RATE_WINDOW, BacklogCounter, EtaTracker
 from sinks.abc import MemorySink
 from sources.abc import MemorySource
-from sources.budget import Budgets
+from sources.budgets import Budgets
 from sources.queueing import QueueingLimitedSource
 from sources.sql import SqlSource
 from tests.helpers import FakeClock, seed_orders, wait_until

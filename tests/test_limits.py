@@ -16,10 +16,12 @@ import pytest
 import sqlalchemy as sa
 
 from config.loader import load_config, load_config_text
+from config.sources import DATABASE_CONNECTIONS
 from scheduler.daemon import Daemon
 from scheduler.ledger import Ledger
 from sinks.spark import SparkSink
-from sources.budget import BATCH_SECONDS, Budget, Budgets
+from sources.budget import BATCH_SECONDS, KEY_QUERIES, Budget
+from sources.budgets import Budgets
 from tests.helpers import (
     FakeClock,
     WatchedSink,
@@ -102,6 +104,37 @@ def test_connections_are_permits_shared_by_key_queries_and_reads() -> None:
     assert entered.is_set() and budget.held == 1
 
 
+def test_key_queries_of_many_tables_leave_the_batches_their_part() -> None:
+    # Hundreds of tables of one database: a key query waits at almost every
+    # moment. The batches still get their part of the share, and the key
+    # queries never hold more than theirs.
+    budget = Budget("db")
+    budget.configure(None, 10)
+    assert budget.read_parts(20) == 10 - KEY_QUERIES
+    release = threading.Event()
+    inside: list[int] = []
+
+    def query() -> None:
+        with budget.connection():
+            inside.append(budget.held)
+            release.wait(10)
+
+    queries = [threading.Thread(target=query) for _ in range(50)]
+    for thread in queries:
+        thread.start()
+    wait_until(lambda: budget._waiters == 50 - KEY_QUERIES, "the other key queries to wait")
+    assert budget.held == KEY_QUERIES
+    assert budget.admits(2)
+    for _ in range(4):
+        budget.take(100, 2)
+    assert not budget.admits(1)  # the batches' part is full
+    assert budget.held == 10
+    release.set()
+    for thread in queries:
+        thread.join(10)
+    assert len(inside) == 50 and budget.held == 8
+
+
 def test_daemons_share_the_budget_and_a_joining_one_waits() -> None:
     clock = FakeClock(0.0)
     budgets = Budgets(load_config_text(_cfg(
@@ -112,8 +145,8 @@ def test_daemons_share_the_budget_and_a_joining_one_waits() -> None:
     a, b, c = (budgets.of(n) for n in "abc")
     assert a is b and a is not None and c is not None
     assert (a.connections, a.rate) == (3, 9000)  # the least of the sources' limits
-    assert (c.connections, c.rate) == (None, None)  # unset: the key-query pool only
-    assert list(budgets.limited()) == ["postgresql://u@db/x"]
+    assert (c.connections, c.rate) == (DATABASE_CONNECTIONS, None)  # unset: the default
+    assert list(budgets.limited()) == ["postgresql://u@db/x"]  # c: the default only
 
     shares = []
     for me in ("d1", "d2"):
@@ -247,8 +280,8 @@ backpressure: {{max_pending: 400, resume_below: 200}}
     runner.start()
     try:
         wait_until(lambda: len(sink.held()) >= 1, "a first batch", event=sink.arrived)
-        # No limit: the batch reads as it always did.
-        assert sink.submitted[0].items == 200 and sink.submitted[0].read_parts is None
+        # No limit set: the default budget, room for the batch's read partitions.
+        assert sink.submitted[0].items == 200 and sink.submitted[0].read_parts == 2
         config.write_text(text.format(limits=", limits: {max_rows_per_s: 100, max_connections: 3}"))
         wait_until(lambda: daemon.budgets.batch_cap("orders") == 50, "the reload to take the rate")
         seen = len(sink.submitted)

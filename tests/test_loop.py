@@ -14,7 +14,7 @@ from config.loader import load_config_text
 from config.models import SluiceConfig
 from scheduler import stats as stats_module
 from scheduler.ledger import Ledger, fingerprint
-from scheduler.loop import MainLoop, RunStats
+from scheduler.loop import MainLoop, RunStats, poke_exhausted
 from scheduler.strategy import build_strategy
 from sinks.abc import MemorySink
 from sources.abc import MemorySource
@@ -280,3 +280,51 @@ def test_rates_run_from_when_the_first_batch_could_import(monkeypatch: pytest.Mo
     assert stats.moving() == 10
     ready[0] = 0.0  # a sink ready from the start: from the feeding on
     assert stats.moving() == 100
+
+
+def test_draining_asks_drained_sources_again_in_rounds() -> None:
+    # Hundreds of tables' key queries take turns on a few connections: asked
+    # each on its own second, some would always be refilling and the run
+    # would never see them all drained at once.
+    pokes: list[str] = []
+
+    def queue(name: str, exhausted: bool, refilling: bool) -> SimpleNamespace:
+        return SimpleNamespace(exhausted=exhausted, refilling=refilling,
+                               poke=lambda: pokes.append(name))  # fmt: skip
+
+    queues = {"a": queue("a", True, False), "b": queue("b", True, False),
+              "c": queue("c", False, True)}  # fmt: skip
+    cfg = SimpleNamespace(sources={n: SimpleNamespace(sweep_pause=30.0) for n in queues})
+    last: dict[str, float] = {}
+    poke_exhausted(queues, cfg, last, 10.0, draining=True)  # type: ignore[arg-type]
+    assert pokes == []  # c's refill runs: the round waits for it
+    queues["c"].refilling = False
+    poke_exhausted(queues, cfg, last, 10.5, draining=True)  # type: ignore[arg-type]
+    assert pokes == ["a", "b"]
+    queues["a"].refilling = True
+    poke_exhausted(queues, cfg, last, 12.0, draining=True)  # type: ignore[arg-type]
+    assert pokes == ["a", "b"]
+    # A daemon that is not draining asks each after its own pause, whatever runs.
+    poke_exhausted(queues, cfg, last, 41.0, draining=False)  # type: ignore[arg-type]
+    assert pokes == ["a", "b", "a", "b"]
+
+
+def test_a_progress_line_names_a_few_sources_first_those_not_done(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from scheduler.observe.eta import EtaReport, SourceEta
+    from scheduler.observe.progress import LISTED, LogProgress
+
+    names = [f"shop.t{i:03}" for i in range(LISTED + 5)]
+    queues = {n: SimpleNamespace(buffered=0) for n in names}
+    done = set(names[:6])  # the first tables are done
+    eta = EtaReport(sources={n: SourceEta(n, 0 if n in done else 10, 1.0,
+                                          0.0 if n in done else 10.0, n in done)
+                             for n in names})  # fmt: skip
+    stats = RunStats(rows_by_source={n: 5 for n in names})
+    with caplog.at_level("INFO", logger="sluice.progress"):
+        LogProgress()(stats, queues, eta)  # type: ignore[arg-type]
+    [line] = [r.getMessage() for r in caplog.records]
+    named = [n for n in names if f"{n} " in line]
+    assert len(named) == LISTED and set(names) - done <= set(named)  # every one not done
+    assert f"{len(names) - LISTED} more ({len(names) - LISTED} done)" in line

@@ -166,7 +166,7 @@ def test_status_command_text_and_json(filled: tuple[Path, SluiceConfig]) -> None
     # ETA and done per source and overall; batch size and limits as configured.
     assert {"eta_s", "done", "left"} <= set(orders) and {"eta_s", "done"} <= set(report["totals"])
     assert orders["configured"] == {"batch_size": 2_000_000, "max_rows_per_s": None,
-                                    "max_connections": None, "max_query_latency_s": None}
+                                    "max_connections": 10, "max_query_latency_s": None}
     assert "configured (a running daemon's, in force, are on its /status.json):" in text.stdout
     assert report["totals"]["states"]["failed"] == 1 and report["totals"]["poison"] == 2
     for out in (text.stdout, text.stderr, as_json.stdout, as_json.stderr):

@@ -17,6 +17,7 @@ from config.catalog import TableCatalog
 from config.errors import ConfigError
 from config.loader import load_config, load_config_text
 from config.models import FairEntry, FairNode
+from config.sources import DATABASE_CONNECTIONS
 from scheduler.commands.init import starter_config
 from tests.helpers import drain, write_config
 from tests.shop_schema import TABLES, create_schema, rows_of, seed, shop_config
@@ -195,3 +196,75 @@ def test_a_whole_schema_migrates_parents_first_into_enforced_foreign_keys(  # ty
     if written_by == "hand":
         assert rows_of(target, "audit_log") == []  # left out by the pattern
 
+
+
+# -- a database of many tables: one connection budget ---------------------------------
+
+
+@pytest.mark.spark
+def test_many_tables_share_one_connection_budget_and_drain(  # type: ignore[no-untyped-def]
+    tmp_path: Path, pg_url: str, pg_target: str, spark
+) -> None:
+    """Each table is a source, but the database is asked for its budget only.
+
+    Every table's key queries, row samples and reads draw on the one
+    budget, its default left unset (sampled from ``pg_stat_activity`` all
+    along: a pool per table held more than it at once), and a run of many
+    drained tables ends: their key queries, taking turns on few
+    connections, do not keep it from seeing them all drained at once.
+    """
+    import threading
+
+    import sqlalchemy as sa
+
+    tables, rows = 13, 40
+    source = sa.create_engine(pg_url)
+    with source.begin() as conn:
+        for i in range(tables):
+            conn.execute(sa.text(f"CREATE TABLE t{i:02} (id bigint PRIMARY KEY, v text)"))
+            conn.execute(sa.text(f"INSERT INTO t{i:02} SELECT g, md5(g::text) "
+                                 f"FROM generate_series(1, {rows}) g"))  # fmt: skip
+    source.dispose()
+    database = (sa.make_url(pg_url).database or "")[:63]  # as the server truncated it
+    # Autocommit: pg_stat_activity is read once per transaction.
+    admin = sa.create_engine(pg_url.rsplit("/", 1)[0] + "/postgres", poolclass=sa.pool.NullPool,
+                             isolation_level="AUTOCOMMIT")
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        with admin.connect() as conn:
+            while not stop.is_set():
+                seen.append(conn.execute(sa.text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = :d"),
+                    {"d": database}).scalar_one())  # fmt: skip
+                stop.wait(0.02)
+
+    path, cfg = write_config(tmp_path, f"""
+sources:
+  shop:
+    kind: sql
+    url: {pg_url}
+    tables: ["*"]
+    target: wh
+targets:
+  wh: {{kind: jdbc, url: {pg_target}}}
+ledger: sqlite:///{tmp_path / 'ledger.db'}
+""")
+    assert len(cfg.sources) == tables
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        summary = drain(cfg, path, spark)
+    finally:
+        stop.set()
+        sampler.join(10)
+        admin.dispose()
+    assert summary.exit_code == 0, summary
+    target = sa.create_engine(pg_target)
+    with target.connect() as conn:
+        counts = {conn.execute(sa.text(f"SELECT count(*) FROM t{i:02}")).scalar_one()
+                  for i in range(tables)}  # fmt: skip
+    target.dispose()
+    assert counts == {rows}
+    assert seen and max(seen) <= DATABASE_CONNECTIONS, max(seen)

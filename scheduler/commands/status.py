@@ -28,7 +28,7 @@ from config.secrets import config_secrets, redact_text, redact_url
 from config.sources import walks_ranges
 from scheduler.ledger import SCHEMA, STATES, UNFINISHED, LedgerReads
 from scheduler.ledger.reads import DeadBatch, Owner, SourceFigures
-from sources.budget import bounded_connections
+from sources.budgets import bounded_connections
 
 RATE_WINDOW = 300.0
 """Seconds of done batches the rows/s figure is measured over."""

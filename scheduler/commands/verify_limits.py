@@ -31,7 +31,8 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from scheduler.ledger import DEAD_AFTER
-from sources.budget import Budget, Budgets
+from sources.budget import Budget
+from sources.budgets import Budgets
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

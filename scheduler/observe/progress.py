@@ -32,9 +32,18 @@ from sources.queueing import QueueingLimitedSource
 log = logging.getLogger("sluice.progress")
 
 
+LISTED = 8
+"""The most sources one progress line names: a whole database's tables would make each
+line tens of kilobytes; the rest are counted."""
+
+
 class LogProgress:
     """One line per report: rows so far, rows/s (since the first batch), and per source its
-    rows, buffer and ETA (:mod:`.eta`), then the run's ETA."""
+    rows, buffer and ETA (:mod:`.eta`), then the run's ETA.
+
+    Of more than :data:`LISTED` sources, those not done are named first, up to
+    that many; the others are counted (how many, how many of them done).
+    """
 
     def __call__(
         self, stats: RunStats, queues: Mapping[str, QueueingLimitedSource],
@@ -42,11 +51,18 @@ class LogProgress:
     ) -> None:  # fmt: skip
         elapsed = max(stats.moving(), 1e-9)
         sources = {} if eta is None else eta.sources
-        parts = ", ".join(
-            f"{name} {stats.rows_by_source.get(name, 0):,} (buffer {q.buffered:,}"
+        names = list(queues)
+        if len(names) > LISTED:
+            names.sort(key=lambda n: bool((s := sources.get(n)) and s.done))
+        listed = [
+            f"{name} {stats.rows_by_source.get(name, 0):,} (buffer {queues[name].buffered:,}"
             + (f", {_eta(s.eta_s, s.done)})" if (s := sources.get(name)) else ")")
-            for name, q in queues.items()
-        )
+            for name in names[:LISTED]
+        ]
+        if rest := names[LISTED:]:
+            done = sum(1 for n in rest if (s := sources.get(n)) and s.done)
+            listed.append(f"{len(rest)} more ({done} done)")
+        parts = ", ".join(listed)
         overall = "" if eta is None else f"; {_eta(eta.eta_s, eta.done)}"
         log.info("%s rows, %.0f rows/s: %s%s", f"{stats.rows:,}", stats.rows / elapsed, parts,
                  overall)  # fmt: skip

@@ -27,7 +27,8 @@ from scheduler.ledger import DEAD_AFTER, LedgerReads
 from scheduler.ledger.lookup import reader_engine
 from scheduler.ledger.reads import Owner, SourceFigures
 from scheduler.observe.eta import BacklogCounter, EtaReport, EtaTracker, SourceEta
-from sources.budget import Budget, bounded_connections
+from sources.budget import Budget
+from sources.budgets import bounded_connections
 from sources.queueing import QueueingLimitedSource
 
 if TYPE_CHECKING:
