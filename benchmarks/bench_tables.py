@@ -74,7 +74,7 @@ def seed(server: Server) -> str:
     url = server.create(name)
     engine = sa.create_engine(url)
     started = time.perf_counter()
-    fill = ("INSERT INTO {t} SELECT g, g % 97, timestamptz '2024-01-01' + g * interval '1 s', "
+    fill = ("INSERT INTO {t} SELECT g, 1 + g % 97, timestamptz '2024-01-01' + g * interval '1 s', "
             "g / 7.0, md5(g::text) || md5((g * 3)::text) FROM generate_series(1, {n}) g")
     with engine.begin() as conn:
         for i in range(SMALL_TABLES):
