@@ -42,7 +42,7 @@ class Budgets:
             self._parts[name] = src.read.num_partitions
             # Sources of one database may each set limits: the least holds.
             rates[url] = _least(rates.get(url), src.limits.max_rows_per_s)
-            conns[url] = _least(conns.get(url), bounded_connections(src))
+            conns[url] = _least(conns.get(url), src.limits.max_connections)
             chosen[url] = chosen.get(url, False) or "max_connections" in src.limits.model_fields_set
             latencies[url] = _least(latencies.get(url), src.limits.max_query_latency)
         for url, budget in self._by_url.items():
@@ -68,15 +68,13 @@ class Budgets:
     def take(self, source: str, rows: int) -> int | None:
         """A batch of ``source`` with ``rows`` rows is dispatched: its read partitions.
 
-        None: its reads are not bounded (SQS, or no ``max_connections`` set),
-        and nothing is to be given back.
+        None: not a SQL source, nothing to give back.
         """
         budget = self._of.get(source)
         if budget is None:
             return None
         parts = budget.read_parts(self._parts[source])
         budget.take(rows, parts)
-        # Connections unbounded: the batch reads as it always did.
         return None if budget.connection_share is None else parts
 
     def give_back(self, source: str, parts: int) -> None:
@@ -97,7 +95,7 @@ class Budgets:
 
         Daemons divide these among them (a joining one waiting for the
         others' smaller shares), and a verify takes its share of them. Each
-        daemon keeps the whole of a default one (:func:`bounded_connections`):
+        daemon keeps the whole of a default one (``DATABASE_CONNECTIONS``):
         a few daemons' still leave a stock server most of its connections,
         and half of it would leave a daemon one key query at a time.
         """
@@ -115,16 +113,6 @@ class Budgets:
 def database_of(src: SqlSourceConfig) -> str:
     """The database a source reads, as its budget is known (the URL, password hidden)."""
     return sa.make_url(src.url).render_as_string(hide_password=True)
-
-
-def bounded_connections(src: SqlSourceConfig) -> int:
-    """The connections sluice may open to ``src``'s database: key queries and reads.
-
-    ``limits.max_connections``, or its default
-    (:data:`config.sources.DATABASE_CONNECTIONS`) when unset: a database with
-    hundreds of tables must not be asked for a pool per table.
-    """
-    return src.limits.max_connections
 
 
 def _least(a: N | None, b: N | None) -> N | None:

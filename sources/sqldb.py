@@ -50,6 +50,7 @@ class SourceDatabase:
         self.name = name
         self._table = cfg.table
         self._owns_engine = engine is None
+        self._url = cfg.url
         self.engine = engine if engine is not None else _ENGINES.take(cfg.url)
         # Each query holds a connection permit of the database's budget (a
         # stand-alone source, as in `plan`, has a budget of its own).
@@ -92,7 +93,7 @@ class SourceDatabase:
     def close(self) -> None:
         """Let go of the database's engine (only an engine taken here)."""
         if self._owns_engine:
-            _ENGINES.give_back(self.engine)
+            _ENGINES.give_back(self._url, self.engine)
 
     def _error(self, what: str, exc: BaseException) -> SourceError:
         return SourceError(self._describe(what, exc))
@@ -130,15 +131,15 @@ class _Engines:
             self._engines[url] = (engine, users + 1)
             return engine
 
-    def give_back(self, engine: sa.Engine) -> None:
-        """A source let go of ``engine``: disposed of when none holds it."""
+    def give_back(self, url: str, engine: sa.Engine) -> None:
+        """A source of ``url`` let go of ``engine``: disposed of when none holds it."""
         with self._lock:
-            for url, (known, users) in list(self._engines.items()):
-                if known is engine:
-                    if users > 1:
-                        self._engines[url] = (known, users - 1)
-                        return
-                    del self._engines[url]
+            known, users = self._engines.get(url) or (None, 0)
+            if known is engine and users > 1:
+                self._engines[url] = (engine, users - 1)
+                return
+            if known is engine:
+                del self._engines[url]
         engine.dispose()
 
 

@@ -28,7 +28,6 @@ from config.secrets import config_secrets, redact_text, redact_url
 from config.sources import walks_ranges
 from scheduler.ledger import SCHEMA, STATES, UNFINISHED, LedgerReads
 from scheduler.ledger.reads import DeadBatch, Owner, SourceFigures
-from sources.budgets import bounded_connections
 
 RATE_WINDOW = 300.0
 """Seconds of done batches the rows/s figure is measured over."""
@@ -183,7 +182,7 @@ def _configured(cfg: SluiceConfig, name: str) -> dict[str, Any]:
     found: dict[str, Any] = {"batch_size": cfg.batch.largest(walks_ranges(src))}
     if isinstance(src, SqlSourceConfig):
         found.update(max_rows_per_s=src.limits.max_rows_per_s,
-                     max_connections=bounded_connections(src),
+                     max_connections=src.limits.max_connections,
                      max_query_latency_s=src.limits.max_query_latency)  # fmt: skip
     return found
 

@@ -28,7 +28,6 @@ from scheduler.ledger.lookup import reader_engine
 from scheduler.ledger.reads import Owner, SourceFigures
 from scheduler.observe.eta import BacklogCounter, EtaReport, EtaTracker, SourceEta
 from sources.budget import Budget
-from sources.budgets import bounded_connections
 from sources.queueing import QueueingLimitedSource
 
 if TYPE_CHECKING:
@@ -344,7 +343,7 @@ def _limits(budget: Budget | None, src: SqlSourceConfig) -> LimitsView:
     """The limits in force of the source's database (as configured without a budget)."""
     if budget is None:
         return LimitsView(src.limits.max_rows_per_s, src.limits.max_rows_per_s, 1.0,
-                          bounded_connections(src), bounded_connections(src), 0,
+                          src.limits.max_connections, src.limits.max_connections, 0,
                           src.limits.max_query_latency, 0.0)  # fmt: skip
     rate = budget.rate_share
     return LimitsView(
