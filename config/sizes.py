@@ -55,7 +55,10 @@ def derived_sizes(
       worth waiting for the next free one (at least 50,000); ``resume_below``:
       one batch's room under it (at least half of it), so that a batch is
       fed as soon as one is done; ``max_importing_batches``: as many batches
-      as that many rows in flight make (at least 4).
+      as that many rows in flight make, and at least a job's worth of
+      batches (``group``) per import slot and one more: a source's last,
+      small batch (a whole small table is one) leaves rows to spare, and
+      small tables' batches then share Spark jobs (at least 4).
     - a keyset source's ``buffer`` (counted in rows; its items are ranges,
       a few bytes each): what may be in flight and a batch more, and at
       least the batches in flight and two more; ``replenish_below`` one
@@ -75,7 +78,7 @@ def derived_sizes(
         max_pending=max(50_000, in_flight),
         range_buffer=max(20_000, (imports + 2) * max_items, in_flight + max_items),
         key_buffer=max(20_000, 2 * (key_items or max_items)),
-        max_importing_batches=max(4, -(-in_flight // max_items)),
+        max_importing_batches=max(4, -(-in_flight // max_items), (imports + 1) * group),
     )
 
 

@@ -21,7 +21,8 @@ from pyspark.sql import SparkSession
 from config.models import JOB_GROUP, SluiceConfig
 from sinks.abc import PoolSink
 from sinks.pyfiles import build_pyfiles_zip, executor_archives
-from spark_jobs.import_job import ImportResult, group_key, run_import, run_imports
+from spark_jobs.import_group import group_key, run_imports
+from spark_jobs.import_job import ImportResult, run_import
 from spark_jobs.manifest import Manifest
 from spark_jobs.session import SparkUnavailable, build_session
 
@@ -43,7 +44,7 @@ class SparkSink(PoolSink):
     packages it imports there on ``spark.archives``.
 
     Keyset ranges of one source waiting for a thread together are imported
-    by one Spark job, a task per batch (:func:`~spark_jobs.import_job.run_imports`),
+    by one Spark job, a task per batch (:func:`~spark_jobs.import_group.run_imports`),
     up to :attr:`max_group` of them: a Spark job's fixed cost is most of a
     small batch's.
     """

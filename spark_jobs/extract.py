@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyspark.sql.functions as F
 import sqlalchemy as sa
@@ -34,9 +34,13 @@ from spark_jobs.read_sql import (
     has_native_reader,
     jdbc_catalogued_frame,
     native_frame,
+    native_read,
     table_columns,
 )
 from spark_jobs.spark_names import quoted
+
+if TYPE_CHECKING:
+    from spark_jobs.engines.postgresql.read import Queries
 
 _INT64 = range(-(2**63), 2**63)
 _MAX_IN_LIST = 1000
@@ -82,12 +86,25 @@ def extract_ranges(
     """The rows of several range batches of ``source``: partition i holds ``manifests[i]``'s.
 
     One JDBC query per batch, as a range batch read by one task; the batches
-    of one Spark job (:func:`spark_jobs.import_job.run_imports`) each keep
+    of one Spark job (:func:`spark_jobs.import_group.run_imports`) each keep
     a task of their own.
     """
     if any(m.kind != "range" for m in manifests):
         raise ValueError("extract_ranges reads range batches only")
     return SqlReader(spark, source, target=target).read_ranges([(m.lo, m.hi) for m in manifests])
+
+
+def native_ranges(
+    source: SqlSourceConfig, manifests: Sequence[Manifest], target: str | None = None
+) -> tuple[T.StructType, Queries]:
+    """What :func:`extract_ranges` reads from a source read natively, without Spark: the
+    rows' schema and a query per batch (query i reads ``manifests[i]``'s rows)."""
+    if any(m.kind != "range" for m in manifests):
+        raise ValueError("native_ranges reads range batches only")
+    reader = SqlReader(None, source, target=target)
+    columns = table_columns(source.url, source.table)
+    where = reader.range_conditions([(m.lo, m.hi) for m in manifests])
+    return native_read(source.url, reader.table_sql, columns, where, target=target)
 
 
 class SqlReader:
@@ -98,10 +115,10 @@ class SqlReader:
     """
 
     def __init__(
-        self, spark: SparkSession, source: SqlSourceConfig, as_text: bool = False,
+        self, spark: SparkSession | None, source: SqlSourceConfig, as_text: bool = False,
         target: str | None = None,
     ) -> None:  # fmt: skip
-        self.spark = spark
+        self._spark = spark
         self.source = source
         self.as_text = as_text
         self.target = target
@@ -113,6 +130,13 @@ class SqlReader:
         table = sa.table(name, schema=schema or None)
         self.table_sql = self.dialect.identifier_preparer.format_table(table)
         self.native = has_native_reader(source.url)
+
+    @property
+    def spark(self) -> SparkSession:
+        """The session the reads run in (a reader made without one only plans reads)."""
+        if self._spark is None:
+            raise RuntimeError("this SqlReader has no SparkSession: it only plans reads")
+        return self._spark
 
     def read_range(
         self,
@@ -213,9 +237,19 @@ class SqlReader:
         types = key_types(looker_engine(self.source.url), self.source.table, self.key_names)
         return typed_key(values, types)
 
-    def _read(self, predicates: list[ColumnElement[bool]]) -> DataFrame:
+    def range_conditions(
+        self, ranges: Sequence[tuple[Sequence[Any] | None, Sequence[Any] | None]]
+    ) -> list[str]:
+        """The SQL condition of each ``(lo, hi)`` range (see :meth:`read_ranges`)."""
+        return self.conditions([self._range(lo, hi) for lo, hi in ranges])
+
+    def conditions(self, predicates: list[ColumnElement[bool]]) -> list[str]:
+        """``predicates`` as the source's SQL, each with the source's ``where:``."""
         where = self.source.where
-        rendered = [self._render(p) + (f" AND ({where})" if where else "") for p in predicates]
+        return [self._render(p) + (f" AND ({where})" if where else "") for p in predicates]
+
+    def _read(self, predicates: list[ColumnElement[bool]]) -> DataFrame:
+        rendered = self.conditions(predicates)
         if self.native:
             columns = table_columns(self.source.url, self.source.table)
             return native_frame(self.spark, self.source.url, self.table_sql, columns, rendered,

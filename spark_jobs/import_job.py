@@ -51,15 +51,14 @@ from config.models import (
     SqsSourceConfig,
     split_target,
 )
-from spark_jobs.extract import SqlReader, extract, extract_ranges
+from spark_jobs.bulk_paths import may_copy_straight_in
+from spark_jobs.extract import SqlReader, extract
 from spark_jobs.manifest import Manifest
 from spark_jobs.outcomes import BatchImportFailed, ImportResult, reason, transient
 from spark_jobs.spark_names import quoted
 from spark_jobs.target import TargetTable, Written, stale_token_error
 from spark_jobs.transforms import for_target, target_engine
 from spark_jobs.write import committed_batch, sweep_stages, write_batch
-from spark_jobs.write_bulk import may_copy_straight_in
-from spark_jobs.write_jdbc import write_jdbc_straight_in
 
 log = logging.getLogger(__name__)
 
@@ -71,15 +70,15 @@ def run_import(spark: SparkSession, cfg: SluiceConfig, manifest: Manifest) -> Im
     subclasses: ``StaleToken`` (a newer importer committed), ``TargetError``
     (the target cannot take the batch), ``BatchImportFailed`` (Spark/JDBC).
     """
-    source = _source(cfg, manifest)
+    source = source_of(cfg, manifest)
     target = target_table(cfg, manifest)
-    done = _committed_before(spark, target, manifest)
+    done = committed_before(spark, target, manifest)
     if done is not None:
         return done
-    return _import_new(spark, source, target, manifest)
+    return import_new(spark, source, target, manifest)
 
 
-def _import_new(
+def import_new(
     spark: SparkSession,
     source: SqlSourceConfig | SqsSourceConfig,
     target: TargetTable,
@@ -94,100 +93,13 @@ def _import_new(
         rows = for_target(rows, into, target.zero_dates)
         written = write_batch(spark, rows, target, manifest)
     except (PySparkException, Py4JError, sa.exc.SQLAlchemyError) as error:
-        raise _failure(spark, source, target, manifest, error) from error
+        raise failure(spark, source, target, manifest, error) from error
     if written.seconds is None:  # no task of its own timed it: its time here
         written = replace(written, seconds=time.monotonic() - started)
-    return _imported(manifest, target, written)
+    return imported(manifest, target, written)
 
 
-def group_key(cfg: SluiceConfig, manifest: Manifest) -> tuple[str, str] | None:
-    """Batches with the same key may be imported together by :func:`run_imports`; None: alone.
-
-    Keyset ranges of one source that may be loaded straight into one table.
-    """
-    if manifest.kind != "range" or manifest.source not in cfg.sources:
-        return None
-    try:
-        target = target_table(cfg, manifest)
-    except ConfigError:
-        return None  # run_import says what is wrong
-    if not may_copy_straight_in(target, manifest):
-        return None
-    return manifest.source, manifest.target
-
-
-def run_imports(
-    spark: SparkSession, cfg: SluiceConfig, manifests: Sequence[Manifest]
-) -> list[ImportResult | BaseException]:
-    """Import batches of one :func:`group_key` by one Spark job; an outcome per batch, in order.
-
-    Each batch is read by a task of its own, which loads it straight into
-    the table and commits it in its own transaction, fenced by its token,
-    as :func:`run_import` does for one batch: what one Spark job costs is
-    paid once for them all. A batch already committed is skipped; one the
-    job could not load straight in (its range taken, a row refused, values
-    the table would change, the job failed as a whole) is imported on its
-    own, as :func:`run_import` imports it (its commit not looked up twice).
-    An outcome is the batch's result or the error it failed with; nothing
-    is raised.
-    """
-    source = _source(cfg, manifests[0])
-    target = target_table(cfg, manifests[0])  # the group's: one source, one table
-    outcomes: dict[str, ImportResult | BaseException] = {}
-    todo: list[Manifest] = []
-    for manifest in manifests:
-        try:
-            done = _committed_before(spark, target, manifest)
-        except Exception as error:  # noqa: BLE001 - this batch's outcome
-            outcomes[manifest.batch_id] = error
-            continue
-        if done is not None:
-            outcomes[manifest.batch_id] = done
-        else:
-            todo.append(manifest)
-    if len(todo) > 1:
-        outcomes.update(_straight_in(spark, source, target, todo))
-    results: list[ImportResult | BaseException] = []
-    for manifest in manifests:
-        outcome = outcomes.get(manifest.batch_id)
-        if outcome is None:
-            try:
-                outcome = _import_new(spark, source, target, manifest)
-            except Exception as error:  # noqa: BLE001 - this batch's outcome
-                outcome = error
-        results.append(outcome)
-    return results
-
-
-def _straight_in(
-    spark: SparkSession,
-    source: SqlSourceConfig | SqsSourceConfig,
-    target: TargetTable,
-    manifests: list[Manifest],
-) -> dict[str, ImportResult | BaseException]:
-    """The outcomes of the batches one Spark job loaded straight in (or failed); no others."""
-    assert isinstance(source, SqlSourceConfig)
-    try:
-        into = target_engine_of(target)
-        rows = apply_columns(extract_ranges(spark, source, manifests, into), source.columns)
-        rows = for_target(rows, into, target.zero_dates)
-        written = write_jdbc_straight_in(rows, target, manifests)
-    except Exception as error:  # noqa: BLE001 - each batch then tries on its own
-        log.info("batches %s: imported one by one: %s",
-                 ", ".join(m.batch_id for m in manifests), reason(error))  # fmt: skip
-        return {}
-    outcomes: dict[str, ImportResult | BaseException] = {}
-    for manifest, outcome in zip(manifests, written, strict=True):
-        if isinstance(outcome, Written):
-            outcomes[manifest.batch_id] = _imported(manifest, target, outcome)
-        elif isinstance(outcome, PySparkException | Py4JError | sa.exc.SQLAlchemyError):
-            outcomes[manifest.batch_id] = _failure(spark, source, target, manifest, outcome)
-        elif outcome is not None:
-            outcomes[manifest.batch_id] = outcome
-    return outcomes
-
-
-def _committed_before(
+def committed_before(
     spark: SparkSession, target: TargetTable, manifest: Manifest
 ) -> ImportResult | None:
     """The result of a batch the target already holds (``skipped``), or None.
@@ -205,7 +117,7 @@ def _committed_before(
     return ImportResult(manifest.batch_id, 0, commit.rows, manifest.target, True, commit.rejected)
 
 
-def _failure(
+def failure(
     spark: SparkSession,
     source: SqlSourceConfig | SqsSourceConfig,
     target: TargetTable,
@@ -221,7 +133,8 @@ def _failure(
     )
 
 
-def _imported(manifest: Manifest, target: TargetTable, written: Written) -> ImportResult:
+def imported(manifest: Manifest, target: TargetTable, written: Written) -> ImportResult:
+    """The result of a batch the target took (``written``), logged."""
     # Nothing between extract and write drops rows, except the duplicate
     # bodies of one key in a payloads batch.
     staged = written.rows + written.rejected
@@ -253,7 +166,7 @@ def target_table(cfg: SluiceConfig, manifest: Manifest) -> TargetTable:
     name, schema, table = split_target(manifest.target)
     if name not in cfg.targets:
         raise ConfigError(f"batch {manifest.batch_id}: target {name!r} is not in targets:")
-    source = _source(cfg, manifest)
+    source = source_of(cfg, manifest)
     cursor = source.cursor if isinstance(source, SqlSourceConfig) else None
     sql = source if isinstance(source, SqlSourceConfig) else None
     return TargetTable(name, cfg.targets[name], schema, table, target_key(source), cursor,
@@ -293,7 +206,8 @@ def _sweep(target: TargetTable, manifest: Manifest, spark: SparkSession) -> None
         )
 
 
-def _source(cfg: SluiceConfig, manifest: Manifest) -> SqlSourceConfig | SqsSourceConfig:
+def source_of(cfg: SluiceConfig, manifest: Manifest) -> SqlSourceConfig | SqsSourceConfig:
+    """The batch's source; a :class:`ConfigError` when the config has none of that name."""
     if manifest.source not in cfg.sources:
         raise ConfigError(
             f"batch {manifest.batch_id}: source {manifest.source!r} is not in sources:"

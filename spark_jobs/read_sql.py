@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from cachetools import TTLCache
@@ -33,6 +34,9 @@ from spark_jobs.engines import engine_of, with_source
 from spark_jobs.engines.base import Column, Engine, carriers
 from spark_jobs.jdbc import looker_engine
 from spark_jobs.jdbc_read import SCHEMA_TTL
+
+if TYPE_CHECKING:
+    from spark_jobs.engines.postgresql.read import Queries
 
 _columns: TTLCache[tuple[str, str], list[Column]] = TTLCache(maxsize=256, ttl=SCHEMA_TTL)
 _columns_lock = threading.Lock()
@@ -83,6 +87,19 @@ def native_frame(
     """The rows matching each of ``where`` (SQL), one Spark task per condition, read by the
     engine's own protocol (PostgreSQL: COPY). ``as_text``: every value as the server
     prints it (:meth:`~spark_jobs.engines.base.Engine.text_sql`), what verify compares."""
+    schema, queries = native_read(url, table_sql, columns, where, as_text, target)
+    tasks = spark.range(0, len(queries.queries), 1, max(1, len(queries.queries)))
+    frame = tasks.mapInArrow(queries.rows, schema)
+    _native[frame] = queries
+    return frame
+
+
+def native_read(
+    url: str, table_sql: str, columns: Sequence[Column], where: list[str],
+    as_text: bool = False, target: str | None = None,
+) -> tuple[T.StructType, Queries]:  # fmt: skip
+    """What :func:`native_frame` reads, without Spark: the rows' schema and the queries,
+    one per condition of ``where``, whose ``rows`` a Spark task runs."""
     from spark_jobs.engines.postgresql import read as pg_read
 
     engine = engine_of(url)
@@ -103,10 +120,7 @@ def native_frame(
         columns=None if any(c.user_types for c in columns) else tuple(
             (c.name, c.type) for c in columns),
     )
-    tasks = spark.range(0, len(queries.queries), 1, max(1, len(queries.queries)))
-    frame = tasks.mapInArrow(queries.rows, schema)
-    _native[frame] = queries
-    return frame
+    return schema, queries
 
 
 def jdbc_catalogued_frame(
@@ -166,14 +180,6 @@ def native_queries(frame: DataFrame) -> object | None:
     and nothing since (a ``columns:`` mapping makes a new frame): the queries, one per
     partition, whose ``rows(tasks)`` a task may run itself. None otherwise."""
     return _native.get(frame)
-
-
-def native_tasks(frame: DataFrame, partitions: int | None = None) -> DataFrame:
-    """The task numbers of a native ``frame``'s reads, in ``partitions`` partitions (default:
-    one per read), for a task to run :func:`native_queries`' ``rows`` on."""
-    queries = _native[frame]
-    count = len(queries.queries)  # type: ignore[attr-defined]
-    return frame.sparkSession.range(0, count, 1, max(1, partitions or count))
 
 
 def has_native_reader(url: str) -> bool:

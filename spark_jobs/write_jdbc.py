@@ -46,11 +46,12 @@ from spark_jobs.staging import (
 )
 from spark_jobs.target import Commit, TargetTable, Written
 from spark_jobs.transforms import zero_columns, zero_dates
-from spark_jobs.write_bulk import write_bulk, write_straight_in
+from spark_jobs.write_bulk import write_bulk
+from spark_jobs.write_direct import write_straight_in
 
 
 @dataclass(frozen=True)
-class _Prepared:
+class Prepared:
     """The target made ready for a batch's columns: what every write path needs.
 
     ``columns``: the columns written (the batch's, less those the database
@@ -69,11 +70,16 @@ class _Prepared:
         return [c.name for c in self.columns]
 
 
-def _prepare(df: DataFrame, target: TargetTable) -> _Prepared:
-    """Check the batch's columns against the target, create or fit its table and sluice's own."""
+def _prepare(df: DataFrame, target: TargetTable) -> Prepared:
+    return prepare_target_for(df.schema, target)
+
+
+def prepare_target_for(schema: T.StructType, target: TargetTable) -> Prepared:
+    """Check a batch's columns (``schema``) against the target, create or fit its table and
+    sluice's own."""
     cfg = target.config
     assert isinstance(cfg, JdbcTargetConfig)
-    names = df.columns
+    names = schema.names
     missing_key = [k for k in target.key if k not in names]
     if missing_key:
         raise TargetError(
@@ -82,17 +88,17 @@ def _prepare(df: DataFrame, target: TargetTable) -> _Prepared:
         )
     if ROW_COLUMN in names:
         raise TargetError(f"{target.label}: the column name {ROW_COLUMN!r} is sluice's own")
-    written = T.StructType([f for f in df.schema.fields if f.name not in zero_columns(names)])
+    written = T.StructType([f for f in schema.fields if f.name not in zero_columns(names)])
     batch = batch_columns(written, cfg.url, target.key, target.cast)
     # Null in every row (an SQS field no message of the batch carries): the
     # commit writes NULL into whatever type the table's column has.
-    void = [f.name for f in df.schema.fields if isinstance(f.dataType, T.NullType)]
+    void = [f.name for f in schema.fields if isinstance(f.dataType, T.NullType)]
     engine = sql_engine(cfg.url)
     fit = prepare_target(engine, target, batch, void)
     ensure_own_tables(engine)
     sweep_committed_stages(engine)
     columns = [sa.Column(c.name, c.stage) for c in batch if c.name not in fit.skipped]
-    return _Prepared(engine, columns, [n for n in void if n not in fit.skipped], fit)
+    return Prepared(engine, columns, [n for n in void if n not in fit.skipped], fit)
 
 
 def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Written:
@@ -163,7 +169,7 @@ def write_jdbc_straight_in(
 
     ``df`` has one partition per manifest, in order (see
     :func:`spark_jobs.extract.extract_ranges`), and every manifest may be
-    loaded straight in (:func:`~spark_jobs.write_bulk.may_copy_straight_in`).
+    loaded straight in (:func:`~spark_jobs.bulk_paths.may_copy_straight_in`).
     Each task commits its batch in a transaction of its own, as the direct
     load of one batch does. An outcome per batch: what it wrote, the error
     its task raised, or None where the batch must go its own way (its range

@@ -382,7 +382,8 @@ def test_redact_text_and_config_secrets() -> None:
         (10_000, "session", (240_000, 230_000, 24, 250_000)),
         # spark-submit: a batch is a job; every slot busy and one batch waiting.
         (10_000, "submit", (50_000, 40_000, 4, 40_000)),
-        (100_000, "session", (300_000, 200_000, 4, 400_000)),
+        # Large batches: the rows bound them; a job's worth of small ones fits in flight.
+        (100_000, "session", (300_000, 200_000, 24, 400_000)),
         (1_000, "session", (50_000, 49_000, 24, 25_000)),
     ],
 )

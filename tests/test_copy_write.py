@@ -21,14 +21,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from config.models import SluiceConfig
 from spark_jobs.extract import extract
-from spark_jobs.import_job import (
-    ImportResult,
-    apply_columns,
-    group_key,
-    run_imports,
-    target_table,
-)
+from spark_jobs.import_group import TABLES, group_key, run_imports
+from spark_jobs.import_job import ImportResult, apply_columns, target_table
+from spark_jobs.manifest import Manifest
 from spark_jobs.target import StaleToken
 from spark_jobs.write import write_batch
 from tests.helpers import wait_until
@@ -149,6 +146,54 @@ def test_ranges_waiting_together_load_in_one_spark_job_each_batch_on_its_own(
     # One job read g-2, g-3 and g-4 (g-1 and g-5 were already committed) and
     # COPYed g-2 and g-4; g-3 then went its own way: a direct try, a staged read.
     assert len(sc.statusTracker().getJobIdsForGroup("one-job-for-ranges")) == 3
+
+
+def test_batches_of_several_tables_load_in_one_spark_job_on_their_read_partitions(
+    spark: Any, pg_url: str, pg_target: str
+) -> None:
+    execute(pg_url, ORDERS_DDL, ORDERS_INSERT, rows=order_rows(300))
+    execute(pg_url, "CREATE TABLE notes (id bigint PRIMARY KEY, body text)",
+            "INSERT INTO notes VALUES (:id, :body)",
+            rows=[{"id": i, "body": f"n{i}"} for i in range(1, 51)])  # fmt: skip
+    cfg = SluiceConfig.model_validate({
+        "sources": {
+            "src": {"kind": "sql", "url": pg_url, "table": "orders", "key": "id",
+                    "target": "wh.orders"},
+            "notes": {"kind": "sql", "url": pg_url, "table": "notes", "key": "id",
+                      "target": "wh.notes"},
+        },
+        "targets": {"wh": {"kind": "jdbc", "url": pg_target}},
+    })  # fmt: skip
+    # Another writer holds a key of o-3's range: that batch cannot go straight in.
+    execute(pg_target, ORDERS_DDL, "INSERT INTO orders (id, customer) VALUES (250, 'elsewhere')")
+    one = {"read_parts": 1}  # the budget lets each import read on one connection
+    batches = [
+        rng("o-1", None, [100], items=100, **one),
+        rng("o-2", [100], [200], items=100, **one),
+        rng("o-3", [200], [300], items=100, **one),
+        Manifest("n-1", "notes", "wh.notes", "range", 50, 1, None, [50], read_parts=1),
+    ]
+    assert {group_key(cfg, m) for m in batches} == {TABLES}
+
+    sc = spark.sparkContext
+    sc.setJobGroup("one-job-for-tables", "test")
+    try:
+        outcomes = run_imports(spark, cfg, batches)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+
+    assert [(o.batch_id, o.skipped, o.rows_written) for o in outcomes] == [  # type: ignore[union-attr]
+        ("o-1", False, 100), ("o-2", False, 100), ("o-3", False, 100), ("n-1", False, 50)
+    ]  # fmt: skip
+    assert text_rows(pg_target, "orders", ["id"]) == text_rows(pg_url, "orders", ["id"])
+    assert text_rows(pg_target, "notes", ["id"]) == text_rows(pg_url, "notes", ["id"])
+    assert scalar(pg_target, "SELECT count(*) FROM _sluice_commits") == 4
+    # One job loaded o-1, o-2 and n-1, of two tables, by one task (the batches'
+    # read partitions); o-3 then went its own way: a direct try, a staged read.
+    jobs = sorted(sc.statusTracker().getJobIdsForGroup("one-job-for-tables"))
+    assert len(jobs) == 3
+    [stage] = sc.statusTracker().getJobInfo(jobs[0]).stageIds
+    assert sc.statusTracker().getStageInfo(stage).numTasks == 1
 
 
 SLUICE = str(Path(sys.executable).parent / "sluice")

@@ -157,12 +157,12 @@ def test_a_server_asking_for_a_local_file_gets_nothing(mariadb_url: str, tmp_pat
 def test_a_server_without_local_infile_gets_spark_jdbc_writes(
     spark: Any, mariadb_url: str, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
-    from spark_jobs import jdbc, write_bulk
+    from spark_jobs import bulk_paths, jdbc
 
     # Connections without the capability: the server answers as one with
     # local_infile off does (4166 here, 1148 or 3948 on MySQL).
     monkeypatch.setattr(jdbc, "_connect_args", lambda url: {})
-    monkeypatch.setattr(write_bulk, "_unavailable", set())
+    monkeypatch.setattr(bulk_paths, "unavailable", set())
     cfg = make_config(
         {"kind": "sqs", "queue_url": "http://127.0.0.1:1/q", "key": "id"},
         {"kind": "jdbc", "url": mariadb_url},

@@ -1,0 +1,215 @@
+"""Several batches imported by one Spark job: ranges of one table, or of many small ones.
+
+What :class:`sinks.spark.SparkSink` runs when batches of one :func:`group_key`
+wait for an import thread together. Each batch still commits in its own
+transaction, fenced by its token, as :func:`spark_jobs.import_job.run_import`
+commits one; what a Spark job costs the driver (~100-250 ms on two cores) is
+paid once for them all.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable, Sequence
+
+import sqlalchemy as sa
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+
+from config.errors import ConfigError
+from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig
+from spark_jobs.bulk_paths import may_copy_straight_in
+from spark_jobs.extract import extract_ranges, native_ranges
+from spark_jobs.import_job import (
+    apply_columns,
+    committed_before,
+    failure,
+    import_new,
+    imported,
+    source_of,
+    target_engine_of,
+    target_table,
+)
+from spark_jobs.jdbc_tables import forget_target
+from spark_jobs.manifest import Manifest
+from spark_jobs.outcomes import ImportResult, reason
+from spark_jobs.read_sql import has_native_reader
+from spark_jobs.staging import drop_stale_stages
+from spark_jobs.target import TargetTable, Written
+from spark_jobs.transforms import for_target
+from spark_jobs.write_direct import DirectLoad, direct_load, load_directly
+from spark_jobs.write_jdbc import prepare_target_for, write_jdbc_straight_in
+
+log = logging.getLogger(__name__)
+
+
+TABLES = "tables"
+"""The :func:`group_key` of batches that may share a Spark job whatever their table."""
+
+
+def group_key(cfg: SluiceConfig, manifest: Manifest) -> Hashable | None:
+    """Batches with the same key may be imported together by :func:`run_imports`; None: alone.
+
+    Keyset ranges that may be loaded straight into their table: of any
+    table (:data:`TABLES`) when their source is read natively and maps no
+    ``columns:`` (a task then runs the read itself, whatever the table), of
+    one source and table otherwise.
+    """
+    if manifest.kind != "range" or manifest.source not in cfg.sources:
+        return None
+    try:
+        target = target_table(cfg, manifest)
+    except ConfigError:
+        return None  # run_import says what is wrong
+    if not may_copy_straight_in(target, manifest):
+        return None
+    if _read_in_task(cfg.sources[manifest.source]):
+        return TABLES
+    return manifest.source, manifest.target
+
+
+def _read_in_task(source: SqlSourceConfig | SqsSourceConfig) -> bool:
+    """Whether a direct load's own task may read the source's rows, planned without Spark."""
+    return (isinstance(source, SqlSourceConfig) and not source.columns
+            and has_native_reader(source.url))  # fmt: skip
+
+
+def run_imports(
+    spark: SparkSession, cfg: SluiceConfig, manifests: Sequence[Manifest]
+) -> list[ImportResult | BaseException]:
+    """Import batches of one :func:`group_key` by one Spark job; an outcome per batch, in order.
+
+    Each batch is read by a task, which loads it straight into its table and
+    commits it in its own transaction, fenced by its token, as
+    :func:`~spark_jobs.import_job.run_import` does for one batch: what one Spark job costs is paid
+    once for them all, the batches of many small tables too. A batch already
+    committed is skipped; one the job could not load straight in (its range
+    taken, a row refused, values the table would change, the job failed as
+    a whole) is imported on its own, as :func:`~spark_jobs.import_job.run_import` imports it (its
+    commit not looked up twice). An outcome is the batch's result or the
+    error it failed with; nothing is raised.
+    """
+    outcomes: dict[str, ImportResult | BaseException] = {}
+    tables: dict[tuple[str, str], list[Manifest]] = {}
+    for manifest in manifests:
+        try:
+            done = committed_before(spark, target_table(cfg, manifest), manifest)
+        except Exception as error:  # noqa: BLE001 - this batch's outcome
+            outcomes[manifest.batch_id] = error
+            continue
+        if done is not None:
+            outcomes[manifest.batch_id] = done
+        else:
+            tables.setdefault((manifest.source, manifest.target), []).append(manifest)
+    todo = [m for batches in tables.values() for m in batches]
+    if todo and _read_in_task(source_of(cfg, todo[0])):
+        outcomes.update(_tables_straight_in(spark, cfg, list(tables.values())))
+    elif len(todo) > 1:
+        outcomes.update(_straight_in(spark, source_of(cfg, todo[0]), target_table(cfg, todo[0]),
+                                     todo))  # fmt: skip
+    results: list[ImportResult | BaseException] = []
+    for manifest in manifests:
+        outcome = outcomes.get(manifest.batch_id)
+        if outcome is None:
+            try:
+                outcome = import_new(spark, source_of(cfg, manifest), target_table(cfg, manifest),
+                                      manifest)  # fmt: skip
+            except Exception as error:  # noqa: BLE001 - this batch's outcome
+                outcome = error
+        results.append(outcome)
+    return results
+
+
+def _tables_straight_in(
+    spark: SparkSession, cfg: SluiceConfig, tables: list[list[Manifest]]
+) -> dict[str, ImportResult | BaseException]:
+    """The outcomes of the batches of several tables that one Spark job loaded straight in
+    (or that failed there); no others.
+
+    Each table's read and target are made ready here, on the driver, with no
+    Spark call (:func:`~spark_jobs.extract.native_ranges`); the job runs the
+    reads and loads of them all in at most the batches' read partitions.
+    A table whose batches cannot go that way (values the table would change,
+    a table that is not there) leaves them to be imported one by one.
+    """
+    loads: list[DirectLoad] = []
+    made: list[tuple[SqlSourceConfig, TargetTable, sa.Engine]] = []
+    for batches in tables:
+        source = source_of(cfg, batches[0])
+        assert isinstance(source, SqlSourceConfig)
+        target = target_table(cfg, batches[0])
+        try:
+            schema, queries = native_ranges(source, batches, target_engine_of(target))
+            prepared = prepare_target_for(schema, target)
+            if prepared.fit.narrowings:
+                continue  # the staged path sets aside what the table would change
+            for manifest in batches:
+                if manifest.token > 1:
+                    drop_stale_stages(prepared.engine, manifest)
+            load = direct_load(prepared.engine, target, batches, prepared.names, queries,
+                               [[i] for i in range(len(batches))])  # fmt: skip
+        except Exception as error:  # noqa: BLE001 - each batch then tries on its own
+            log.info("batches %s: imported one by one: %s",
+                     ", ".join(m.batch_id for m in batches), reason(error))  # fmt: skip
+            continue
+        if load is not None:
+            loads.append(load)
+            made.append((source, target, prepared.engine))
+    if not loads:
+        return {}
+    every = [m for load in loads for m in load.manifests]
+    tasks = min(m.read_parts or source.read.num_partitions
+                for load, (source, _, _) in zip(loads, made, strict=True)
+                for m in load.manifests)  # fmt: skip
+    try:
+        written = load_directly(spark, loads, tasks)
+    except Exception as error:  # noqa: BLE001 - each batch then tries on its own
+        log.info("batches %s: imported one by one: %s",
+                 ", ".join(m.batch_id for m in every), reason(error))  # fmt: skip
+        return {}
+    outcomes: dict[str, ImportResult | BaseException] = {}
+    for load, (source, target, engine), results in zip(loads, made, written, strict=True):
+        if any(isinstance(o, sa.exc.DBAPIError) for o in results):
+            forget_target(engine, target)  # a changed table, perhaps
+        outcomes.update(_outcomes(spark, source, target, list(load.manifests), results))
+    return outcomes
+
+
+def _straight_in(
+    spark: SparkSession,
+    source: SqlSourceConfig | SqsSourceConfig,
+    target: TargetTable,
+    manifests: list[Manifest],
+) -> dict[str, ImportResult | BaseException]:
+    """The outcomes of the batches one Spark job loaded straight in (or failed); no others."""
+    assert isinstance(source, SqlSourceConfig)
+    try:
+        into = target_engine_of(target)
+        rows = apply_columns(extract_ranges(spark, source, manifests, into), source.columns)
+        rows = for_target(rows, into, target.zero_dates)
+        written = write_jdbc_straight_in(rows, target, manifests)
+    except Exception as error:  # noqa: BLE001 - each batch then tries on its own
+        log.info("batches %s: imported one by one: %s",
+                 ", ".join(m.batch_id for m in manifests), reason(error))  # fmt: skip
+        return {}
+    return _outcomes(spark, source, target, manifests, written)
+
+
+def _outcomes(
+    spark: SparkSession,
+    source: SqlSourceConfig | SqsSourceConfig,
+    target: TargetTable,
+    manifests: list[Manifest],
+    written: Sequence[Written | BaseException | None],
+) -> dict[str, ImportResult | BaseException]:
+    """The batches' results or errors from what their direct loads gave; None: no outcome."""
+    outcomes: dict[str, ImportResult | BaseException] = {}
+    for manifest, outcome in zip(manifests, written, strict=True):
+        if isinstance(outcome, Written):
+            outcomes[manifest.batch_id] = imported(manifest, target, outcome)
+        elif isinstance(outcome, PySparkException | Py4JError | sa.exc.SQLAlchemyError):
+            outcomes[manifest.batch_id] = failure(spark, source, target, manifest, outcome)
+        elif outcome is not None:
+            outcomes[manifest.batch_id] = outcome
+    return outcomes
