@@ -353,9 +353,13 @@ class Budget:
         if self.clock() < self._not_before:
             return False
         share = self.connection_share
-        if share is None or not self.connections_set:
+        if share is None:
             return True
         keys = self._keys_part(share) or 1
+        if not self.connections_set:
+            # The default counts no batch (each import's reads keep to their part of
+            # the rest): the key queries keep to theirs, however many tables ask.
+            return self._keys_held < keys
         return self._keys_held < keys and self._held < share
 
     def _pause(self) -> float:

@@ -135,6 +135,31 @@ def test_key_queries_of_many_tables_leave_the_batches_their_part() -> None:
     assert len(inside) == 50 and budget.held == 8
 
 
+def test_key_queries_keep_to_their_part_of_the_default_budget_too() -> None:
+    # Left unset, the budget counts no batch (each import reads on its part of
+    # the rest), but many tables' key queries still hold no more than theirs:
+    # with the imports' reads, they stay within the database's default.
+    budget = Budget("db")
+    budget.configure(None, DATABASE_CONNECTIONS, connections_set=False, imports=2)
+    release = threading.Event()
+
+    def query() -> None:
+        with budget.connection():
+            release.wait(10)
+
+    queries = [threading.Thread(target=query) for _ in range(20)]
+    for thread in queries:
+        thread.start()
+    wait_until(lambda: budget._waiters == 20 - KEY_QUERIES, "the other key queries to wait")
+    assert budget.held == KEY_QUERIES
+    assert budget.admits(4)  # the batches are not counted
+    assert KEY_QUERIES + 2 * budget.read_parts(20) <= DATABASE_CONNECTIONS
+    release.set()
+    for thread in queries:
+        thread.join(10)
+    assert budget.held == 0
+
+
 def test_daemons_share_the_budget_and_a_joining_one_waits() -> None:
     clock = FakeClock(0.0)
     budgets = Budgets(load_config_text(_cfg(

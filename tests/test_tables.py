@@ -19,6 +19,7 @@ from config.loader import load_config, load_config_text
 from config.models import FairEntry, FairNode
 from config.sources import DATABASE_CONNECTIONS
 from scheduler.commands.init import starter_config
+from scheduler.commands.verify import verify_config
 from tests.helpers import drain, write_config
 from tests.shop_schema import TABLES, create_schema, rows_of, seed, shop_config
 
@@ -211,7 +212,8 @@ def test_many_tables_share_one_connection_budget_and_drain(  # type: ignore[no-u
     budget, its default left unset (sampled from ``pg_stat_activity`` all
     along: a pool per table held more than it at once), and a run of many
     drained tables ends: their key queries, taking turns on few
-    connections, do not keep it from seeing them all drained at once.
+    connections, do not keep it from seeing them all drained at once. The
+    verify after it, comparing tables side by side, stays within it too.
     """
     import threading
 
@@ -256,6 +258,9 @@ ledger: sqlite:///{tmp_path / 'ledger.db'}
     sampler.start()
     try:
         summary = drain(cfg, path, spark)
+        drained = len(seen)
+        # Verify, comparing tables side by side, stays within the same budget.
+        report = verify_config(spark, cfg)
     finally:
         stop.set()
         sampler.join(10)
@@ -267,4 +272,6 @@ ledger: sqlite:///{tmp_path / 'ledger.db'}
                   for i in range(tables)}  # fmt: skip
     target.dispose()
     assert counts == {rows}
-    assert seen and max(seen) <= DATABASE_CONNECTIONS, max(seen)
+    assert report.equal and [t.checked for t in report.tables] == [rows] * tables, report
+    assert seen[:drained] and max(seen[:drained]) <= DATABASE_CONNECTIONS, seen[:drained]
+    assert max(seen[drained:] or [0]) <= DATABASE_CONNECTIONS, ("verify", seen[drained:])
