@@ -26,10 +26,9 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack, nullcontext
 from dataclasses import asdict, dataclass, field
-from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -213,6 +212,7 @@ def _verify_one(
     spark: SparkSession, cfg: SluiceConfig, name: str, source: SqlSourceConfig,
     ledger: sa.Engine | None, share: ReadShare, parts: int, repair: bool, apply_deletes: bool,
 ) -> TableReport:  # fmt: skip
+    from scheduler.commands.verify_deletes import delete_extras
     from scheduler.commands.verify_limits import read_paced
     from scheduler.ledger.scope import DoneScope, done_scope, never_claimed
     from spark_jobs.import_job import target_table
@@ -256,7 +256,7 @@ def _verify_one(
         if repair and (report.missing or report.different):
             _repair(cfg, name, source, target, diff, report)
         if apply_deletes and report.extra:
-            _delete_extras(source, target, diff.keys(["extra"]), done.held, report)
+            delete_extras(source, target, diff.keys(["extra"]), done.held, report)
         return report
 
 
@@ -279,6 +279,7 @@ def _repair(cfg: SluiceConfig, name: str, source: SqlSourceConfig, target: Any, 
             report: TableReport) -> None:  # fmt: skip
     """Queue the missing and different keys as key-list batches under a repair version."""
     from config.models import ParquetTargetConfig
+    from scheduler.commands.verify_deletes import chunks
     from scheduler.ledger import Ledger
 
     kinds = ["missing", "different"]
@@ -292,7 +293,7 @@ def _repair(cfg: SluiceConfig, name: str, source: SqlSourceConfig, target: Any, 
     ledger = Ledger(cfg.ledger, lease_ttl=cfg.lease.ttl,
                     owner=f"verify:{socket.gethostname()}:{os.getpid()}")  # fmt: skip
     try:
-        for chunk in _chunks(diff.keys(kinds), cfg.batch.key_items):
+        for chunk in chunks(diff.keys(kinds), cfg.batch.key_items):
             claimed = ledger.claim_keys(uuid.uuid4().hex, name, source.target, chunk,
                                         versions=[version] * len(chunk))  # fmt: skip
             if claimed is not None:
@@ -302,58 +303,11 @@ def _repair(cfg: SluiceConfig, name: str, source: SqlSourceConfig, target: Any, 
         ledger.close()
 
 
-def _delete_extras(source: SqlSourceConfig, target: Any, keys: Iterator[list[Any]],
-                   held: list[list[Any]], report: TableReport) -> None:  # fmt: skip
-    """Delete rows only the target has, in transactions of 500 keys (JDBC targets).
-
-    A key is deleted only if the source table (without ``where:``) does not
-    hold it when it is looked up, just before, and no unfinished batch does:
-    a row a daemon migrated after the comparison read the source stays.
-    """
-    import sqlalchemy as sa
-
-    from config.models import ParquetTargetConfig
-    from spark_jobs.jdbc import sql_engine
-    from spark_jobs.verify import encoded
-
-    if isinstance(target.config, ParquetTargetConfig):
-        report.note = "extra rows not deleted: a Parquet target's files are not rewritten"
-        return
-    busy = {encoded(k) for k in held}
-    schema, _, name = source.table.rpartition(".")
-    source_keys: list[sa.ColumnClause[Any]] = [sa.column(c) for c in source.key_columns]
-    source_table = sa.table(name, *source_keys, schema=schema or None)
-    columns: list[sa.ColumnClause[Any]] = [sa.column(c) for c in target.key]
-    table = sa.table(target.table, *columns, schema=target.schema)
-    for chunk in _chunks(keys, 500):
-        with sql_engine(source.url).connect() as conn:
-            present = {encoded(row) for row in conn.execute(
-                sa.select(*source_keys).select_from(source_table)
-                .where(_among(source_keys, chunk)))}  # fmt: skip
-        gone = [k for k in chunk if encoded(k) not in present and encoded(k) not in busy]
-        if gone:
-            with sql_engine(target.config.url).begin() as conn:
-                report.deleted += conn.execute(table.delete().where(_among(columns, gone))).rowcount
-
-
-def _among(columns: list[Any], keys: list[list[Any]]) -> Any:
-    import sqlalchemy as sa
-
-    if len(columns) == 1:
-        return columns[0].in_([k[0] for k in keys])
-    return sa.tuple_(*columns).in_([tuple(k) for k in keys])
-
-
 def _why(error: BaseException) -> str:
     """An error's first line, the database's or the JVM's own words where there are some."""
     cause = getattr(error, "java_exception", None) or getattr(error, "orig", None) or error
     lines = str(cause).strip().splitlines() or [type(error).__name__]
     return f"{type(error).__name__}: {lines[0][:400]}"
-
-
-def _chunks(items: Iterator[list[Any]], size: int) -> Iterator[list[list[Any]]]:
-    while chunk := list(islice(items, size)):
-        yield chunk
 
 
 def render(report: VerifyReport) -> str:
