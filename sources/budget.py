@@ -349,18 +349,14 @@ class Budget:
         return batches_held + min(parts, share - keys) <= share - keys
 
     def _key_connection_free(self) -> bool:
-        """Whether a key query may open a connection: within the keys' part and the share."""
+        """Whether a key query may open a connection: within the keys' part (and a set share)."""
         if self.clock() < self._not_before:
             return False
         share = self.connection_share
         if share is None:
             return True
         keys = self._keys_part(share) or 1
-        if not self.connections_set:
-            # The default counts no batch (each import's reads keep to their part of
-            # the rest): the key queries keep to theirs, however many tables ask.
-            return self._keys_held < keys
-        return self._keys_held < keys and self._held < share
+        return self._keys_held < keys and (not self.connections_set or self._held < share)
 
     def _pause(self) -> float:
         # A permit given back wakes the waiters; the joining wait ends on time.
