@@ -43,10 +43,10 @@ class SparkSink(PoolSink):
     shipped to the executors on ``spark.submit.pyFiles``, and the Python
     packages it imports there on ``spark.archives``.
 
-    Keyset ranges of one source waiting for a thread together are imported
-    by one Spark job, a task per batch (:func:`~spark_jobs.import_group.run_imports`),
-    up to :attr:`max_group` of them: a Spark job's fixed cost is most of a
-    small batch's.
+    Keyset ranges waiting for a thread together (of one source, or of any
+    table read natively) are imported by one Spark job
+    (:func:`~spark_jobs.import_group.run_imports`), up to :attr:`max_group`
+    of them: a Spark job's fixed cost is most of a small batch's.
     """
 
     label = "Spark sink"
