@@ -31,15 +31,17 @@ from spark_jobs.import_job import (
     target_engine_of,
     target_table,
 )
-from spark_jobs.jdbc_tables import forget_target
 from spark_jobs.manifest import Manifest
 from spark_jobs.outcomes import ImportResult, reason
 from spark_jobs.read_sql import has_native_reader
-from spark_jobs.staging import drop_stale_stages
 from spark_jobs.target import TargetTable, Written
 from spark_jobs.transforms import for_target
 from spark_jobs.write_direct import DirectLoad, direct_load, load_directly
-from spark_jobs.write_jdbc import prepare_target_for, write_jdbc_straight_in
+from spark_jobs.write_jdbc import (
+    forget_if_refused,
+    ready_to_load_straight_in,
+    write_jdbc_straight_in,
+)
 
 log = logging.getLogger(__name__)
 
@@ -141,12 +143,9 @@ def _tables_straight_in(
         target = target_table(cfg, batches[0])
         try:
             schema, queries = native_ranges(source, batches, target_engine_of(target))
-            prepared = prepare_target_for(schema, target)
-            if prepared.fit.narrowings:
-                continue  # the staged path sets aside what the table would change
-            for manifest in batches:
-                if manifest.token > 1:
-                    drop_stale_stages(prepared.engine, manifest)
+            prepared = ready_to_load_straight_in(schema, target, batches)
+            if prepared is None:
+                continue
             load = direct_load(prepared.engine, target, batches, prepared.names, queries,
                                [[i] for i in range(len(batches))])  # fmt: skip
         except Exception as error:  # noqa: BLE001 - each batch then tries on its own
@@ -170,8 +169,7 @@ def _tables_straight_in(
         return {}
     outcomes: dict[str, ImportResult | BaseException] = {}
     for load, (source, target, engine), results in zip(loads, made, written, strict=True):
-        if any(isinstance(o, sa.exc.DBAPIError) for o in results):
-            forget_target(engine, target)  # a changed table, perhaps
+        forget_if_refused(engine, target, results)
         outcomes.update(_outcomes(spark, source, target, list(load.manifests), results))
     return outcomes
 

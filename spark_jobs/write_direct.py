@@ -184,10 +184,7 @@ def load_directly(
             outcome = _copy_in_task(load.url, load.target, manifest, list(load.names),
                                     iter([reads]), load.bulk, load.queries,
                                     load.verbatim)  # fmt: skip
-            seconds = time.monotonic() - started
-            yield pa.RecordBatch.from_pylist([{"batch": manifest.batch_id, "zeros": "",
-                                               **outcome, "seconds": seconds}],
-                                             schema=_OUTCOME_ARROW)  # fmt: skip
+            yield _outcome_row(manifest, outcome, time.monotonic() - started)
 
     manifests = [m for load in loads for m in load.manifests]
     rows = _outcome_rows(lambda: frame.mapInArrow(copy_partition, _OUTCOME).collect(), manifests)
@@ -233,14 +230,20 @@ def _direct_in_tasks(
         started = time.monotonic()  # the batch's own load: not its wait for a core
         manifest = manifests[TaskContext.get().partitionId()]  # type: ignore[union-attr]
         outcome = _copy_in_task(url, target, manifest, names, batches, bulk)
-        seconds = time.monotonic() - started
-        yield pa.RecordBatch.from_pylist([{"batch": manifest.batch_id, "zeros": "", **outcome,
-                                           "seconds": seconds}], schema=_OUTCOME_ARROW)
+        yield _outcome_row(manifest, outcome, time.monotonic() - started)
 
     rows = _outcome_rows(lambda: tasks.mapInArrow(copy_partition, _OUTCOME).collect(), manifests)
     method = bulk.method + (f", one Spark job for {len(manifests)} batches"
                             if len(manifests) > 1 else "")  # fmt: skip
     return _outcomes(rows, manifests, method)
+
+
+def _outcome_row(manifest: Manifest, outcome: dict[str, Any], seconds: float) -> pa.RecordBatch:
+    """What a direct load task returns for one batch (:data:`_OUTCOME`)."""
+    return pa.RecordBatch.from_pylist(
+        [{"batch": manifest.batch_id, "zeros": "", **outcome, "seconds": seconds}],
+        schema=_OUTCOME_ARROW,
+    )
 
 
 def _outcome_rows(collect: Callable[[], list[Any]], manifests: Sequence[Manifest]) -> list[Any]:

@@ -70,10 +70,6 @@ class Prepared:
         return [c.name for c in self.columns]
 
 
-def _prepare(df: DataFrame, target: TargetTable) -> Prepared:
-    return prepare_target_for(df.schema, target)
-
-
 def prepare_target_for(schema: T.StructType, target: TargetTable) -> Prepared:
     """Check a batch's columns (``schema``) against the target, create or fit its table and
     sluice's own."""
@@ -107,7 +103,7 @@ def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Writte
     assert isinstance(cfg, JdbcTargetConfig)
     endpoint = JdbcEndpoint.from_url(cfg.url)
     dialect = endpoint.dialect
-    prepared = _prepare(df, target)
+    prepared = prepare_target_for(df.schema, target)
     engine, columns, void, fit = prepared.engine, prepared.columns, prepared.void, prepared.fit
     names = prepared.names
     if manifest.token > 1:  # a first attempt has no older one: no catalog look-up
@@ -175,16 +171,36 @@ def write_jdbc_straight_in(
     its task raised, or None where the batch must go its own way (its range
     taken, a row refused, values the table would change).
     """
-    prepared = _prepare(df, target)
-    if prepared.fit.narrowings:
+    prepared = ready_to_load_straight_in(df.schema, target, manifests)
+    if prepared is None:
         return [None] * len(manifests)
+    outcomes = write_straight_in(df, prepared.engine, target, manifests, prepared.names)
+    forget_if_refused(prepared.engine, target, outcomes)
+    return outcomes
+
+
+def ready_to_load_straight_in(
+    schema: T.StructType, target: TargetTable, manifests: Sequence[Manifest]
+) -> Prepared | None:
+    """The target made ready for batches of ``schema`` loaded straight in, older attempts'
+    stages dropped; None when the table would change values (the staged path sets them
+    aside)."""
+    prepared = prepare_target_for(schema, target)
+    if prepared.fit.narrowings:
+        return None
     for manifest in manifests:
         if manifest.token > 1:
             drop_stale_stages(prepared.engine, manifest)
-    outcomes = write_straight_in(df, prepared.engine, target, manifests, prepared.names)
+    return prepared
+
+
+def forget_if_refused(
+    engine: sa.Engine, target: TargetTable, outcomes: Sequence[object]
+) -> None:
+    """Check the table again next time when the database refused a direct load (it may
+    have changed)."""
     if any(isinstance(o, sa.exc.DBAPIError) for o in outcomes):
-        forget_target(prepared.engine, target)  # a changed table, perhaps
-    return outcomes
+        forget_target(engine, target)
 
 
 def jdbc_commit(target: TargetTable, batch_id: str) -> Commit | None:

@@ -104,6 +104,24 @@ def test_connections_are_permits_shared_by_key_queries_and_reads() -> None:
     assert entered.is_set() and budget.held == 1
 
 
+def _key_queries(
+    budget: Budget, count: int, release: threading.Event, inside: list[int]
+) -> list[threading.Thread]:
+    """``count`` key queries that hold their permits until ``release``, started; returns
+    once all but those the budget lets in wait (each one let in notes ``budget.held``)."""
+
+    def query() -> None:
+        with budget.connection():
+            inside.append(budget.held)
+            release.wait(10)
+
+    queries = [threading.Thread(target=query) for _ in range(count)]
+    for thread in queries:
+        thread.start()
+    wait_until(lambda: budget._waiters == count - KEY_QUERIES, "the other key queries to wait")
+    return queries
+
+
 def test_key_queries_of_many_tables_leave_the_batches_their_part() -> None:
     # Hundreds of tables of one database: a key query waits at almost every
     # moment. The batches still get their part of the share, and the key
@@ -113,16 +131,7 @@ def test_key_queries_of_many_tables_leave_the_batches_their_part() -> None:
     assert budget.read_parts(20) == 10 - KEY_QUERIES
     release = threading.Event()
     inside: list[int] = []
-
-    def query() -> None:
-        with budget.connection():
-            inside.append(budget.held)
-            release.wait(10)
-
-    queries = [threading.Thread(target=query) for _ in range(50)]
-    for thread in queries:
-        thread.start()
-    wait_until(lambda: budget._waiters == 50 - KEY_QUERIES, "the other key queries to wait")
+    queries = _key_queries(budget, 50, release, inside)
     assert budget.held == KEY_QUERIES
     assert budget.admits(2)
     for _ in range(4):
@@ -142,15 +151,7 @@ def test_key_queries_keep_to_their_part_of_the_default_budget_too() -> None:
     budget = Budget("db")
     budget.configure(None, DATABASE_CONNECTIONS, connections_set=False, imports=2)
     release = threading.Event()
-
-    def query() -> None:
-        with budget.connection():
-            release.wait(10)
-
-    queries = [threading.Thread(target=query) for _ in range(20)]
-    for thread in queries:
-        thread.start()
-    wait_until(lambda: budget._waiters == 20 - KEY_QUERIES, "the other key queries to wait")
+    queries = _key_queries(budget, 20, release, [])
     assert budget.held == KEY_QUERIES
     assert budget.admits(4)  # the batches are not counted
     assert KEY_QUERIES + 2 * budget.read_parts(20) <= DATABASE_CONNECTIONS
