@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -79,7 +78,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import sqlalchemy as sa  # noqa: E402
 
 from benchmarks import peers_data  # noqa: E402
-from benchmarks.common import Run, Server, report, timed  # noqa: E402
+from benchmarks.common import Run, Server, first_to_last, report, timed  # noqa: E402
 
 ROWS = [int(n) for n in os.environ.get("ROWS", "1000000").split(",")]
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
@@ -103,8 +102,6 @@ HERE = Path(__file__).resolve().parent
 PEERS_VENV = HERE / ".peers-venv"
 PEERS_PACKAGES = ["connectorx==0.4.6", "adbc-driver-postgresql==1.13.0", "pyarrow"]
 """The ConnectorX + ADBC peer's packages, in its own virtualenv (never sluice's)."""
-FIRST_TO_LAST = re.compile(
-    r"sluice: ([\d,]+) rows in ([\d.]+) s \(([\d,]+) rows/s\) from the first batch")
 
 
 @dataclass
@@ -140,12 +137,6 @@ def source_database(server: Server, rows: int) -> tuple[str, tuple[int, int]]:
 
 
 # ------------------------------------------------------------------ processes
-
-
-def first_to_last(run: Run) -> float | None:
-    """sluice's rows/s from its first batch to its last, from its summary line."""
-    found = FIRST_TO_LAST.search(run.output)
-    return float(found.group(3).replace(",", "")) if found else None
 
 
 def run_sluice(

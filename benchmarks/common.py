@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -19,6 +20,8 @@ import sqlalchemy as sa
 
 TIMEOUT = 3600  # seconds per process: a hung run fails the benchmark, never the machine
 ROOT = Path(__file__).resolve().parent.parent
+FIRST_TO_LAST = re.compile(
+    r"sluice: ([\d,]+) rows in ([\d.]+) s \(([\d,]+) rows/s\) from the first batch")
 
 
 def report(
@@ -178,3 +181,9 @@ def timed(
         shown = command if isinstance(command, str) else " ".join(command[:4])
         raise SystemExit(f"{shown} exited with {code}" + (f", no {expect!r}" if code == 0 else ""))
     return Run(seconds, peak[0], peak[1], output[-4000:])
+
+
+def first_to_last(output: Run | str) -> float | None:
+    """sluice's rows/s from its first batch to its last, from its summary line."""
+    found = FIRST_TO_LAST.search(output.output if isinstance(output, Run) else output)
+    return float(found.group(3).replace(",", "")) if found else None

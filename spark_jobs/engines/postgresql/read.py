@@ -1,7 +1,8 @@
 """PostgreSQL's rows read by ``COPY … TO STDOUT`` inside Spark tasks, as Arrow.
 
 Each Spark task runs one query of the batch (its key range, or its list of
-keys) as ``COPY (SELECT …) TO STDOUT`` on a psycopg connection of its own,
+keys) as ``COPY (SELECT …) TO STDOUT`` on a connection of its own (through
+``psql`` where it is installed: :mod:`.copy_out`), opened for the read only,
 and turns whole lines of the server's text output into Arrow record
 batches (:func:`spark_jobs.engines.postgresql.textcopy.parse`): the server
 prints every value in its own text form, which no driver converts, so what
@@ -17,7 +18,6 @@ that text parses back the same in any target.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ import pyarrow as pa
 import sqlalchemy as sa
 
 from spark_jobs.engines.postgresql import textcopy
+from spark_jobs.engines.postgresql.copy_out import copy_out
 
 SESSION = (
     "-c DateStyle=ISO,MDY -c IntervalStyle=postgres -c TimeZone=UTC -c extra_float_digits=3 "
@@ -53,35 +54,21 @@ def conninfo(url: str | sa.URL) -> str:
     return make_conninfo("", **{k: v for k, v in params.items() if v is not None})
 
 
-@contextmanager
-def connection(info: str) -> Iterator[Any]:
-    """A psycopg connection to ``info`` with :data:`SESSION`'s settings, closed after use.
+def read_lines(info: str, query: str) -> Iterator[bytearray]:
+    """The text COPY output of ``query``, in chunks of whole lines of about :data:`CHUNK` bytes.
 
-    Not kept for the next task: a connection kept idle would still count against
-    the database's (or the role's) connection limit, which the source's
-    ``limits.max_connections`` budgets for reads only while they run. A new
-    connection costs ~3 ms on loopback.
-    """
-    import psycopg
-
-    conn = psycopg.connect(info, options=SESSION, autocommit=True)
-    try:
-        yield conn
-    finally:
-        conn.close()
-
-
-def read_lines(conn: Any, query: str) -> Iterator[bytearray]:
-    """The text COPY output of ``query``, in chunks of whole lines of about :data:`CHUNK` bytes."""
-    with conn.cursor() as cursor, cursor.copy(f"COPY ({query}) TO STDOUT") as copy:
-        lines = bytearray()
-        for row in copy:  # libpq hands over one row per message
-            lines += row
-            if len(lines) >= CHUNK:
-                yield lines
-                lines = bytearray()
-        if lines:
-            yield lines
+    Errors come as :func:`~.copy_out.copy_out` raises them."""
+    lines = bytearray()
+    for chunk in copy_out(info, f"COPY ({query}) TO STDOUT", SESSION):
+        lines += chunk
+        if len(lines) >= CHUNK:
+            # A row's own line breaks are escaped (\\n): a raw one ends a row.
+            end = lines.rfind(b"\n") + 1
+            if end:
+                yield lines[:end]
+                del lines[:end]
+    if lines:
+        yield lines
 
 
 def read_rows(info: str, query: str, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -90,29 +77,17 @@ def read_rows(info: str, query: str, schema: pa.Schema) -> Iterator[pa.RecordBat
     The database's errors come as SQLAlchemy's (``DBAPIError`` and its kinds), as a
     statement's would: whoever catches them tells a lost server from a bad query.
     """
-    import psycopg
-
-    try:
-        with connection(info) as conn:
-            for lines in read_lines(conn, query):
-                yield textcopy.parse(lines, schema)
-    except psycopg.Error as error:
-        raise sa.exc.DBAPIError.instance(query, None, error, psycopg.Error) from error
+    for lines in read_lines(info, query):
+        yield textcopy.parse(lines, schema)
 
 
 def copy_binary(info: str, query: str) -> Iterator[bytes]:
-    """The binary COPY output of ``query`` as the server sends it: header, rows, trailer.
+    """The binary COPY output of ``query`` as the server sends it: header, rows, trailer,
+    in chunks that follow no row boundary.
 
     Errors come as SQLAlchemy's, as :func:`read_rows` raises them.
     """
-    import psycopg
-
-    try:
-        with connection(info) as conn, conn.cursor() as cursor, cursor.copy(
-                f"COPY ({query}) TO STDOUT (FORMAT binary)") as copy:  # fmt: skip
-            yield from copy
-    except psycopg.Error as error:
-        raise sa.exc.DBAPIError.instance(query, None, error, psycopg.Error) from error
+    return copy_out(info, f"COPY ({query}) TO STDOUT (FORMAT binary)", SESSION)
 
 
 @dataclass(frozen=True)

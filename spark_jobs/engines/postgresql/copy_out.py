@@ -1,0 +1,127 @@
+"""A ``COPY … TO STDOUT``'s output in large chunks, read through a ``psql`` process.
+
+psycopg hands a COPY's output over one CopyData message, one row, at a time:
+~3 µs of the Spark task's Python a row, read and relayed, as much CPU as the
+target spends storing it, on cores the databases share. Measured here, 2 M
+rows of four narrow columns relayed into a target's COPY: 5.9 s of the
+task's CPU through psycopg; 0.4 s of the task's and 0.4 s of ``psql``'s
+through a pipe. Where ``psql`` is on the worker's PATH, the task reads its
+standard output in chunks; elsewhere psycopg's rows, joined into chunks.
+
+``psql`` runs with the connection's settings (:data:`.read.SESSION`, as
+``PGOPTIONS``), its password in its environment, never on its command line.
+An error it prints comes back as psycopg's exception of that SQLSTATE, in
+SQLAlchemy's wrapper, as a statement's would: whoever catches it tells a
+lost server from a bad query as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import sqlalchemy as sa
+
+PIPE_BYTES = 1 << 20
+"""The pipe's buffer (Linux's default 64 KiB lets ``psql`` wait on the task more often)."""
+
+_SQLSTATE = re.compile(r"(?:ERROR|FATAL|PANIC):\s+([0-9A-Z]{5}):\s*(.*)")
+_F_SETPIPE_SZ = 1031
+
+
+def psql() -> str | None:
+    """The ``psql`` this worker runs COPY through; None: psycopg reads it.
+
+    ``SLUICE_PSQL`` names another one, or ``none`` for psycopg always.
+    """
+    chosen = os.environ.get("SLUICE_PSQL", "")
+    if chosen.lower() == "none":
+        return None
+    return shutil.which(chosen or "psql")
+
+
+def copy_out(info: str, statement: str, options: str) -> Iterator[bytes]:
+    """The output of ``statement`` (a ``COPY … TO STDOUT``) on ``info``, in chunks that
+    follow no row boundary, the session set by ``options`` (``-c name=value …``).
+
+    Errors come as SQLAlchemy's (``DBAPIError`` and its kinds), raised only once
+    the output has ended short: a consumer that raises while reading stops the read.
+    """
+    program = psql()
+    if program is None:
+        yield from _through_psycopg(info, statement, options)
+    else:
+        yield from _through_psql(program, info, statement, options)
+
+
+def _through_psycopg(info: str, statement: str, options: str) -> Iterator[bytes]:
+    import psycopg
+
+    try:
+        conn = psycopg.connect(info, options=options, autocommit=True)
+        with conn, conn.cursor() as cursor, cursor.copy(statement) as copy:
+            chunk = bytearray()
+            for row in copy:  # libpq hands over one row per message
+                chunk += row
+                if len(chunk) >= PIPE_BYTES:
+                    yield bytes(chunk)
+                    chunk.clear()
+            if chunk:
+                yield bytes(chunk)
+    except psycopg.Error as error:
+        raise sa.exc.DBAPIError.instance(statement, None, error, psycopg.Error) from error
+
+
+def _through_psql(program: str, info: str, statement: str, options: str) -> Iterator[bytes]:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    params = conninfo_to_dict(info)
+    env = {**os.environ, "PGOPTIONS": options}
+    password = params.pop("password", None)
+    if password is not None:
+        env["PGPASSWORD"] = str(password)
+    command = [program, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-v", "VERBOSITY=verbose",
+               "-d", make_conninfo("", **params), "-c", statement]  # fmt: skip
+    proc = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=env, bufsize=0,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    with contextlib.suppress(OSError):  # a smaller pipe only costs wake-ups
+        fcntl.fcntl(proc.stdout.fileno(), _F_SETPIPE_SZ, PIPE_BYTES)
+    try:
+        while chunk := proc.stdout.read(PIPE_BYTES):
+            yield chunk
+        said = proc.stderr.read().decode(errors="replace")
+        if proc.wait() != 0:
+            raise _error(statement, said, proc.returncode)
+    finally:
+        if proc.poll() is None:  # the consumer stopped reading: so does psql
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def _error(statement: str, said: str, code: int) -> sa.exc.DBAPIError:
+    """What ``psql`` printed as psycopg's exception of its SQLSTATE, wrapped as
+    SQLAlchemy wraps it; a connection lost or refused (no SQLSTATE) as
+    ``OperationalError``."""
+    import psycopg
+    from psycopg import errors
+
+    found = _SQLSTATE.search(said)
+    message = said.strip() or f"psql exited with {code}"
+    kind: type[Any] = psycopg.OperationalError
+    if found is not None:
+        with contextlib.suppress(KeyError):
+            kind = errors.lookup(found.group(1))
+        message = found.group(2).strip()
+    error = kind(message)
+    return sa.exc.DBAPIError.instance(statement, None, error, psycopg.Error)
