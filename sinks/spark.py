@@ -21,10 +21,11 @@ from pyspark.sql import SparkSession
 from config.models import JOB_GROUP, SluiceConfig
 from sinks.abc import PoolSink
 from sinks.pyfiles import build_pyfiles_zip, executor_archives
-from spark_jobs.import_group import group_key, run_imports
+from spark_jobs.import_group import TABLES, group_key, run_imports, runs_without_spark
 from spark_jobs.import_job import ImportResult, run_import
+from spark_jobs.local_tasks import LocalTasks, SessionOnDemand
 from spark_jobs.manifest import Manifest
-from spark_jobs.session import SparkUnavailable, build_session
+from spark_jobs.session import SparkUnavailable, build_session, local_cores
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,11 @@ class SparkSink(PoolSink):
     table read natively) are imported by one Spark job
     (:func:`~spark_jobs.import_group.run_imports`), up to :attr:`max_group`
     of them: a Spark job's fixed cost is most of a small batch's.
+
+    On a local master, with no session given, those ranges are loaded by
+    local tasks (:mod:`spark_jobs.local_tasks`), not by Spark jobs: a run
+    whose every batch goes that way never starts the JVM (no warm-up then),
+    and a batch that needs Spark starts it.
     """
 
     label = "Spark sink"
@@ -67,6 +73,12 @@ class SparkSink(PoolSink):
         self._session_lock = threading.Lock()
         self._start_failed: SparkUnavailable | None = None
         self.ready_at: float | None = 0.0 if spark is not None else None
+        cores = local_cores(cfg.spark.master) if spark is None else None
+        self._tasks = LocalTasks(cores) if cores else None
+        self._on_demand = SessionOnDemand(self.session, self._tasks) if self._tasks else None
+        if self._tasks is not None:
+            self.ready_at = time.monotonic()  # local tasks need no JVM to start
+            warm_up = warm_up and not runs_without_spark(cfg)
         super().__init__(cfg.spark.max_concurrent_imports, "sluice-import")
         # Job groups are per SparkContext: a prefix per sink keeps another
         # sink's close(wait=False) from cancelling this one's jobs.
@@ -115,6 +127,8 @@ class SparkSink(PoolSink):
             self._closed = True
             running = list(self._pending)
         self._shutdown(wait)
+        if self._tasks is not None:
+            self._tasks.close()  # after a wait, idle; else their loads end uncommitted
         if wait and self._warm_up is not None:
             self._warm_up.join()  # a JVM still starting would outlive the sink
         if not wait and self._spark is not None:
@@ -132,6 +146,11 @@ class SparkSink(PoolSink):
         return group_key(self.cfg, manifest)
 
     def _run(self, ticket: int, manifest: Manifest) -> ImportResult:
+        if self._on_demand is not None and self._group_key(manifest) == TABLES:
+            [outcome] = run_imports(self._on_demand, self.cfg, [manifest])  # type: ignore[arg-type]
+            if isinstance(outcome, BaseException):
+                raise outcome
+            return outcome
         return self._in_job_group(
             ticket, [manifest], lambda: run_import(self.session(), self.cfg, manifest)
         )
@@ -139,6 +158,8 @@ class SparkSink(PoolSink):
     def _run_group(
         self, tickets: list[int], manifests: list[Manifest]
     ) -> list[ImportResult | BaseException]:
+        if self._on_demand is not None and self._group_key(manifests[0]) == TABLES:
+            return run_imports(self._on_demand, self.cfg, manifests)  # type: ignore[arg-type]
         return self._in_job_group(
             tickets[0], manifests, lambda: run_imports(self.session(), self.cfg, manifests)
         )

@@ -18,8 +18,8 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from config.errors import ConfigError
-from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig
-from spark_jobs.bulk_paths import may_copy_straight_in
+from config.models import JdbcTargetConfig, SluiceConfig, SqlSourceConfig, SqsSourceConfig
+from spark_jobs.bulk_paths import bulk_load, may_copy_straight_in
 from spark_jobs.extract import extract_ranges, native_ranges
 from spark_jobs.import_job import (
     apply_columns,
@@ -31,6 +31,7 @@ from spark_jobs.import_job import (
     target_engine_of,
     target_table,
 )
+from spark_jobs.jdbc import sql_engine
 from spark_jobs.manifest import Manifest
 from spark_jobs.outcomes import ImportResult, reason
 from spark_jobs.read_sql import has_native_reader
@@ -69,6 +70,19 @@ def group_key(cfg: SluiceConfig, manifest: Manifest) -> Hashable | None:
     if _read_in_task(cfg.sources[manifest.source]):
         return TABLES
     return manifest.source, manifest.target
+
+
+def runs_without_spark(cfg: SluiceConfig) -> bool:
+    """Whether every batch of ``cfg`` may go to a load that reads it in its own task
+    (:data:`TABLES`): keyset sources read natively into databases with a bulk path.
+    (A batch may still need Spark: a row refused, values the table would change.)"""
+    return all(
+        isinstance(source, SqlSourceConfig) and source.mode == "keyset"
+        and _read_in_task(source) for source in cfg.sources.values()
+    ) and all(
+        isinstance(target, JdbcTargetConfig) and bulk_load(sql_engine(target.url)) is not None
+        for target in cfg.targets.values()
+    )  # fmt: skip
 
 
 def _read_in_task(source: SqlSourceConfig | SqsSourceConfig) -> bool:

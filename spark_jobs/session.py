@@ -9,6 +9,7 @@ wins over each of these defaults.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from collections.abc import Sequence
@@ -57,6 +58,19 @@ def jdbc_jars(cfg: SparkConfig) -> list[str]:
     if missing:
         raise ConfigError(f"spark.jars: {', '.join(missing)} not found (fix the path or use auto)")
     return list(cfg.jars)
+
+
+def local_cores(master: str) -> int | None:
+    """The cores a ``local`` master runs tasks on (``local[*]``: this machine's); None for
+    any other master (``local-cluster`` too: its executors are JVMs of their own)."""
+    found = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", master.strip())
+    if found is None:
+        return None
+    if found.group(1) in (None, ""):
+        return 1
+    if found.group(1) == "*":
+        return os.cpu_count() or 1
+    return int(found.group(1))
 
 
 def is_loopback_master(master: str) -> bool:

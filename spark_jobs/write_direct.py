@@ -16,7 +16,9 @@ import logging
 import pickle
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa
@@ -32,6 +34,7 @@ from spark_jobs.commit_jdbc import commit_direct
 from spark_jobs.engines.base import CannotEncode
 from spark_jobs.engines.postgresql.verbatim import copy_verbatim, same_types
 from spark_jobs.jdbc import sql_engine
+from spark_jobs.local_tasks import LocalTasks, local_tasks
 from spark_jobs.manifest import Manifest
 from spark_jobs.read_sql import native_queries
 from spark_jobs.target import TargetTable, Written
@@ -171,29 +174,67 @@ def load_directly(
     """
     numbered = [(i, j) for i, load in enumerate(loads) for j in range(len(load.manifests))]
     total = len(numbered)
-    frame = spark.range(0, total, 1, max(1, min(tasks, total)))
-
-    def copy_partition(numbers: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        wanted = [n for batch in numbers for n in batch.column(0).to_pylist()]
-        for n in wanted:
-            started = time.monotonic()  # the batch's own load: not its wait for a core
-            i, j = numbered[n]
-            load = loads[i]
-            manifest = load.manifests[j]
-            reads = pa.record_batch([pa.array(load.reads[j], pa.int64())], names=["id"])
-            outcome = _copy_in_task(load.url, load.target, manifest, list(load.names),
-                                    iter([reads]), load.bulk, load.queries,
-                                    load.verbatim)  # fmt: skip
-            yield _outcome_row(manifest, outcome, time.monotonic() - started)
-
     manifests = [m for load in loads for m in load.manifests]
-    rows = _outcome_rows(lambda: frame.mapInArrow(copy_partition, _OUTCOME).collect(), manifests)
+    pool = local_tasks(spark)
+    if pool is not None:
+        rows = _in_local_tasks(pool, loads, numbered, max(1, min(tasks, total, pool.workers)))
+        how = "local tasks"
+    else:
+        frame = spark.range(0, total, 1, max(1, min(tasks, total)))
+
+        def copy_partition(numbers: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            wanted = [n for batch in numbers for n in batch.column(0).to_pylist()]
+            for manifest, outcome, seconds in load_share(loads, numbered, wanted, in_spark=True):
+                yield _outcome_row(manifest, outcome, seconds)
+
+        rows = _outcome_rows(lambda: frame.mapInArrow(copy_partition, _OUTCOME).collect(),
+                             manifests)  # fmt: skip
+        how = "one Spark job"
     return [
         _outcomes(rows, list(load.manifests),
                   ("copy as stored" if load.verbatim else load.bulk.method)
-                  + (f", one Spark job for {total} batches" if total > 1 else ""))
+                  + (f", {how} for {total} batches" if total > 1 else ""))
         for load in loads
     ]  # fmt: skip
+
+
+def load_share(
+    loads: Sequence[DirectLoad], numbered: Sequence[tuple[int, int]], wanted: Sequence[int],
+    in_spark: bool = False,
+) -> Iterator[tuple[Manifest, dict[str, Any], float]]:  # fmt: skip
+    """In a task: the batches ``wanted`` (numbers into ``numbered``: a load's and its
+    batch's), loaded one after the other; each one's outcome and seconds as it is done."""
+    for n in wanted:
+        started = time.monotonic()  # the batch's own load: not its wait for a core
+        i, j = numbered[n]
+        load = loads[i]
+        manifest = load.manifests[j]
+        reads = pa.record_batch([pa.array(load.reads[j], pa.int64())], names=["id"])
+        outcome = _copy_in_task(load.url, load.target, manifest, list(load.names),
+                                iter([reads]), load.bulk, load.queries, load.verbatim,
+                                in_spark=in_spark)  # fmt: skip
+        yield manifest, outcome, time.monotonic() - started
+
+
+def _local_share(
+    loads: Sequence[DirectLoad], numbered: Sequence[tuple[int, int]], wanted: Sequence[int]
+) -> list[dict[str, Any]]:
+    """A local task's share (:func:`load_share`): its outcome rows, as :data:`_OUTCOME`'s."""
+    return [{"batch": m.batch_id, "zeros": "", **outcome, "seconds": seconds}
+            for m, outcome, seconds in load_share(loads, numbered, wanted)]  # fmt: skip
+
+
+def _in_local_tasks(
+    pool: LocalTasks, loads: Sequence[DirectLoad], numbered: Sequence[tuple[int, int]],
+    tasks: int,
+) -> list[Any]:  # fmt: skip
+    """The loads' outcome rows, their batches shared among ``tasks`` local tasks as
+    ``spark.range`` shares them among partitions (consecutive numbers)."""
+    total = len(numbered)
+    shares = [list(range(k * total // tasks, (k + 1) * total // tasks)) for k in range(tasks)]
+    with ThreadPoolExecutor(tasks, thread_name_prefix="sluice-local-task") as threads:
+        done = threads.map(lambda share: pool.run(_local_share, loads, numbered, share), shares)
+        return [SimpleNamespace(**row) for rows in done for row in rows]
 
 
 def _direct_in_tasks(
@@ -291,6 +332,7 @@ def _copy_in_task(
     bulk: BulkLoad,
     queries: Any = None,
     verbatim: bool = False,
+    in_spark: bool = True,
 ) -> dict[str, Any]:
     """In the Spark task: the direct load and its commit; the outcome as one row.
 
@@ -298,9 +340,11 @@ def _copy_in_task(
     ``batches`` are the rows). ``verbatim``: the target's columns have the
     source's very types (:func:`~spark_jobs.engines.postgresql.verbatim.same_types`):
     the source's binary COPY goes into the target's as it comes, never parsed.
+    ``in_spark``: False in a local task (:mod:`spark_jobs.local_tasks`), whose
+    input is a list, whole by construction.
     """
-    infile = task_input()
-    if infile is None:  # a PySpark whose worker this module does not know
+    infile = task_input() if in_spark else None
+    if in_spark and infile is None:  # a PySpark whose worker this module does not know
         for _ in batches:
             pass
         note = "staged, not copied straight in: this PySpark's worker does not show its input"
@@ -324,7 +368,7 @@ def _copy_in_task(
             yield batch.select(names)
 
     def load(cursor: Any) -> int:
-        rows = whole(batches, infile)
+        rows = whole(batches, infile) if infile is not None else batches
         if verbatim:
             return copy_verbatim(cursor, table_sql, names, queries, rows)
         if queries is not None:
