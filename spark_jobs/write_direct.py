@@ -370,7 +370,7 @@ def _copy_in_task(
     def load(cursor: Any) -> int:
         rows = whole(batches, infile) if infile is not None else batches
         if verbatim:
-            return copy_verbatim(cursor, table_sql, names, queries, rows)
+            return copy_verbatim(cursor, table_sql, names, queries, rows, manifest.items)
         if queries is not None:
             rows = queries.rows(rows)
         return bulk.load(cursor, table_sql, names, projected(rows))

@@ -116,3 +116,15 @@ def _name(pid: int) -> str:
             return comm.read().strip()
     except OSError:
         return ""
+
+
+def test_a_small_read_goes_through_psycopg(pg_url: str) -> None:
+    statement = f"COPY ({ROWS}) TO STDOUT"
+    small = module.copy_out(conninfo(pg_url), statement, SESSION, rows=module.PSQL_ROWS - 1)
+    next(small)
+    assert not [p for p in _children() if _name(p) == "psql"]  # psql costs ~45 ms to start
+    small.close()
+    large = module.copy_out(conninfo(pg_url), statement, SESSION, rows=module.PSQL_ROWS)
+    next(large)
+    assert [p for p in _children() if _name(p) == "psql"]
+    large.close()

@@ -54,12 +54,14 @@ def conninfo(url: str | sa.URL) -> str:
     return make_conninfo("", **{k: v for k, v in params.items() if v is not None})
 
 
-def read_lines(info: str, query: str) -> Iterator[bytearray]:
+def read_lines(info: str, query: str, rows: int | None = 0) -> Iterator[bytearray]:
     """The text COPY output of ``query``, in chunks of whole lines of about :data:`CHUNK` bytes.
 
+    ``rows``: as :func:`~.copy_out.copy_out` takes it (default: few, through
+    psycopg: verify's buckets and small batches are most reads of this kind).
     Errors come as :func:`~.copy_out.copy_out` raises them."""
     lines = bytearray()
-    for chunk in copy_out(info, f"COPY ({query}) TO STDOUT", SESSION):
+    for chunk in copy_out(info, f"COPY ({query}) TO STDOUT", SESSION, rows):
         lines += chunk
         if len(lines) >= CHUNK:
             # A row's own line breaks are escaped (\\n): a raw one ends a row.
@@ -81,13 +83,13 @@ def read_rows(info: str, query: str, schema: pa.Schema) -> Iterator[pa.RecordBat
         yield textcopy.parse(lines, schema)
 
 
-def copy_binary(info: str, query: str) -> Iterator[bytes]:
+def copy_binary(info: str, query: str, rows: int | None = None) -> Iterator[bytes]:
     """The binary COPY output of ``query`` as the server sends it: header, rows, trailer,
-    in chunks that follow no row boundary.
+    in chunks that follow no row boundary; ``rows``: as :func:`~.copy_out.copy_out` takes it.
 
     Errors come as SQLAlchemy's, as :func:`read_rows` raises them.
     """
-    return copy_out(info, f"COPY ({query}) TO STDOUT (FORMAT binary)", SESSION)
+    return copy_out(info, f"COPY ({query}) TO STDOUT (FORMAT binary)", SESSION, rows)
 
 
 @dataclass(frozen=True)

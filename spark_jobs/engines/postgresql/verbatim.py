@@ -55,19 +55,22 @@ def same_types(engine: sa.Engine, target: TargetTable, queries: Any, names: Sequ
 
 def copy_verbatim(
     cursor: Any, table_sql: str, names: Sequence[str], queries: Any,
-    tasks: Iterable[pa.RecordBatch],
+    tasks: Iterable[pa.RecordBatch], rows: int | None = None,
 ) -> int:  # fmt: skip
     """The rows of the native read's queries whose numbers ``tasks`` carries, from the
-    source's binary COPY into the target's as the server sent them; how many."""
+    source's binary COPY into the target's as the server sent them; how many.
+    ``rows``: about how many they hold in all (the batch's), None when unknown."""
     import psycopg
 
     statement = f"COPY {table_sql} ({quoted(*names)}) FROM STDIN (FORMAT binary)"
     total = 0
     for batch in tasks:
-        for index in batch.column(0).to_pylist():
+        indexes = batch.column(0).to_pylist()
+        each = None if rows is None else rows // max(1, len(indexes))
+        for index in indexes:
             try:
                 with cursor.copy(statement) as copy:
-                    for chunk in copy_binary(queries.info, queries.verbatim[index]):
+                    for chunk in copy_binary(queries.info, queries.verbatim[index], each):
                         copy.write(chunk)
             except psycopg.Error as error:
                 raise sa.exc.DBAPIError.instance(statement, None, error, psycopg.Error) from error
