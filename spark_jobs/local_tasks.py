@@ -33,6 +33,8 @@ from typing import Any
 from pyspark import cloudpickle
 from pyspark.sql import SparkSession
 
+from config.processes import pid_alive
+
 
 class WorkerLost(RuntimeError):
     """A local task's worker process died before it answered (killed, out of memory)."""
@@ -153,21 +155,11 @@ def _die_with(parent: int) -> None:
     except ProcessLookupError:
         os.kill(os.getpid(), signal.SIGKILL)
     except (OSError, AttributeError):  # no pidfd (Linux before 5.3): look every second
-        while _alive(parent):
+        while pid_alive(parent):
             time.sleep(1.0)
     else:
         select.select([watched], [], [])
     os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class SessionOnDemand:

@@ -25,7 +25,8 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from config.errors import LedgerError
-from scheduler.ledger.owners import DEAD_AFTER, pid_alive
+from config.processes import pid_alive
+from scheduler.ledger.owners import DEAD_AFTER
 from scheduler.ledger.schema import SCHEMA, WRITE_OPTION, open_engine
 
 REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006")

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 
 import sqlalchemy as sa
 
+from config.processes import pid_alive
 from scheduler.ledger.outage import ride_out
 from scheduler.ledger.schema import SCHEMA, UNFINISHED, batches_table, owners_table
 from scheduler.ledger.writer import SerialWriter
@@ -143,17 +144,6 @@ class Owners:
             t.c.owner.not_in(alive),
             t.c.owner.in_(dead_here),
         )
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process of this host with that pid exists (another user's counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def sluice_version() -> str:
