@@ -152,7 +152,7 @@ class SqlReader:
         read partitions, the source's ``read.num_partitions`` unless given.
         """
         parts = self.source.read.num_partitions if parts is None else parts
-        bounds = _split_int_range(lo, hi, parts, items)
+        bounds = split_int_range(lo, hi, parts, items)
         if bounds is None:
             return self._read([self._range(lo, hi)])
         # Partitioned read: one JDBC query per sub-range (b[i], b[i+1]]; the
@@ -332,7 +332,7 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _split_int_range(
+def split_int_range(
     lo: Sequence[Any] | None, hi: Sequence[Any] | None, parts: int, items: int = 0
 ) -> list[int | None] | None:
     """Boundaries b0 < … < bn splitting (lo, hi] evenly, or None when it cannot be split.

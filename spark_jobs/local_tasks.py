@@ -163,15 +163,30 @@ def _die_with(parent: int) -> None:
 
 
 class SessionOnDemand:
-    """A SparkSession started when first used, and the :class:`LocalTasks` that run
-    the tasks needing no Spark until then (and after: Spark's job costs them nothing).
+    """A SparkSession started when first used, and the :class:`LocalTasks` (if any) that
+    run the tasks needing no Spark until then (and after: Spark's job costs them nothing).
 
-    Stands in for the SparkSession it starts: any attribute starts it.
+    Stands in for the SparkSession it starts: any attribute starts it. ``start``
+    may be called again after the first time: it must return the same session.
     """
 
-    def __init__(self, start: Callable[[], SparkSession], tasks: LocalTasks) -> None:
+    def __init__(self, start: Callable[[], SparkSession], tasks: LocalTasks | None = None) -> None:
         self._start = start
         self.local_tasks = tasks
+
+    @classmethod
+    def once(cls, start: Callable[[], SparkSession]) -> SessionOnDemand:
+        """A stand-in for the session ``start`` makes, calling it at most once."""
+        lock = threading.Lock()
+        made: list[SparkSession] = []
+
+        def started() -> SparkSession:
+            with lock:
+                if not made:
+                    made.append(start())
+                return made[0]
+
+        return cls(started)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._start(), name)

@@ -85,7 +85,7 @@ def read_sides(
     if not sa.inspect(engine).has_table(target.table, schema=target.schema):
         return rows, spark.createDataFrame([], rows.schema)
     mirror = SqlSourceConfig(
-        kind="sql", url=target.config.url, table=_qualified(target), key=list(target.key),
+        kind="sql", url=target.config.url, table=qualified(target), key=list(target.key),
         read=ReadConfig(num_partitions=parts, fetchsize=source.read.fetchsize),
         target=target.label,
     )  # fmt: skip
@@ -178,9 +178,9 @@ def _bounds(
     target_hi = None if scope.target_open else scope.upto
     if len(source.key_columns) != 1 or scope.nothing:
         return None, scope.upto, target_hi
-    ends = [_min_max(source.url, source.table, source.key_columns[0])] if ask_source else []
+    ends = [min_max(source.url, source.table, source.key_columns[0])] if ask_source else []
     if not isinstance(target.config, ParquetTargetConfig):
-        ends.append(_min_max(target.config.url, _qualified(target), target.key[0], missing_ok=True))
+        ends.append(min_max(target.config.url, qualified(target), target.key[0], missing_ok=True))
     lows = [lo for lo, _ in ends if isinstance(lo, int)]
     highs = [hi for _, hi in ends if isinstance(hi, int)]
     if not lows or not highs or any(not isinstance(v, int | None) for end in ends for v in end):
@@ -189,7 +189,9 @@ def _bounds(
     return [min(lows) - 1], scope.upto or top, top if target_hi is None else target_hi
 
 
-def _min_max(url: str, table: str, column: str, missing_ok: bool = False) -> tuple[Any, Any]:
+def min_max(url: str, table: str, column: str, missing_ok: bool = False) -> tuple[Any, Any]:
+    """The first and last of ``column``'s values in ``table`` at ``url`` (None, None: no row,
+    or no such table when ``missing_ok``)."""
     schema, _, name = table.rpartition(".")
     engine = sql_engine(url)
     if missing_ok and not sa.inspect(engine).has_table(name, schema=schema or None):
@@ -223,7 +225,8 @@ def _parquet_side(
     return theirs
 
 
-def _qualified(target: TargetTable) -> str:
+def qualified(target: TargetTable) -> str:
+    """The target's table as ``schema.table`` (or ``table`` in the default schema)."""
     return f"{target.schema}.{target.table}" if target.schema else target.table
 
 

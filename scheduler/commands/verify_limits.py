@@ -121,6 +121,11 @@ class ReadShare:
             except Exception as error:  # noqa: BLE001 - the share held stays; the next beat retries
                 log.warning("verify: cannot renew its share of the limits: %s", error)
 
+    def paces(self, source: str) -> bool:
+        """Whether ``source``'s reads are paced (``max_rows_per_s``): read slice by slice."""
+        budget = self._of.get(source)
+        return budget is not None and budget.rate_share is not None
+
     def bounds_connections(self, source: str) -> bool:
         """Whether ``source``'s database's connections are bounded: every query counts."""
         budget = self._of.get(source)
