@@ -9,6 +9,7 @@ order, starts them once the loop is built, and stops them first on shutdown.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,27 @@ if TYPE_CHECKING:
 # The daemon's logger: these lines are the daemon's, as they were before this module existed.
 log = logging.getLogger("sluice.daemon")
 
+STATUS_SHARE = 0.05
+"""The most of the daemon's time the status board's jobs take (measured: with 1,200
+tables a refresh took over a second, every second, and the loop starved)."""
+
+
+def _at_most(job: Callable[[], object], seconds: float, share: float) -> Callable[[], None]:
+    """``job``, skipped until it has waited ``seconds`` and ``1 / share`` times its last run."""
+    due = [0.0]
+
+    def run() -> None:
+        start = time.monotonic()
+        if start < due[0]:
+            return
+        try:
+            job()
+        finally:
+            took = time.monotonic() - start
+            due[0] = start + max(seconds, took / share) - seconds / 2  # the tick's own jitter
+
+    return run
+
 
 class Background:
     """The daemon's background work, started with the loop and stopped before the sources."""
@@ -49,9 +71,17 @@ class Background:
         self._loop: MainLoop | None = None
         self.status: StatusBoard | None = None
 
-    def every(self, seconds: float, job: Callable[[], object], job_id: str) -> None:
-        """Run ``job`` every ``seconds`` once started; a run still going is not doubled."""
-        self._periodic.add_job(job, "interval", seconds=seconds, id=job_id,
+    def every(
+        self, seconds: float, job: Callable[[], object], job_id: str, *, share: float | None = None
+    ) -> None:
+        """Run ``job`` every ``seconds`` once started; a run still going is not doubled.
+
+        ``share``: the most of the daemon's time the job may take; a job that
+        takes longer (a status of 1,000 tables) runs less often, so that it
+        never competes with the main loop for the interpreter.
+        """
+        run = job if share is None else _at_most(job, seconds, share)
+        self._periodic.add_job(run, "interval", seconds=seconds, id=job_id,
                                max_instances=1, coalesce=True)
 
     def keep_status(self, loop: MainLoop) -> None:
@@ -60,8 +90,8 @@ class Background:
         from scheduler.observe.snapshot import LEDGER_EVERY, SNAPSHOT_EVERY, status_board
 
         self.status = status_board(loop, self.queues)
-        self.every(SNAPSHOT_EVERY, self.status.refresh, "status")
-        self.every(LEDGER_EVERY, self.status.read_ledger, "status-ledger")
+        self.every(SNAPSHOT_EVERY, self.status.refresh, "status", share=STATUS_SHARE)
+        self.every(LEDGER_EVERY, self.status.read_ledger, "status-ledger", share=STATUS_SHARE)
         # The ledger's figures (rows done, daemons, dead batches) from the
         # start, not only after the first interval; a ledger away is shown.
         self.status.read_ledger()

@@ -136,7 +136,8 @@ class KeyQueries:
 
         Each value counts as the length of its text (bytes as themselves),
         plus a byte for its separator: about what a row costs on the way
-        (a COPY's text, a JDBC row). The sample is the first rows the
+        (a COPY's text, a JDBC row); PostgreSQL measures its rows' record
+        text itself (bytes there in hex). The sample is the first rows the
         database finds (no order, no ``where:``): one cheap query. None for
         an empty table.
         """
@@ -146,6 +147,14 @@ class KeyQueries:
         def run() -> float | None:
             rows = total = 0
             with engine.connect() as conn:
+                if conn.dialect.name == "postgresql":
+                    # The server measures its rows' record text: no row comes over (a
+                    # schema of 1,000 tables spent half a minute converting samples).
+                    width = conn.exec_driver_sql(
+                        f"SELECT avg(octet_length(s::text)) FROM (SELECT * FROM {name} "
+                        f"LIMIT {int(sample)}) s"
+                    ).scalar()
+                    return None if width is None else float(width)
                 for row in conn.exec_driver_sql(f"SELECT * FROM {name} LIMIT {int(sample)}"):
                     rows += 1
                     total += sum(_text_bytes(value) + 1 for value in row)
