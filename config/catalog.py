@@ -120,7 +120,8 @@ def inspect_tables(url: str, patterns: list[str], foreign_keys: bool) -> list[Fo
                 refs = (inspector.get_multi_foreign_keys(schema=schema, filter_names=chosen)
                         if foreign_keys else {})  # fmt: skip
                 for table in chosen:
-                    key = tuple((keys.get((schema, table)) or {}).get("constrained_columns") or ())
+                    pk = keys.get((schema, table))
+                    key = tuple(pk["constrained_columns"] or ()) if pk else ()
                     refers = tuple(sorted({
                         _name(fk.get("referred_schema"), fk["referred_table"], default)
                         for fk in refs.get((schema, table), [])
