@@ -36,18 +36,22 @@ STATUS_SHARE = 0.05
 tables a refresh took over a second, every second, and the loop starved)."""
 
 
-def _at_most(job: Callable[[], object], seconds: float, share: float) -> Callable[[], None]:
-    """``job``, skipped until it has waited ``seconds`` and ``1 / share`` times its last run."""
-    due = [0.0]
+def at_most(
+    job: Callable[[], object], seconds: float, share: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> Callable[[], None]:  # fmt: skip
+    """``job`` run every ``seconds``, but skipped until ``1 / share`` times its last run's
+    length has passed (``clock``: seconds, injected in tests)."""
+    due = [float("-inf")]
 
     def run() -> None:
-        start = time.monotonic()
+        start = clock()
         if start < due[0]:
             return
         try:
             job()
         finally:
-            took = time.monotonic() - start
+            took = clock() - start
             due[0] = start + max(seconds, took / share) - seconds / 2  # the tick's own jitter
 
     return run
@@ -80,7 +84,7 @@ class Background:
         takes longer (a status of 1,000 tables) runs less often, so that it
         never competes with the main loop for the interpreter.
         """
-        run = job if share is None else _at_most(job, seconds, share)
+        run = job if share is None else at_most(job, seconds, share)
         self._periodic.add_job(run, "interval", seconds=seconds, id=job_id,
                                max_instances=1, coalesce=True)
 
