@@ -262,9 +262,15 @@ class Daemon:
         # Buffered items no batch claimed: the refills are stopped, so none
         # lands after this; held ones stay with their (failed) batch, whose
         # retry reads its manifest. Before close: SQS needs its client.
+        idle = 0
         for name, queue in self.queues.items():
             given = queue.give_back()
-            log.info("source %s: %d buffered items given back", name, given)
+            if given:
+                log.info("source %s: %d buffered items given back", name, given)
+            else:
+                idle += 1
+        if idle:  # one line, not one per table of a 1,000-table schema
+            log.info("%d sources had no buffered item to give back", idle)
         for queue in self.queues.values():
             queue.wrapped.close()
         try:
