@@ -306,9 +306,7 @@ class Budget:
                 with self._cond:
                     self._keys_held -= 1
                     self._held -= 1
-                    # One permit, one waiter: waking them all (a source per table of a
-                    # 1,000-table schema) cost ~40,000 thread switches a second.
-                    self._cond.notify()
+                    self._cond.notify()  # one waiter: all of 1,000 tables' was 40k switches/s
         if timed:
             self.observe_latency(self.clock() - started)
 
