@@ -192,6 +192,12 @@ class SessionOnDemand:
         return getattr(self._start(), name)
 
 
+def started(spark: SparkSession | SessionOnDemand) -> SparkSession:
+    """The SparkSession itself behind ``spark`` (started now when it is a stand-in): what
+    PySpark's own constructors must be given."""
+    return spark._start() if isinstance(spark, SessionOnDemand) else spark
+
+
 def local_tasks(spark: SparkSession | SessionOnDemand) -> LocalTasks | None:
     """The local tasks of ``spark``, when it is a :class:`SessionOnDemand`; None otherwise."""
     return spark.local_tasks if isinstance(spark, SessionOnDemand) else None

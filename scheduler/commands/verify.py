@@ -222,6 +222,7 @@ def _verify_one(
     from scheduler.ledger.scope import DoneScope, done_scope, never_claimed
     from spark_jobs.import_job import target_table
     from spark_jobs.keyorder import key_typer
+    from spark_jobs.local_tasks import started
     from spark_jobs.manifest import Manifest
     from spark_jobs.verify import KINDS, compare, encoded
     from spark_jobs.verify_read import read_sides, rejected_keys
@@ -236,6 +237,7 @@ def _verify_one(
         if proof is not None:
             return TableReport(name, target.label, proof.rows, proof.rows, scope=said,
                                first={kind: [] for kind in KINDS})  # fmt: skip
+    spark = started(spark)  # compared in Spark: the session itself from here on
     with ExitStack() as releases:  # Spark's kept frames, dropped once the report is made
         kept = None if scope.nothing else read_paced(spark, share, name, source, scope.upto,
                                                      parts)  # fmt: skip
