@@ -26,8 +26,6 @@ from cachetools import TTLCache
 from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 
-from spark_jobs.local_tasks import started
-
 log = logging.getLogger(__name__)
 
 SCHEMA_TTL = 60.0
@@ -80,7 +78,6 @@ def _built(
     predicates: Sequence[str],
     properties: Mapping[str, str],
 ) -> DataFrame:
-    spark = started(spark)  # a frame made here must hold the session itself, not a stand-in
     jvm = spark._jvm
     assert jvm is not None
     package = jvm.org.apache.spark.sql.execution.datasources.jdbc
