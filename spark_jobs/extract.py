@@ -40,6 +40,7 @@ from spark_jobs.read_sql import (
 from spark_jobs.spark_names import quoted
 
 if TYPE_CHECKING:
+    from spark_jobs.engines.mysql.read import Queries as MySQLQueries
     from spark_jobs.engines.postgresql.read import Queries
 
 _INT64 = range(-(2**63), 2**63)
@@ -95,16 +96,19 @@ def extract_ranges(
 
 
 def native_ranges(
-    source: SqlSourceConfig, manifests: Sequence[Manifest], target: str | None = None
-) -> tuple[T.StructType, Queries]:
-    """What :func:`extract_ranges` reads from a source read natively, without Spark: the
-    rows' schema and a query per batch (query i reads ``manifests[i]``'s rows)."""
+    source: SqlSourceConfig, manifests: Sequence[Manifest], target: str, zero_dates: str
+) -> tuple[T.StructType, Queries | MySQLQueries]:
+    """What :func:`extract_ranges` reads from a source read natively, without Spark, for a
+    load's own task into engine ``target``: the rows' schema and a query per batch (query
+    i reads ``manifests[i]``'s rows, with the transforms of
+    :func:`~spark_jobs.transforms.for_target`, ``zero_dates`` as the target says)."""
     if any(m.kind != "range" for m in manifests):
         raise ValueError("native_ranges reads range batches only")
     reader = SqlReader(None, source, target=target)
     columns = table_columns(source.url, source.table)
     where = reader.range_conditions([(m.lo, m.hi) for m in manifests])
-    return native_read(source.url, reader.table_sql, columns, where, target=target)
+    return native_read(source.url, reader.table_sql, columns, where, target=target,
+                       zero_dates=zero_dates)
 
 
 class SqlReader:
@@ -129,7 +133,7 @@ class SqlReader:
         schema, _, name = source.table.rpartition(".")
         table = sa.table(name, schema=schema or None)
         self.table_sql = self.dialect.identifier_preparer.format_table(table)
-        self.native = has_native_reader(source.url)
+        self.native = has_native_reader(source.url, as_text)
 
     @property
     def spark(self) -> SparkSession:

@@ -156,7 +156,8 @@ def _tables_straight_in(
         assert isinstance(source, SqlSourceConfig)
         target = target_table(cfg, batches[0])
         try:
-            schema, queries = native_ranges(source, batches, target_engine_of(target))
+            schema, queries = native_ranges(source, batches, target_engine_of(target),
+                                            target.zero_dates)
             prepared = ready_to_load_straight_in(schema, target, batches)
             if prepared is None:
                 continue

@@ -1,9 +1,10 @@
 """A SQL source table's rows as a Spark DataFrame, read the way its engine reads best.
 
 PostgreSQL: ``COPY (SELECT …) TO STDOUT`` inside Spark tasks, one query per
-task (:mod:`spark_jobs.engines.postgresql.read`). Other engines: Spark's JDBC
-reader (:mod:`spark_jobs.jdbc_read`), over a query that reads each column as
-its carrier takes it.
+task (:mod:`spark_jobs.engines.postgresql.read`); MySQL and MariaDB: ConnectorX
+inside Spark tasks (:mod:`spark_jobs.engines.mysql.read`), where it is
+installed. Other engines: Spark's JDBC reader (:mod:`spark_jobs.jdbc_read`), over
+a query that reads each column as its carrier takes it.
 
 Either way each column travels in its carrier (see
 :mod:`spark_jobs.engines.base`) and carries its source column in its field's
@@ -36,6 +37,7 @@ from spark_jobs.jdbc import looker_engine
 from spark_jobs.jdbc_read import SCHEMA_TTL
 
 if TYPE_CHECKING:
+    from spark_jobs.engines.mysql.read import Queries as MySQLQueries
     from spark_jobs.engines.postgresql.read import Queries
 
 _columns: TTLCache[tuple[str, str], list[Column]] = TTLCache(maxsize=256, ttl=SCHEMA_TTL)
@@ -96,26 +98,44 @@ def native_frame(
 
 def native_read(
     url: str, table_sql: str, columns: Sequence[Column], where: list[str],
-    as_text: bool = False, target: str | None = None,
-) -> tuple[T.StructType, Queries]:  # fmt: skip
+    as_text: bool = False, target: str | None = None, zero_dates: str | None = None,
+) -> tuple[T.StructType, Queries | MySQLQueries]:  # fmt: skip
     """What :func:`native_frame` reads, without Spark: the rows' schema and the queries,
-    one per condition of ``where``, whose ``rows`` a Spark task runs."""
-    from spark_jobs.engines.postgresql import read as pg_read
+    one per condition of ``where``, whose ``rows`` a Spark task runs.
 
+    ``zero_dates`` (a load's own task, into engine ``target``): the rows come
+    with the transforms :func:`~spark_jobs.transforms.for_target` would apply
+    in Spark (a MySQL source's; PostgreSQL's need none).
+    """
     engine = engine_of(url)
     schema = batch_schema(engine, columns, as_text)
-    dialect = sa.make_url(url).get_dialect()()
-    quote = dialect.identifier_preparer.quote
+    arrow = to_arrow_schema(T.StructType([T.StructField(f.name, f.dataType) for f in schema]))
+    quote = sa.make_url(url).get_dialect()().identifier_preparer.quote
+
     def read(c: Column) -> str:
         name = quote(c.name)
         return engine.text_sql(c, name) if as_text else engine.read_sql(c, name, target)
+
+    if engine.name == "mysql":
+        from spark_jobs.engines.mysql import read as my_read
+
+        reads = [f"{my_read.read_expression(read(c), f.type)} AS {quote(c.name)}"
+                 for c, f in zip(columns, arrow, strict=True)]  # fmt: skip
+        finish = None if zero_dates is None or target is None else my_read.Finish(
+            target, zero_dates, tuple(columns))  # fmt: skip
+        return schema, my_read.Queries(
+            my_read.connectorx_url(url),
+            tuple(f"SELECT {', '.join(reads)} FROM {table_sql} WHERE {w}" for w in where),
+            arrow, finish,
+        )  # fmt: skip
+    from spark_jobs.engines.postgresql import read as pg_read
 
     reads = [f"{read(c)} AS {quote(c.name)}" for c in columns]
     stored = [quote(c.name) for c in columns]
     queries = pg_read.Queries(
         pg_read.conninfo(url),
         tuple(pg_read.select(reads, table_sql, w) for w in where),
-        to_arrow_schema(T.StructType([T.StructField(f.name, f.dataType) for f in schema])),
+        arrow,
         verbatim=() if as_text else tuple(pg_read.select(stored, table_sql, w) for w in where),
         columns=None if any(c.user_types for c in columns) else tuple(
             (c.name, c.type) for c in columns),
@@ -182,9 +202,16 @@ def native_queries(frame: DataFrame) -> object | None:
     return _native.get(frame)
 
 
-def has_native_reader(url: str) -> bool:
-    """Whether the engine of ``url`` is read natively here (PostgreSQL, through psycopg 3)."""
-    if sa.make_url(url).get_backend_name() != "postgresql":
+def has_native_reader(url: str, as_text: bool = False) -> bool:
+    """Whether the engine of ``url`` is read natively here: PostgreSQL through psycopg 3;
+    MySQL and MariaDB through ConnectorX, for imports (``as_text``, verify's reads: by
+    Spark's JDBC reader, whose text verify compares)."""
+    backend = sa.make_url(url).get_backend_name()
+    if backend in ("mysql", "mariadb"):
+        from spark_jobs.engines.mysql.read import has_reader
+
+        return not as_text and has_reader()
+    if backend != "postgresql":
         return False
     try:
         import psycopg  # noqa: F401 - an optional driver (sluice[postgres])

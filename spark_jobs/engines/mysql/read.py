@@ -1,0 +1,165 @@
+"""MySQL's and MariaDB's rows read by ConnectorX inside Spark tasks, as Arrow.
+
+Each Spark task runs one query of the batch (its key range) on a connection
+of its own, through ConnectorX (Rust, the server's binary protocol) as a
+stream of Arrow record batches: no row is ever a Python object, and a task
+holds one record batch at a time, not the batch's rows. Measured here, 10 M
+rows of the peers table: 6.2 s of the task's CPU and 168 MB, against ~12 s
+for the ``mariadb`` client's text piped into Arrow's CSV reader; through
+Spark's JDBC reader the whole copy had moved 273,000 rows/s.
+
+Each column is read by its rule's SQL (:mod:`.types`), so what arrives is
+what the JDBC reader would carry, cast to its carrier: a decimal as the
+server's text, cast to Arrow's decimal of its precision and scale (ConnectorX
+gives every decimal 10 digits after the point: a ``decimal(38,20)`` would lose
+ten), an unsigned ``bigint`` into ``decimal(20,0)``. A value that does not fit
+its carrier raises, it is never rounded.
+
+The transforms a batch needs on its way into another engine (MySQL's zero
+dates, sets into PostgreSQL: :mod:`spark_jobs.transforms`) are applied here
+only for a load's own task (:func:`spark_jobs.extract.native_ranges`); a
+Spark frame gets them from Spark, as any other.
+
+The server's errors come as SQLAlchemy's wrapping of PyMySQL's exception of
+the same code, as a statement's would: whoever catches them tells a lost
+server from a bad query.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import pyarrow as pa
+import sqlalchemy as sa
+
+from spark_jobs.engines.base import Column
+
+ROWS_PER_BATCH = 50_000
+"""Rows of a record batch read at once (~10 MB of the peers table's rows)."""
+
+CONNECT_TIMEOUT = 10.0
+"""Seconds a server may take to accept a connection (the probe before each read)."""
+
+_ERROR = re.compile(r"ERROR (\d+) \(([0-9A-Z]{5})\): (.*?)\s*\}?\s*$", re.S)
+
+
+def has_reader() -> bool:
+    """Whether ConnectorX is installed (``sluice[mysql]``): else Spark's JDBC reader reads."""
+    try:
+        import connectorx  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def connectorx_url(url: str | sa.URL) -> str:
+    """ConnectorX's URL for a SQLAlchemy MySQL URL: ``mysql://user:password@host:port/db``
+    (the driver and the query's options left out)."""
+    parsed = sa.make_url(url)
+    user = quote(parsed.username or "", safe="")
+    password = "" if parsed.password is None else ":" + quote(str(parsed.password), safe="")
+    at = f"{user}{password}@" if user or password else ""
+    return f"mysql://{at}{parsed.host or 'localhost'}:{parsed.port or 3306}/{parsed.database or ''}"
+
+
+def read_expression(read: str, carrier: pa.DataType) -> str:
+    """The SQL a column's ``read`` becomes here: a decimal as its text (see the module)."""
+    return f"CAST({read} AS CHAR)" if pa.types.is_decimal(carrier) else read
+
+
+@dataclass(frozen=True)
+class Finish:
+    """What a load's own task does to the rows on their way into engine ``target`` (see
+    :func:`spark_jobs.transforms.arrow_for_target`): each column's source column, in order."""
+
+    target: str
+    zero_dates: str
+    columns: tuple[Column, ...]
+
+
+@dataclass(frozen=True)
+class Queries:
+    """What one native read runs: a query per Spark task, and the rows' Arrow schema.
+
+    ``finish``: the transforms the rows take in a load's own task (None in a
+    Spark frame). Picklable: it travels to the tasks inside the functions
+    Spark ships. The same shape as PostgreSQL's
+    (:class:`spark_jobs.engines.postgresql.read.Queries`), never copied as stored.
+    """
+
+    url: str
+    queries: tuple[str, ...]
+    schema: pa.Schema
+    finish: Finish | None = None
+
+    def rows(self, tasks: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """In a Spark task: the rows of the queries whose numbers ``tasks`` carries."""
+        from spark_jobs.transforms import arrow_for_target
+
+        for batch in tasks:
+            for index in batch.column(0).to_pylist():
+                for rows in read_rows(self.url, self.queries[index], self.schema):
+                    if self.finish is not None:
+                        rows = arrow_for_target(rows, self.finish.columns, self.finish.target,
+                                                self.finish.zero_dates)  # fmt: skip
+                    yield rows
+
+
+def read_rows(url: str, query: str, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The rows of ``query`` on ``url`` (ConnectorX's) as record batches of ``schema``.
+
+    Raises SQLAlchemy's ``DBAPIError`` (its kinds) for the server's errors;
+    ``pyarrow.ArrowInvalid`` for a value its carrier cannot hold.
+    """
+    import connectorx
+
+    try:
+        _reachable(url)
+        stream = connectorx.read_sql(url, query, return_type="arrow_stream",
+                                     batch_size=ROWS_PER_BATCH)  # fmt: skip
+        for found in stream:
+            if found.num_rows:
+                yield _carried(found, schema)
+    except RuntimeError as error:
+        raise _error(query, str(error)) from error
+
+
+def _reachable(url: str) -> None:
+    """Fail at once on a server that refuses connections: ConnectorX's pool retries a
+    refused connection for 30 s before it says so."""
+    parsed = urlsplit(url)
+    try:
+        socket.create_connection((parsed.hostname or "localhost", parsed.port or 3306),
+                                 timeout=CONNECT_TIMEOUT).close()  # fmt: skip
+    except OSError as error:
+        raise RuntimeError(f"cannot connect to {parsed.hostname}:{parsed.port}: {error}") from None
+
+
+def _carried(found: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    arrays = []
+    for i, field in enumerate(schema):
+        column = found.column(i)
+        arrays.append(column if column.type == field.type else column.cast(field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _error(statement: str, said: str) -> sa.exc.DBAPIError:
+    """ConnectorX's error text as PyMySQL's exception of its code, wrapped as SQLAlchemy
+    wraps it: an error without the server's code (refused, lost) as ``OperationalError``."""
+    import pymysql.err
+
+    found = _ERROR.search(said)
+    error: Any
+    if found is None:
+        error = pymysql.err.OperationalError(2013, said.strip() or "the read failed")
+    else:
+        code = int(found.group(1))
+        kind = pymysql.err.error_map.get(
+            code, pymysql.err.InternalError if code < 1000 else pymysql.err.OperationalError)
+        error = kind(code, found.group(3))
+    return sa.exc.DBAPIError.instance(statement, None, error, pymysql.err.Error)
