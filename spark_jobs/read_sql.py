@@ -97,11 +97,12 @@ def native_frame(
 
 
 def native_read(
-    url: str, table_sql: str, columns: Sequence[Column], where: list[str],
+    url: str, table_sql: str, columns: Sequence[Column], where: Sequence[str | tuple[str, ...]],
     as_text: bool = False, target: str | None = None, zero_dates: str | None = None,
 ) -> tuple[T.StructType, Queries | MySQLQueries]:  # fmt: skip
     """What :func:`native_frame` reads, without Spark: the rows' schema and the queries,
-    one per condition of ``where``, whose ``rows`` a Spark task runs.
+    one per condition of ``where``, whose ``rows`` a Spark task runs (a MySQL source's
+    condition may be a tuple of conditions, read one after the other by the same task).
 
     ``zero_dates`` (a load's own task, into engine ``target``): the rows come
     with the transforms :func:`~spark_jobs.transforms.for_target` would apply
@@ -125,18 +126,25 @@ def native_read(
             target, zero_dates, tuple(columns))  # fmt: skip
         return schema, my_read.Queries(
             my_read.connectorx_url(url),
-            tuple(f"SELECT {', '.join(reads)} FROM {table_sql} WHERE {w}" for w in where),
+            tuple(tuple(f"SELECT {', '.join(reads)} FROM {table_sql} WHERE {w}"
+                        for w in ((each,) if isinstance(each, str) else each))
+                  for each in where),
             arrow, finish,
         )  # fmt: skip
     from spark_jobs.engines.postgresql import read as pg_read
+
+    conditions = [w for w in where if isinstance(w, str)]
+    if len(conditions) != len(where):
+        raise ValueError("a PostgreSQL read takes one condition per task")
 
     reads = [f"{read(c)} AS {quote(c.name)}" for c in columns]
     stored = [quote(c.name) for c in columns]
     queries = pg_read.Queries(
         pg_read.conninfo(url),
-        tuple(pg_read.select(reads, table_sql, w) for w in where),
+        tuple(pg_read.select(reads, table_sql, w) for w in conditions),
         arrow,
-        verbatim=() if as_text else tuple(pg_read.select(stored, table_sql, w) for w in where),
+        verbatim=() if as_text else tuple(
+            pg_read.select(stored, table_sql, w) for w in conditions),
         columns=None if any(c.user_types for c in columns) else tuple(
             (c.name, c.type) for c in columns),
     )

@@ -84,7 +84,8 @@ class Finish:
 
 @dataclass(frozen=True)
 class Queries:
-    """What one native read runs: a query per Spark task, and the rows' Arrow schema.
+    """What one native read runs: the statements of each Spark task, run one after the
+    other (a batch's range in pieces), and the rows' Arrow schema.
 
     ``finish``: the transforms the rows take in a load's own task (None in a
     Spark frame). Picklable: it travels to the tasks inside the functions
@@ -93,7 +94,7 @@ class Queries:
     """
 
     url: str
-    queries: tuple[str, ...]
+    queries: tuple[tuple[str, ...], ...]
     schema: pa.Schema
     finish: Finish | None = None
 
@@ -103,11 +104,12 @@ class Queries:
 
         for batch in tasks:
             for index in batch.column(0).to_pylist():
-                for rows in read_rows(self.url, self.queries[index], self.schema):
-                    if self.finish is not None:
-                        rows = arrow_for_target(rows, self.finish.columns, self.finish.target,
-                                                self.finish.zero_dates)  # fmt: skip
-                    yield rows
+                for statement in self.queries[index]:
+                    for rows in read_rows(self.url, statement, self.schema):
+                        if self.finish is not None:
+                            rows = arrow_for_target(rows, self.finish.columns,
+                                                    self.finish.target, self.finish.zero_dates)
+                        yield rows
 
 
 def read_rows(url: str, query: str, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
