@@ -7,7 +7,8 @@ writes it with the ADBC PostgreSQL driver's ``adbc_ingest`` (binary COPY) into t
 target's existing table. The whole table is held in memory and the copy is at
 least once: the six lines a user would write, no more. It runs in a virtualenv
 of its own (``benchmarks/.peers-venv``, made by :func:`benchmarks.bench_peers.peers_python`),
-so that sluice never depends on ConnectorX or ADBC.
+so that sluice never depends on ADBC, and the peer's ConnectorX is its own (sluice's
+MySQL reader is ConnectorX too, from ``sluice[mysql]``).
 """
 
 from __future__ import annotations
