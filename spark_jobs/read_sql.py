@@ -120,7 +120,7 @@ def native_read(
     if engine.name == "mysql":
         from spark_jobs.engines.mysql import read as my_read
 
-        reads = [f"{my_read.read_expression(read(c), f.type)} AS {quote(c.name)}"
+        reads = [f"{my_read.read_expression(read(c), f.type, c)} AS {quote(c.name)}"
                  for c, f in zip(columns, arrow, strict=True)]  # fmt: skip
         finish = None if zero_dates is None or target is None else my_read.Finish(
             target, zero_dates, tuple(columns))  # fmt: skip

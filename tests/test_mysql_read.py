@@ -188,3 +188,44 @@ def test_a_batch_read_in_pieces_reads_its_range_exactly(
         keys = pa.Table.from_batches(list(queries.rows([tasks]))).column("id").to_pylist()
         assert sorted(keys) == [k for k in (j if j < 1000 else j * j for j in range(1, 3001))
                                 if lo < k <= hi]  # fmt: skip
+
+
+def test_without_connectorx_pymysql_reads_the_same_values(
+    mariadb_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mariadb_create_source(mariadb_url, "matrix", MARIADB_TYPES)
+    where = ["`id` < 40", "`id` >= 40"]
+    by_connectorx = _native(mariadb_url, "matrix", where)
+    monkeypatch.setitem(sys.modules, "connectorx", None)  # an executor without it
+    by_pymysql = _native(mariadb_url, "matrix", where)
+    assert by_pymysql.schema == by_connectorx.schema
+    assert _values(by_pymysql) == _values(by_connectorx)
+
+
+@pytest.mark.parametrize("reader", ["connectorx", "pymysql"])
+def test_a_read_cut_short_by_the_server_raises_its_error(
+    mariadb_url: str, monkeypatch: pytest.MonkeyPatch, reader: str
+) -> None:
+    engine = sa.create_engine(mariadb_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE k (id int PRIMARY KEY, v varchar(10))"))
+        conn.execute(sa.text("INSERT INTO k SELECT seq, 'v' FROM seq_1_to_200000"))
+    if reader == "pymysql":
+        monkeypatch.setitem(sys.modules, "connectorx", None)
+    columns = table_columns(mariadb_url, "k")
+    # The server pauses a second every 50,000 rows: the query is still running when
+    # the first rows have arrived, and is killed then.
+    _, queries = native_read(mariadb_url, "`k`", columns, ["`id` % 50000 <> 0 OR SLEEP(1) = 0"])
+    rows = queries.rows([_TASKS.slice(0, 1)])
+    first = next(rows)
+    assert first.num_rows > 0
+    with engine.connect() as conn:
+        running = conn.execute(sa.text(
+            "SELECT id FROM information_schema.processlist WHERE info LIKE '%SLEEP(1)%' "
+            "AND info NOT LIKE '%processlist%'")).scalars().all()
+        assert running
+        for process in running:
+            conn.execute(sa.text(f"KILL QUERY {process}"))
+    engine.dispose()
+    with pytest.raises(sa.exc.OperationalError, match="interrupted"):
+        list(rows)

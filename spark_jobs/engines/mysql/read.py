@@ -21,8 +21,13 @@ only for a load's own task (:func:`spark_jobs.extract.native_ranges`); a
 Spark frame gets them from Spark, as any other.
 
 The server's errors come as SQLAlchemy's wrapping of PyMySQL's exception of
-the same code, as a statement's would: whoever catches them tells a lost
-server from a bad query.
+the same code, as a statement's would, whether they come before the first
+rows or after some (a query killed, a lost server: ConnectorX raises them
+as a Rust panic): whoever catches them tells a lost server from a bad query.
+
+A machine that runs the task without ConnectorX (a cluster's executor: the
+archive shipped to executors carries PyMySQL, not ConnectorX's 180 MB) reads
+the same SQL through PyMySQL into the same carriers, slower.
 """
 
 from __future__ import annotations
@@ -32,12 +37,12 @@ import socket
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import pyarrow as pa
 import sqlalchemy as sa
 
-from spark_jobs.engines.base import Column
+from spark_jobs.engines.base import Column, Kind
 
 ROWS_PER_BATCH = 50_000
 """Rows of a record batch read at once (~10 MB of the peers table's rows)."""
@@ -45,7 +50,7 @@ ROWS_PER_BATCH = 50_000
 CONNECT_TIMEOUT = 10.0
 """Seconds a server may take to accept a connection (the probe before each read)."""
 
-_ERROR = re.compile(r"ERROR (\d+) \(([0-9A-Z]{5})\): (.*?)\s*\}?\s*$", re.S)
+_ERROR = re.compile(r"ERROR (\d+) \(([0-9A-Z]{5})\): (.*?)[\s})]*$", re.S)
 
 
 def has_reader() -> bool:
@@ -67,9 +72,13 @@ def connectorx_url(url: str | sa.URL) -> str:
     return f"mysql://{at}{parsed.host or 'localhost'}:{parsed.port or 3306}/{parsed.database or ''}"
 
 
-def read_expression(read: str, carrier: pa.DataType) -> str:
-    """The SQL a column's ``read`` becomes here: a decimal as its text (see the module)."""
-    return f"CAST({read} AS CHAR)" if pa.types.is_decimal(carrier) else read
+def read_expression(read: str, carrier: pa.DataType, column: Column) -> str:
+    """The SQL a column's ``read`` becomes here: a decimal as its text (see the module), a
+    JSON value as the server's text (ConnectorX parses MySQL 8's ``json`` and prints it
+    again: ``{"a": 1}`` would come as ``{"a":1}``)."""
+    if pa.types.is_decimal(carrier) or column.kind == Kind.JSON:
+        return f"CAST({read} AS CHAR)"
+    return read
 
 
 @dataclass(frozen=True)
@@ -113,13 +122,19 @@ class Queries:
 
 
 def read_rows(url: str, query: str, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """The rows of ``query`` on ``url`` (ConnectorX's) as record batches of ``schema``.
+    """The rows of ``query`` on ``url`` (ConnectorX's) as record batches of ``schema``:
+    by ConnectorX, or by PyMySQL where ConnectorX is not installed (a cluster's
+    executors get PyMySQL, not ConnectorX's 180 MB: slower, the same values).
 
-    Raises SQLAlchemy's ``DBAPIError`` (its kinds) for the server's errors;
-    ``pyarrow.ArrowInvalid`` for a value its carrier cannot hold.
+    Raises SQLAlchemy's ``DBAPIError`` (its kinds) for the server's errors, before
+    the rows or after some of them; ``pyarrow.ArrowInvalid`` for a value its carrier
+    cannot hold.
     """
-    import connectorx
-
+    try:
+        import connectorx
+    except ImportError:
+        yield from _pymysql_rows(url, query, schema)
+        return
     try:
         _reachable(url)
         stream = connectorx.read_sql(url, query, return_type="arrow_stream",
@@ -129,6 +144,49 @@ def read_rows(url: str, query: str, schema: pa.Schema) -> Iterator[pa.RecordBatc
                 yield _carried(found, schema)
     except RuntimeError as error:
         raise _error(query, str(error)) from error
+    except BaseException as error:
+        # An error after the first rows comes as a Rust panic of ConnectorX's reading
+        # thread (pyo3's PanicException, a BaseException): the server's error all the same.
+        if type(error).__name__ != "PanicException":
+            raise
+        raise _error(query, str(error)) from None
+
+
+def _pymysql_rows(url: str, query: str, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    import pymysql
+    import pymysql.cursors
+
+    parsed = urlsplit(url)
+    try:
+        conn = pymysql.connect(
+            host=parsed.hostname or "localhost", port=parsed.port or 3306,
+            user=unquote(parsed.username or ""), password=unquote(parsed.password or ""),
+            database=parsed.path.lstrip("/") or None, charset="utf8mb4",
+            connect_timeout=int(CONNECT_TIMEOUT), cursorclass=pymysql.cursors.SSCursor,
+        )  # fmt: skip
+    except pymysql.err.Error as error:
+        raise sa.exc.DBAPIError.instance(query, None, error, pymysql.err.Error) from error
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(query)
+            while rows := cursor.fetchmany(ROWS_PER_BATCH):
+                columns = list(zip(*rows, strict=True))
+                yield pa.RecordBatch.from_arrays(
+                    [_array(list(c), f.type) for c, f in zip(columns, schema, strict=True)],
+                    schema=schema)  # fmt: skip
+    except pymysql.err.Error as error:
+        raise sa.exc.DBAPIError.instance(query, None, error, pymysql.err.Error) from error
+    finally:
+        conn.close()
+
+
+def _array(values: list[Any], carrier: pa.DataType) -> pa.Array:
+    """PyMySQL's values of one column as their carrier (a decimal from its text, an
+    unsigned ``bigint`` from its int)."""
+    if pa.types.is_decimal(carrier):
+        return pa.array([None if v is None else str(v) for v in values], pa.string()).cast(
+            carrier)
+    return pa.array(values, carrier)
 
 
 def _reachable(url: str) -> None:
