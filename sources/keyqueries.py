@@ -103,11 +103,13 @@ class KeyQueries:
         """The database's own estimate of :meth:`count` ``(after)``, from its statistics:
         the query is planned, not run (the planner may look at the key index's ends).
 
-        PostgreSQL only (the planner's rows, from the table's histogram), and
-        only for a table it has analyzed; None otherwise. MariaDB's estimate of
-        a long key range is half the table whatever the range, so it is not asked.
+        PostgreSQL: the planner's rows, from the table's histogram, for a table
+        it has analyzed. MySQL and MariaDB: :meth:`_key_share_estimate`. None
+        otherwise.
         """
         engine = self._db.engine
+        if engine.dialect.name == "mysql":
+            return self._key_share_estimate(after)
         if engine.dialect.name != "postgresql":
             return None
         stmt = self._filter(sa.select(*self._order_cols).select_from(self._table), after)
@@ -128,6 +130,45 @@ class KeyQueries:
                 ).scalar()
             plan = json.loads(found) if isinstance(found, str) else found  # psycopg parses it
             return int(plan[0]["Plan"]["Plan Rows"])
+
+        return self._db.guard(run)
+
+    def _key_share_estimate(self, after: KeyTuple | None) -> int | None:
+        """The table's rows by its statistics (``information_schema.TABLES.TABLE_ROWS``)
+        times the share of a single integer key's span past ``after``; None for any other
+        key, a ``where:`` or a cursor, and for a table without statistics.
+
+        The server's own estimate of a long key range is half the table whatever the
+        range, and a count reads every row (InnoDB's clustered index: a 10 M-row count
+        took ~4 s of the server's CPU, beside the copy it was counted for). The key's
+        ends come from its index, two rows read.
+        """
+        if len(self._order_cols) != 1 or self._through is not None or (
+                self._has_cursor is not None or self._where is not None):  # fmt: skip
+            return None
+        key = self._order_cols[0]
+        info = sa.table("TABLES", sa.column("table_rows"), sa.column("table_schema"),
+                        sa.column("table_name"), schema="information_schema")  # fmt: skip
+        schema = self._table.schema
+        rows_stmt = sa.select(info.c.table_rows).where(
+            info.c.table_schema == (sa.literal(schema) if schema else sa.func.database()),
+            info.c.table_name == self._table.name,
+        )
+        ends = sa.select(sa.func.min(key), sa.func.max(key)).select_from(self._table)
+
+        def run() -> int | None:
+            with self._db.engine.connect() as conn:
+                rows = conn.scalar(rows_stmt)
+                low, high = conn.execute(ends).one()
+            if not rows or not all(isinstance(v, int) for v in (low, high)):
+                return None
+            if after is None:
+                return int(rows)
+            past = after[0]
+            if not isinstance(past, int):
+                return None
+            share = min(1.0, max(0.0, (high - past) / max(1, high - low + 1)))
+            return int(rows * share)
 
         return self._db.guard(run)
 

@@ -394,3 +394,32 @@ def test_a_where_failing_on_some_row_is_not_transient(
     with pytest.raises(SourceError) as info:
         source.next_batch(100)
     assert not info.value.transient and "division by zero" in str(info.value)
+
+
+@pytest.mark.mariadb
+def test_a_big_mariadb_backlog_is_its_statistics_times_the_key_s_share(mariadb_url: str) -> None:
+    rows = ESTIMATE_ABOVE + 50_000
+
+    def backlog(after: tuple[int] | None = None, **kw: Any) -> int:
+        source = SqlSource("big", config(mariadb_url, table="big", **kw), after=after)
+        try:
+            return source.backlog()
+        finally:
+            source.close()
+
+    engine = sa.create_engine(mariadb_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE big (id bigint PRIMARY KEY, body varchar(20))"))
+        conn.execute(sa.text("INSERT INTO big SELECT seq, CONCAT('row ', seq) "
+                             f"FROM seq_1_to_{rows}"))  # fmt: skip
+        conn.execute(sa.text("ANALYZE TABLE big"))
+        known = int(conn.scalar(sa.text(
+            "SELECT table_rows FROM information_schema.TABLES "
+            "WHERE table_schema = database() AND table_name = 'big'")))
+    engine.dispose()
+    assert abs(known - rows) < rows // 2  # InnoDB's estimate, from sampled pages
+    assert backlog() == known
+    assert backlog(after=(rows // 4,)) == int(known * (rows - rows // 4) / rows)
+    assert backlog(after=(rows,)) == 0
+    # A where: (or a cursor) is counted, row by row.
+    assert backlog(after=(rows // 2,), where="id % 2 = 0") == rows // 4
