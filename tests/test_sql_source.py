@@ -10,6 +10,8 @@ import sqlalchemy as sa
 
 from config.errors import ConfigError, SourceError
 from config.models import SqlSourceConfig
+import sources.sql
+from sources.queueing import QueueingLimitedSource
 from sources.sql import ESTIMATE_ABOVE, SqlSource
 from tests.helpers import wait_until
 
@@ -115,6 +117,30 @@ def ranges(keys: Sequence[Any], size: int) -> list[tuple[Any, int]]:
     """The ranges a keyset walk plans over ``keys``: each one's last key and row count."""
     chunks = [keys[i : i + size] for i in range(0, len(keys), size)]
     return [(chunk[-1], len(chunk)) for chunk in chunks]
+
+
+def test_a_long_keyset_plan_hands_over_its_ranges_as_it_goes(
+    db: str, opened: Callable[..., SqlSource], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A buffer's first refill asks for millions of rows: the loop must not wait
+    # for all of them. Past the time slice a plan returns what it has (here:
+    # one range a call), not at its end, and the buffer asks again at once
+    # until it is full, every range exactly once, adjacent, in key order.
+    monkeypatch.setattr(sources.sql, "PLAN_SECONDS", 0.0)
+    source = opened("items", config(db), range_rows=300)
+    assert [(i.key, i.rows) for i in source.next_batch(1500)] == [((300,), 300)]
+    assert not source.exhausted and source.position == (300,)
+    source.reset(None)
+    buffer = QueueingLimitedSource(source, capacity=N + 1000, replenish_below=N)
+    buffer.start()
+    try:
+        wait_until(lambda: buffer.buffered >= N and not buffer.refilling, "the buffer full")
+        assert buffer.buffered == N
+        taken = buffer.next_batch(N, "all")
+    finally:
+        buffer.stop(5)
+    everything = [(i,) for i in range(1, N + 1)]
+    assert [(i.key, i.rows) for i in taken] == ranges(everything, 300)
 
 
 def test_keyset_plans_ranges_of_the_table_in_key_order_and_resumes(
