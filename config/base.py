@@ -6,7 +6,9 @@ import re
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -29,6 +31,30 @@ def parse_duration(value: Any) -> float:
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 """Seconds, written in YAML as ``250ms``, ``2s``, ``5m``, ``1h`` or a number."""
+
+
+def check_database_url(value: str) -> str:
+    """``value`` when SQLAlchemy can parse it as a database URL; else a ValueError that says
+    the form (the URL itself is not repeated: it may hold a password)."""
+    try:
+        make_url(value)
+    except ArgumentError:
+        scheme = value.split("://", 1)[0] if "://" in value else value.split(":", 1)[0]
+        hint = (
+            "; sluice makes the JDBC URL from it" if value.lower().startswith("jdbc:")
+            else ""
+        )
+        raise ValueError(
+            f"not a database URL (it starts {scheme[:20]!r}): write it as "
+            "dialect+driver://user@host:port/database, e.g. "
+            "postgresql+psycopg://app@db:5432/shop, mysql+pymysql://app@db/shop or "
+            f"sqlite:///shop.db{hint}"
+        ) from None
+    return value
+
+
+DatabaseUrl = Annotated[str, AfterValidator(check_database_url)]
+"""A SQLAlchemy database URL (``postgresql+psycopg://…``), checked when the config loads."""
 
 
 class Model(BaseModel):

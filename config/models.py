@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from config.base import Duration, Model, parse_duration, sqlite_url_at
+from config.base import DatabaseUrl, Duration, Model, parse_duration, sqlite_url_at
 from config.catalog import TableCatalog
 from config.settings import (
     BackpressureConfig,
@@ -94,7 +94,7 @@ __all__ = [
 class SluiceConfig(Model):
     """A whole sluice config file."""
 
-    ledger: str = "sqlite:///sluice-ledger.db"
+    ledger: DatabaseUrl = "sqlite:///sluice-ledger.db"
     # How long the daemon waits out an unreachable ledger before it stops.
     ledger_outage: Duration = 600.0
     work_dir: str = "./.sluice"

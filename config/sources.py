@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from config.base import Duration, Model
+from config.base import DatabaseUrl, Duration, Model
 
 
 class BufferConfig(Model):
@@ -52,7 +52,7 @@ class SqlSourceConfig(Model):
     """A table (or schema.table) in a SQL database reached by SQLAlchemy."""
 
     kind: Literal["sql"]
-    url: str
+    url: DatabaseUrl
     table: str
     key: str | list[str]
     mode: Literal["keyset", "sweep", "incremental"] = "keyset"

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from config.base import Model
+from config.base import DatabaseUrl, Model
 
 
 class WriteConfig(Model):
@@ -20,7 +20,7 @@ class JdbcTargetConfig(Model):
     """A database reached by Spark JDBC; tables are upserted on the key."""
 
     kind: Literal["jdbc"]
-    url: str
+    url: DatabaseUrl
     write: WriteConfig = WriteConfig()
 
 

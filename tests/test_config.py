@@ -96,6 +96,14 @@ MISTAKES = [
         12,
     ),
     (
+        "JDBC URL",
+        MINIMAL.replace("url: sqlite:///shop.db", "url: jdbc:postgresql://db/shop?user=app"),
+        "sources.orders.url: not a database URL (it starts 'jdbc:postgresql'): write it as "
+        "dialect+driver://user@host:port/database, e.g. postgresql+psycopg://app@db:5432/shop, "
+        "mysql+pymysql://app@db/shop or sqlite:///shop.db; sluice makes the JDBC URL from it",
+        4,
+    ),
+    (
         "unset variable",
         MINIMAL.replace("table: orders", "table: ${SLUICE_TEST_TABLE}"),
         "sources.orders.table: environment variable SLUICE_TEST_TABLE is not set; "
@@ -250,6 +258,15 @@ def test_password_from_environment_never_appears_in_errors(tmp_path: Path) -> No
         assert result.returncode == 2
         assert "app:***@db1" in result.stderr
         assert password not in result.stderr + result.stdout
+
+
+def test_a_url_that_is_not_one_is_refused_without_its_password(tmp_path: Path) -> None:
+    text = MINIMAL.replace("url: sqlite:///shop.db", "url: postgresql//app:pw-S3cret@db1/shop")
+    text += "ledger: mysql:pymysql://root:pw-S3cret@db2/ledger\n"
+    message = load_error(write(tmp_path, text))
+    assert "sources.orders.url: not a database URL (it starts 'postgresql//app')" in message
+    assert "ledger: not a database URL (it starts 'mysql:pymysql')" in message
+    assert "pw-S3cret" not in message
 
 
 def test_secret_keys_are_not_echoed(tmp_path: Path) -> None:
