@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+import sources.sql
 from config.errors import ConfigError, SourceError
 from config.models import SqlSourceConfig
-import sources.sql
 from sources.queueing import QueueingLimitedSource
 from sources.sql import ESTIMATE_ABOVE, SqlSource
 from tests.helpers import wait_until
