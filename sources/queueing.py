@@ -197,6 +197,17 @@ class QueueingLimitedSource:
             self._worker.launch()
         return go
 
+    def refills_begun(self) -> int:
+        """How many reads of the wrapped source have begun: a mark for :meth:`read_since`."""
+        with self._lock:
+            return self._worker.begun
+
+    def read_since(self, mark: int) -> bool:
+        """Whether a read that began after :meth:`refills_begun` returned ``mark`` succeeded:
+        the buffer has seen the source as it was at that moment, or later."""
+        with self._lock:
+            return self._worker.last_ok_begun > mark
+
     def resume_point(self) -> ResumePoint | None:
         """Incremental: where a restart may resume (:mod:`sources.resume`); else None."""
         with self._lock:

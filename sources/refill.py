@@ -89,6 +89,9 @@ class RefillWorker:
         self.failure: SourceError | None = None
         self.last_error: str | None = None
         self.last_refill_at: float | None = None  # clock() of the last successful refill
+        self.begun = 0  # refills begun so far (each read's number)
+        self.last_ok_begun = 0  # the number of the last read that succeeded
+        self._running = 0  # the number of the read running now
         self.at_end = False  # the last successful refill reached the end of the source
 
     @property
@@ -149,6 +152,7 @@ class RefillWorker:
         self._busy = False
         if self._stopped:
             return False
+        self.last_ok_begun = self._running
         self.consecutive_errors = 0
         self._permanent = 0
         self.last_refill_at = now
@@ -183,6 +187,8 @@ class RefillWorker:
                 self._busy = False
                 return
             self._idle.clear()
+            self.begun += 1
+            self._running = self.begun
         try:
             items = self._source.next_batch(room)
             exhausted = self._source.exhausted

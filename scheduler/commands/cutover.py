@@ -1,9 +1,10 @@
 """``sluice cutover CONFIG [--apply-deletes] [--json] [--wait D] [--cancel]``: the last step.
 
 It sets the cutover flag in the ledger (:mod:`scheduler.ledger.cutover`).
-Every daemon on the ledger then runs a final pass (keyset: claims to the end
-as it is now; sweep and incremental: passes until one finds nothing new),
-finishes its batches and stops feeding and exits. With daemons running,
+Every daemon on the ledger then runs a final pass (each source read again
+by a read that begins after the flag; keyset: claims to the end as it is
+then; sweep and incremental: passes until one finds nothing new), finishes
+its batches and stops feeding and exits. With daemons running,
 the command waits for them (``--wait``, default 30 minutes); with none, it
 runs that final pass itself, in-process (and after the daemons too: its
 pass surely begins after the flag). Then it runs ``sluice verify`` over
