@@ -141,6 +141,24 @@ def mariadb_factory() -> Iterator[DatabaseFactory]:
     factory.drop_all()
 
 
+@pytest.fixture(scope="session")
+def logical_pg() -> Iterator[DatabaseFactory]:
+    """Throwaway databases in a PostgreSQL of the session's own with ``wal_level=logical``
+    (:mod:`tests.servers`): the machine's server is shared and runs without it."""
+    from tests.servers import PG_BIN, LogicalPostgres
+
+    need(LogicalPostgres.available(), f"PostgreSQL's initdb and pg_ctl are not in {PG_BIN}")
+    server = LogicalPostgres()
+    server.start()
+    try:
+        factory = DatabaseFactory(server.admin_url, "postgresql")
+        yield factory
+        factory.drop_all()
+        _FACTORIES.remove(factory)
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def pg_url(pg_factory: DatabaseFactory, request: pytest.FixtureRequest) -> str:
     """A fresh PostgreSQL database for one test."""

@@ -1,0 +1,189 @@
+"""A PostgreSQL database's row changes, read from a logical replication slot with SQL.
+
+The change stream of a ``mode: stream`` source on PostgreSQL: a publication
+of the source's tables and a logical replication slot with the built-in
+``pgoutput`` plugin. Changes are read with
+``pg_logical_slot_peek_binary_changes``, one query on an ordinary connection
+(no replication connection, no plugin to install), and decoded by
+:mod:`spark_jobs.engines.postgresql.pgoutput`: whole transactions, in commit
+order. Peeking does not consume: the slot keeps every change (and the WAL
+behind it) until :meth:`PgChangeStream.acknowledge` moves it past them, which
+the caller does only up to what every target has committed.
+
+sluice names its own publication and slot after the source
+(:func:`stream_names`) and drops them (:meth:`PgChangeStream.drop`); a
+publication and slot the config names are used as they are and never
+dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from config.errors import ConfigError, SourceError
+from config.secrets import redact_url
+from spark_jobs.engines.postgresql.pgoutput import Decoder, Transaction, lsn_int, lsn_text
+
+_NAME_LIMIT = 63  # PostgreSQL's identifiers, slot names included
+
+
+@dataclass(frozen=True)
+class StreamNames:
+    """A stream's publication and slot, and whether sluice made them (and may drop them)."""
+
+    publication: str
+    slot: str
+    owned: bool = True
+
+
+def stream_names(source: str) -> StreamNames:
+    """sluice's own publication and slot for ``source``: ``sluice_<source>``, in the
+    characters a slot name may hold (lower-case letters, digits, ``_``)."""
+    name = "sluice_" + re.sub(r"[^a-z0-9_]", "_", source.lower())
+    return StreamNames(name[:_NAME_LIMIT], name[:_NAME_LIMIT])
+
+
+class PgChangeStream:
+    """The changes of ``tables`` (``schema.table`` or ``table``) in the database of ``engine``.
+
+    :meth:`open` makes the publication and the slot where they are missing
+    (sluice's own: with names the config gave, they must exist);
+    :meth:`changes` peeks at committed transactions past a position;
+    :meth:`acknowledge` lets the server forget what is before a position;
+    :meth:`drop` removes sluice's own publication and slot. ``label`` names
+    the stream in errors. A database that cannot be reached raises
+    :class:`SourceError` (transient); one that cannot stream (``wal_level``
+    not ``logical``, a missing table, a named slot that does not exist)
+    raises :class:`ConfigError`.
+    """
+
+    def __init__(
+        self, engine: sa.Engine, tables: Sequence[str], names: StreamNames, label: str
+    ) -> None:
+        self._engine = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._tables = list(tables)
+        self.names = names
+        self.label = label
+
+    def open(self) -> int:
+        """Make sure the publication and the slot exist; the slot's position (an LSN)."""
+        with self._connect() as conn:
+            level = conn.exec_driver_sql("SHOW wal_level").scalar()
+            if level != "logical":
+                raise ConfigError(
+                    f"{self.label}: {redact_url(str(self._engine.url))} runs with "
+                    f"wal_level={level}: a change stream needs wal_level=logical (set it in "
+                    "postgresql.conf and restart the server)"
+                )
+            if not self._has_publication(conn):
+                if not self.names.owned:
+                    raise ConfigError(f"{self.label}: publication {self.names.publication!r} "
+                                      "does not exist")  # fmt: skip
+                tables = ", ".join(self._quoted_table(t) for t in self._tables)
+                conn.exec_driver_sql(
+                    f"CREATE PUBLICATION {self._quoted(self.names.publication)} FOR TABLE {tables}"
+                )
+            position = self._slot_position(conn)
+            if position is None:
+                if not self.names.owned:
+                    raise ConfigError(f"{self.label}: replication slot {self.names.slot!r} "
+                                      "does not exist")  # fmt: skip
+                # Not in a transaction that wrote: the publication's own is committed.
+                made = conn.execute(
+                    sa.text("SELECT lsn::text FROM pg_create_logical_replication_slot(:s, "
+                            "'pgoutput')"), {"s": self.names.slot},
+                ).scalar_one()  # fmt: skip
+                position = lsn_int(made)
+        return position
+
+    def changes(self, after: int = 0, max_changes: int = 10_000) -> list[Transaction]:
+        """Committed transactions that end past ``after`` (an LSN), in commit order.
+
+        About ``max_changes`` messages are read (the server finishes the
+        transaction it is in). Nothing is consumed: the same transactions come
+        again until :meth:`acknowledge` passes them.
+        """
+        query = sa.text(
+            "SELECT data FROM pg_logical_slot_peek_binary_changes(:s, NULL, :n, "
+            "'proto_version', '1', 'publication_names', :p)"
+        )
+        with self._connect() as conn:
+            rows = conn.execute(query, {"s": self.names.slot, "n": max_changes,
+                                        "p": self.names.publication}).scalars().all()  # fmt: skip
+        # Each call is a decoding session of its own: relations are described again.
+        return [t for t in Decoder().feed(rows) if t.end_lsn > after]
+
+    def acknowledge(self, lsn: int) -> None:
+        """The server may forget the changes before ``lsn``: the slot moves there (never back)."""
+        with self._connect() as conn:
+            current = self._slot_position(conn)
+            if current is not None and lsn > current:
+                conn.execute(sa.text("SELECT pg_replication_slot_advance(:s, CAST(:l AS pg_lsn))"),
+                             {"s": self.names.slot, "l": lsn_text(lsn)})  # fmt: skip
+
+    def source_position(self) -> int:
+        """The database's current write position (``pg_current_wal_lsn()``)."""
+        with self._connect() as conn:
+            return lsn_int(conn.exec_driver_sql("SELECT pg_current_wal_lsn()::text").scalar_one())
+
+    def retained_bytes(self) -> int | None:
+        """The WAL the slot keeps on the server, in bytes; None when there is no slot."""
+        with self._connect() as conn:
+            found = conn.execute(
+                sa.text("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn) "
+                        "FROM pg_replication_slots WHERE slot_name = :s"), {"s": self.names.slot},
+            ).scalar()  # fmt: skip
+        return None if found is None else int(found)
+
+    def drop(self) -> bool:
+        """Drop sluice's own slot and publication (never ones the config named).
+
+        Returns whether there was anything to drop. A slot in use by another
+        connection cannot be dropped: the server's error is raised.
+        """
+        if not self.names.owned:
+            return False
+        with self._connect() as conn:
+            had_slot = self._slot_exists(conn)
+            if had_slot:
+                conn.execute(sa.text("SELECT pg_drop_replication_slot(:s)"),
+                             {"s": self.names.slot})  # fmt: skip
+            had_publication = self._has_publication(conn)
+            publication = self._quoted(self.names.publication)
+            conn.exec_driver_sql(f"DROP PUBLICATION IF EXISTS {publication}")
+        return had_slot or had_publication
+
+    # -- the catalogue ---------------------------------------------------------
+
+    def _connect(self) -> sa.Connection:
+        try:
+            return self._engine.connect()
+        except sa.exc.OperationalError as error:
+            raise SourceError(f"{self.label}: cannot reach the database: {error.orig}") from error
+
+    def _has_publication(self, conn: sa.Connection) -> bool:
+        return bool(conn.execute(sa.text("SELECT 1 FROM pg_publication WHERE pubname = :p"),
+                                 {"p": self.names.publication}).scalar())  # fmt: skip
+
+    def _slot_exists(self, conn: sa.Connection) -> bool:
+        return bool(conn.execute(sa.text("SELECT 1 FROM pg_replication_slots WHERE slot_name = :s"),
+                                 {"s": self.names.slot}).scalar())  # fmt: skip
+
+    def _slot_position(self, conn: sa.Connection) -> int | None:
+        """The slot's confirmed position; None when there is no such slot (or it has none)."""
+        found = conn.execute(
+            sa.text("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+                    "WHERE slot_name = :s"), {"s": self.names.slot},
+        ).scalar()  # fmt: skip
+        return None if found is None else lsn_int(found)
+
+    def _quoted(self, name: str) -> str:
+        return self._engine.dialect.identifier_preparer.quote(name)
+
+    def _quoted_table(self, table: str) -> str:
+        schema, _, name = table.rpartition(".")
+        return ".".join(self._quoted(part) for part in (schema, name) if part)
