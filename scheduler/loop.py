@@ -28,6 +28,7 @@ from config.models import SluiceConfig
 from scheduler.batch_size import BatchSizer, largest_batches, plan_every_range, plan_ranges
 from scheduler.collector import TickCollector
 from scheduler.feeder import Feeder
+from scheduler.final_pass import FinalPass
 from scheduler.gate import BackpressureGate
 from scheduler.inflight import BatchesInFlight
 from scheduler.ledger import UNFINISHED, Checkpoint, Ledger
@@ -74,8 +75,7 @@ class MainLoop:
         self._last_poke: dict[str, float] = {}
         self._next_global_check = 0.0
         self.until_drained = False  # set by run(until_drained=True) or drain_then_stop()
-        # A cutover's final pass: each source's refills begun before it (see _drained).
-        self._final_marks: dict[str, int] | None = None
+        self._final: FinalPass | None = None  # a cutover's (drain_then_stop)
         self._adopted: SimpleQueue[Manifest] = SimpleQueue()
         self._new_cfg: SluiceConfig | None = None
         self.fatal: BaseException | None = None
@@ -138,18 +138,9 @@ class MainLoop:
         self.wake.set()
 
     def drain_then_stop(self) -> None:
-        """Feed until every source is drained, then stop (a cutover's final pass).
-
-        Drained as of now: each source is read again, by a read that begins
-        after this call, before the loop may stop. A source found at its end
-        before (a keyset walk at the table's end, resting until its next poke)
-        would otherwise count as drained at once, and rows written since its
-        last read would be left to whoever runs after this daemon.
-        """
-        self._final_marks = {name: q.refills_begun() for name, q in self.queues.items()}
+        """Feed until every source is drained as of now, then stop (a cutover's final pass)."""
+        self._final = FinalPass(self.queues)
         self.until_drained = True
-        for queue in self.queues.values():
-            queue.poke()  # a read running now began before: the next one counts
         self.wake.set()
 
     def notify(self) -> None:
@@ -287,11 +278,8 @@ class MainLoop:
         busy = self.inflight.busy()
         if busy or not all(q.exhausted for q in self.queues.values()):
             return False
-        marks = self._final_marks
-        if marks is not None and not all(
-            q.read_since(marks.get(name, 0)) for name, q in self.queues.items()
-        ):
-            return False  # a final pass: some source was not read since it began
+        if self._final is not None and not self._final.read_all(self.queues):
+            return False
         # Locally drained; other daemons on this ledger may still hold batches
         # (which the reaper hands to us if their owner dies).
         now = self.clock()

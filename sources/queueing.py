@@ -51,6 +51,8 @@ class RefillHealth:
     hook_errors: int = 0
     failed: str | None = None  # why refills were given up for good; None while they go on
     parked: int = 0  # newer versions of keys in flight, waiting for their batch to end
+    reads_begun: int = 0  # reads of the source begun so far, each numbered
+    last_read_ok: int = 0  # the number of the last read that succeeded
 
 
 class QueueingLimitedSource:
@@ -197,17 +199,6 @@ class QueueingLimitedSource:
             self._worker.launch()
         return go
 
-    def refills_begun(self) -> int:
-        """How many reads of the wrapped source have begun: a mark for :meth:`read_since`."""
-        with self._lock:
-            return self._worker.begun
-
-    def read_since(self, mark: int) -> bool:
-        """Whether a read that began after :meth:`refills_begun` returned ``mark`` succeeded:
-        the buffer has seen the source as it was at that moment, or later."""
-        with self._lock:
-            return self._worker.last_ok_begun > mark
-
     def resume_point(self) -> ResumePoint | None:
         """Incremental: where a restart may resume (:mod:`sources.resume`); else None."""
         with self._lock:
@@ -261,6 +252,7 @@ class QueueingLimitedSource:
                 exhausted=self._worker.at_end and self._buffer.rows() == 0,
                 hook_errors=self._hook_errors,
                 failed=None if worker.failure is None else str(worker.failure),
+                reads_begun=worker.begun, last_read_ok=worker.last_ok_begun,
             )
 
     def stop(self, timeout: float | None = None) -> bool:
