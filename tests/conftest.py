@@ -159,6 +159,24 @@ def logical_pg() -> Iterator[DatabaseFactory]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def binlog_mariadb() -> Iterator[DatabaseFactory]:
+    """Throwaway databases in a MariaDB of the session's own that writes a row binary log
+    with GTIDs (:mod:`tests.servers`): the machine's server runs with ``log_bin=OFF``."""
+    from tests.servers import BinlogMariaDB
+
+    need(BinlogMariaDB.available(), "mariadbd and mariadb-install-db are not installed")
+    server = BinlogMariaDB()
+    server.start()
+    try:
+        factory = DatabaseFactory(server.admin_url, "mysql")
+        yield factory
+        factory.drop_all()
+        _FACTORIES.remove(factory)
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def pg_url(pg_factory: DatabaseFactory, request: pytest.FixtureRequest) -> str:
     """A fresh PostgreSQL database for one test."""

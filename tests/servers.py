@@ -1,11 +1,13 @@
 """Database servers of the tests' own, for settings the machine's servers must not change.
 
-The machine's PostgreSQL runs with ``wal_level=replica`` and is shared: it is
-never reconfigured or restarted. A change stream needs ``wal_level=logical``,
-so the tests that read one start a PostgreSQL of their own (the machine's
-PostgreSQL 15 binaries, ``initdb`` and ``pg_ctl``, as the ``postgres`` user
-when run as root) on a free loopback port in a temporary folder, and remove
-it at the end of the session.
+The machine's PostgreSQL runs with ``wal_level=replica`` and its MariaDB with
+``log_bin=OFF``; both are shared: never reconfigured or restarted. A change
+stream needs ``wal_level=logical``, so the tests that read one start a
+PostgreSQL of their own (the machine's PostgreSQL 15 binaries, ``initdb`` and
+``pg_ctl``, as the ``postgres`` user when run as root) on a free loopback port
+in a temporary folder, and remove it at the end of the session; those that
+read MariaDB's binary log start a MariaDB of their own with ``log_bin`` and
+``binlog_format=ROW``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 PG_BIN = Path(os.environ.get("SLUICE_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
+MARIADBD = os.environ.get("SLUICE_TEST_MARIADBD", "/usr/sbin/mariadbd")
 
 
 def free_port() -> int:
@@ -100,3 +103,78 @@ class LogicalPostgres:
             tail = log.read_text()[-2000:] if log.exists() else ""
             raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}): "
                                f"{done.stderr.strip()} {tail}")  # fmt: skip
+
+
+class BinlogMariaDB:
+    """A throwaway MariaDB writing a row-based binary log with GTIDs: :meth:`start`,
+    :attr:`admin_url`, :meth:`stop`. ``root`` without a password, 127.0.0.1 only, nothing
+    flushed to disk at each commit (nothing here must survive a crash of the machine)."""
+
+    def __init__(self) -> None:
+        self.port = 0
+        self.folder: Path | None = None
+        self._server: subprocess.Popen[bytes] | None = None
+
+    @staticmethod
+    def available() -> bool:
+        """Whether ``mariadbd`` and ``mariadb-install-db`` are installed."""
+        return shutil.which("mariadb-install-db") is not None and Path(MARIADBD).exists()
+
+    @property
+    def admin_url(self) -> str:
+        """The server's ``test`` database as ``root``."""
+        return f"mysql+pymysql://root@127.0.0.1:{self.port}/test?charset=utf8mb4"
+
+    def start(self) -> None:
+        """Make a data folder, start the server on a free port; wait until it answers."""
+        self.folder = Path(tempfile.mkdtemp(prefix="sluice-mariadb-"))
+        self.port = free_port()
+        data = self.folder / "data"
+        user = ["--user=mysql"] if os.geteuid() == 0 else []
+        if user:
+            shutil.chown(self.folder, "mysql")
+        subprocess.run(["mariadb-install-db", f"--datadir={data}", *user,
+                        "--auth-root-authentication-method=normal", "--skip-test-db"],
+                       capture_output=True, check=True, timeout=120)  # fmt: skip
+        self._server = subprocess.Popen(
+            [MARIADBD, "--no-defaults", f"--datadir={data}", *user, f"--port={self.port}",
+             "--bind-address=127.0.0.1", f"--socket={self.folder / 'sock'}",
+             f"--pid-file={self.folder / 'pid'}", f"--log-bin={self.folder / 'binlog'}",
+             "--binlog-format=ROW", "--binlog-row-metadata=FULL", "--server-id=1",
+             "--innodb-buffer-pool-size=64M", "--innodb-flush-log-at-trx-commit=0",
+             "--skip-name-resolve", f"--log-error={self.folder / 'log'}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        engine = sa.create_engine(self.admin_url.replace("/test?", "/?"))
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    with engine.connect() as conn:
+                        conn.exec_driver_sql("CREATE DATABASE IF NOT EXISTS test")
+                        return
+                except sa.exc.OperationalError as error:
+                    if time.monotonic() > deadline or self._server.poll() is not None:
+                        log = self.folder / "log"
+                        raise RuntimeError(f"mariadbd did not start: {error}; "
+                                           f"{log.read_text()[-2000:] if log.exists() else ''}"
+                                           ) from error
+                    time.sleep(0.2)
+        finally:
+            engine.dispose()
+
+    def stop(self) -> None:
+        """Stop the server and remove its folder."""
+        try:
+            if self._server is not None:
+                self._server.terminate()
+                try:
+                    self._server.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    self._server.kill()
+                    self._server.wait()
+        finally:
+            self._server = None
+            if self.folder is not None:
+                shutil.rmtree(self.folder, ignore_errors=True)
+                self.folder = None
