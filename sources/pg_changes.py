@@ -109,7 +109,7 @@ class PgChangeStream:
         """
         query = sa.text(
             "SELECT data FROM pg_logical_slot_peek_binary_changes(:s, NULL, :n, "
-            "'proto_version', '1', 'publication_names', :p)"
+            "'proto_version', '1', 'publication_names', :p, 'messages', 'true')"
         )
         with self._connect() as conn:
             rows = conn.execute(query, {"s": self.names.slot, "n": max_changes,
@@ -124,6 +124,14 @@ class PgChangeStream:
             if current is not None and lsn > current:
                 conn.execute(sa.text("SELECT pg_replication_slot_advance(:s, CAST(:l AS pg_lsn))"),
                              {"s": self.names.slot, "l": lsn_text(lsn)})  # fmt: skip
+
+    def mark(self, prefix: str, content: str) -> int:
+        """Write a message into the change stream in a transaction of its own (a watermark);
+        its LSN. It reaches :meth:`changes` in commit order, in ``Transaction.messages``."""
+        with self._connect() as conn:
+            found = conn.execute(sa.text("SELECT pg_logical_emit_message(true, :p, :c)::text"),
+                                 {"p": prefix, "c": content}).scalar_one()  # fmt: skip
+        return lsn_int(found)
 
     def source_position(self) -> int:
         """The database's current write position (``pg_current_wal_lsn()``)."""

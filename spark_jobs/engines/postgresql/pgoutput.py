@@ -3,7 +3,8 @@
 What a logical slot with the built-in ``pgoutput`` plugin hands out, one
 message per row of ``pg_logical_slot_peek_binary_changes``: a transaction's
 begin, the relations it touches, its inserts, updates, deletes and truncates
-in commit order, and its commit. Values come as PostgreSQL's text output of
+in commit order, the messages written into it (``pg_logical_emit_message``),
+and its commit. Values come as PostgreSQL's text output of
 their type, the very text ``col::text`` prints: nothing is converted here.
 
 :class:`Decoder` keeps the relations it has seen (a relation message comes
@@ -100,6 +101,9 @@ class Transaction:
     end_lsn: int
     committed_at: datetime
     changes: list[Change] = field(default_factory=list)
+    # Logical decoding messages written in the transaction (pg_logical_emit_message):
+    # (prefix, content), in order; sluice's watermarks are such messages.
+    messages: list[tuple[str, bytes]] = field(default_factory=list)
 
 
 def lsn_text(lsn: int) -> str:
@@ -198,6 +202,13 @@ class Decoder:
             txn = self._current(kind)
             for _ in range(count):
                 txn.changes.append(Change("truncate", self._known(reader.take("!I"))))
+        elif kind == "M":
+            transactional = reader.take("!B") & 1
+            reader.take("!Q")  # the message's LSN
+            prefix, size = reader.string(), reader.take("!I")
+            content = message[reader.at : reader.at + size]
+            if transactional:  # one outside a transaction has no place in commit order
+                self._current(kind).messages.append((prefix, content))
         elif kind not in "OY":  # an origin, a type: nothing a change needs
             raise DecodeError(f"unknown message kind {kind!r}")
         return None
