@@ -7,7 +7,8 @@ transactions in commit order, each with its GTID, so that a reader resumes
 exactly after the last transaction it applied. The server needs ``log_bin``,
 ``binlog_format=ROW`` and ``binlog_row_metadata=FULL`` (the column names
 travel with the rows), and the reader a user with replication rights
-(``REPLICATION SLAVE``, ``BINLOG MONITOR``).
+(``REPLICATION SLAVE``, ``BINLOG MONITOR``). Watermarks (:mod:`sources.watermarks`)
+are rows of a table sluice makes in the source's database, :data:`WATERMARKS`.
 
 A position is the server's own text: ``@@gtid_binlog_pos``, one
 ``domain-server-sequence`` per replication domain, comma-separated.
@@ -16,6 +17,7 @@ A position is the server's own text: ``@@gtid_binlog_pos``, one
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,6 +29,11 @@ import sqlalchemy as sa
 from config.errors import ConfigError, SourceError
 from config.secrets import redact_url
 
+WATERMARKS = "sluice_watermarks"
+"""The table of the source's database whose rows are the stream's watermark messages:
+MySQL has no message of its own to write into its binary log."""
+READ_TIMEOUT = 60.0
+"""Seconds a read of the binary log may take to reach the server's position."""
 _PURGED = 1236  # ER_MASTER_FATAL_ERROR_READING_BINLOG: the position's log is gone
 _NEEDED = {"log_bin": "1", "binlog_format": "ROW", "binlog_row_metadata": "FULL"}
 
@@ -62,6 +69,9 @@ class BinlogTransaction:
     gtid: str
     committed_at: datetime
     changes: list[RowChange] = field(default_factory=list)
+    # Watermark messages written into the transaction (:meth:`BinlogChangeStream.mark`):
+    # (prefix, content), in order.
+    messages: list[tuple[str, bytes]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,23 @@ class BinlogRead:
 
     transactions: list[BinlogTransaction]
     position: str
+
+
+def _domains(position: str) -> dict[str, int]:
+    """A position's sequence number per replication domain."""
+    found = {}
+    for part in position.split(","):
+        if part.strip():
+            domain, _server, sequence = part.strip().split("-")
+            found[domain] = int(sequence)
+    return found
+
+
+def _reached(position: str, target: str) -> bool:
+    """Whether ``position`` is at or past ``target`` (a position or a GTID) in every domain
+    ``target`` names."""
+    have = _domains(position)
+    return all(have.get(domain, -1) >= seq for domain, seq in _domains(target).items())
 
 
 def advanced(position: str, gtid: str) -> str:
@@ -97,6 +124,7 @@ class BinlogChangeStream:
         self._url = sa.make_url(url)
         database = self._url.database or ""
         self._tables = {t if "." in t else f"{database}.{t}" for t in tables}
+        self._watermarks = f"{database}.{WATERMARKS}"
         self.label = label
         # A replica's id: two readers with one id would disconnect each other.
         self.server_id = random.randint(10_000, 2**31 - 1)
@@ -122,45 +150,91 @@ class BinlogChangeStream:
         """The server's current position (``@@gtid_binlog_pos``)."""
         return str(self._one_row("SELECT @@gtid_binlog_pos")[0] or "")
 
-    def changes(self, after: str, max_transactions: int = 1_000) -> BinlogRead:
-        """Transactions committed after ``after`` (a position), in commit order."""
+    def changes(self, after: str, max_transactions: int = 1_000,
+                timeout: float = READ_TIMEOUT) -> BinlogRead:  # fmt: skip
+        """Transactions committed after ``after`` (a position) and by the time of the call,
+        in commit order; at most ``max_transactions`` read (those of other tables count).
+
+        The log is read as a blocking replica does, up to the server's position when the
+        call began (MariaDB resets a non-blocking dump's connection under load, and the
+        library's reconnect would start over). A read that has not reached it after
+        ``timeout`` seconds raises a transient :class:`SourceError`.
+        """
         from pymysqlreplication import BinLogStreamReader
-        from pymysqlreplication.event import MariadbGtidEvent, QueryEvent, XidEvent
+        from pymysqlreplication.event import (
+            HeartbeatLogEvent,
+            MariadbGtidEvent,
+            QueryEvent,
+            XidEvent,
+        )
         from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-        reader = BinLogStreamReader(
-            connection_settings=self._settings(), server_id=self.server_id, blocking=False,
-            is_mariadb=True, auto_position=after or "0-0-0",
-            only_events=[MariadbGtidEvent, XidEvent, QueryEvent, WriteRowsEvent,
-                         UpdateRowsEvent, DeleteRowsEvent],
-        )  # fmt: skip
-        done: list[BinlogTransaction] = []
+        end = self.source_position()
         position, read = after, 0
+        done: list[BinlogTransaction] = []
+        if _reached(position, end):
+            return BinlogRead(done, position)
+        reader = BinLogStreamReader(
+            connection_settings=self._settings(), server_id=self.server_id, blocking=True,
+            is_mariadb=True, auto_position=after or "0-0-0", slave_heartbeat=1.0,
+            only_events=[MariadbGtidEvent, XidEvent, QueryEvent, WriteRowsEvent,
+                         UpdateRowsEvent, DeleteRowsEvent, HeartbeatLogEvent],
+        )  # fmt: skip
+        deadline = time.monotonic() + timeout
         open_txn: BinlogTransaction | None = None
         try:
             for event in reader:
+                if time.monotonic() > deadline:
+                    raise SourceError(f"{self.label}: the binary log did not reach {end} from "
+                                      f"{after} in {timeout:.0f} s (at {position})")  # fmt: skip
                 if isinstance(event, MariadbGtidEvent):
+                    gtid = str(event.gtid)
+                    # Read before (a reconnect starts over): skipped.
+                    past = not _reached(position, gtid)
                     at = datetime.fromtimestamp(event.timestamp, UTC)
-                    open_txn = BinlogTransaction(str(event.gtid), at)
-                elif open_txn is None:
+                    open_txn = BinlogTransaction(gtid, at) if past else None
+                elif open_txn is None or isinstance(event, HeartbeatLogEvent):
                     continue
                 elif isinstance(event, XidEvent) or (
                         isinstance(event, QueryEvent) and event.query.strip().upper() == "COMMIT"):
                     position, read = advanced(position, open_txn.gtid), read + 1  # fmt: skip
-                    if open_txn.changes:
+                    if open_txn.changes or open_txn.messages:
                         done.append(open_txn)
                     open_txn = None
-                    if read >= max_transactions:
+                    if read >= max_transactions or _reached(position, end):
                         break
                 elif isinstance(event, QueryEvent):  # DDL: a transaction of its own
                     position, open_txn = advanced(position, open_txn.gtid), None
+                    if _reached(position, end):
+                        break
                 elif f"{event.schema}.{event.table}" in self._tables:
                     open_txn.changes.extend(_row_changes(event))
+                elif f"{event.schema}.{event.table}" == self._watermarks:
+                    open_txn.messages.extend(
+                        (str(c.new["prefix"]), str(c.new["content"]).encode())
+                        for c in _row_changes(event) if c.new is not None
+                    )  # fmt: skip
         except pymysql.err.OperationalError as error:
             raise self._read_error(error, after) from error
         finally:
             reader.close()
         return BinlogRead(done, position)
+
+    def mark(self, prefix: str, content: str) -> str:
+        """Write a watermark message into the binary log, in a transaction of its own (a row
+        of :data:`WATERMARKS`, made on first use); the position after it."""
+        table = f"`{WATERMARKS}`"
+        self._run(f"CREATE TABLE IF NOT EXISTS {table} (prefix varchar(64) PRIMARY KEY, "
+                  "content varchar(255) NOT NULL)",
+                  (f"INSERT INTO {table} VALUES (%s, %s) ON DUPLICATE KEY UPDATE "
+                   "content = VALUES(content)", (prefix, content)))  # fmt: skip
+        return self.source_position()
+
+    def drop(self) -> bool:
+        """Drop the watermark table sluice made in the source's database; whether it was there."""
+        there = self._one_row(f"SHOW TABLES LIKE '{WATERMARKS}'") != ()
+        self._run(f"DROP TABLE IF EXISTS `{WATERMARKS}`")
+        return there
 
     def _read_error(self, error: pymysql.err.OperationalError, after: str) -> SourceError:
         code = error.args[0] if error.args else None
@@ -180,16 +254,32 @@ class BinlogChangeStream:
                 "user": url.username or "root", "password": url.password or ""}  # fmt: skip
 
     def _one_row(self, sql: str) -> tuple[Any, ...]:
-        try:
-            connection = pymysql.connect(**self._settings(), connect_timeout=10)
-        except pymysql.err.OperationalError as error:
-            raise SourceError(f"{self.label}: cannot reach the database: {error}") from error
+        connection = self._connect()
         try:
             with connection.cursor() as cursor:
                 cursor.execute(sql)
                 return tuple(cursor.fetchone() or ())
         finally:
             connection.close()
+
+    def _run(self, *statements: str | tuple[str, tuple[Any, ...]]) -> None:
+        """Run ``statements`` (each SQL, or SQL and its arguments), each committed."""
+        connection = self._connect()
+        try:
+            with connection.cursor() as cursor:
+                for statement in statements:
+                    sql, args = (statement, None) if isinstance(statement, str) else statement
+                    cursor.execute(sql, args)
+                    connection.commit()
+        finally:
+            connection.close()
+
+    def _connect(self) -> Any:
+        database = self._url.database or None
+        try:
+            return pymysql.connect(**self._settings(), database=database, connect_timeout=10)
+        except pymysql.err.OperationalError as error:
+            raise SourceError(f"{self.label}: cannot reach the database: {error}") from error
 
 
 def _row_changes(event: Any) -> list[RowChange]:

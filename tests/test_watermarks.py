@@ -1,13 +1,14 @@
 """A table's full load beside its change stream, reconciled by watermarks (DBLog).
 
-Against a PostgreSQL of the session's own with ``wal_level=logical``: while a
-writer inserts, updates (a version column that only grows), deletes and
-re-inserts rows, and moves keys, the table is read in key chunks between
-watermark messages written into its stream (and a row of each chunk changed
-after it was read, before its high watermark); the stream's changes and the
-chunks' rows, merged by :class:`sources.watermarks.Reconciler` and applied
-in order, leave a copy equal to the table row by row, and no key's version
-ever goes back. Nothing is locked.
+Against servers of the session's own, PostgreSQL with ``wal_level=logical``
+and MariaDB with a row binary log: while a writer inserts, updates (a version
+column that only grows), deletes and re-inserts rows, and moves keys, the
+table is read in key chunks between watermark messages written into its
+stream (and a row of each chunk changed after it was read, before its high
+watermark); the stream's changes and the chunks' rows, merged by
+:class:`sources.watermarks.Reconciler` and applied in order, leave a copy
+equal to the table row by row, and no key's version ever goes back. Nothing
+is locked.
 """
 
 from __future__ import annotations
@@ -19,13 +20,12 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from sources.binlog_changes import BinlogChangeStream
 from sources.pg_changes import PgChangeStream, stream_names
 from sources.watermarks import PREFIX, ChunkRow, Reconciler, high, low
 
-pytestmark = pytest.mark.postgres
-
 ROWS = 600
-CHUNK = 20
+CHUNK = 40
 COLUMNS = ("id", "version", "note")
 
 
@@ -33,10 +33,10 @@ class Copy:
     """The copy the merged stream is applied to, checking that no version goes back."""
 
     def __init__(self) -> None:
-        self.rows: dict[str, dict[str, Any]] = {}
+        self.rows: dict[Any, dict[str, Any]] = {}
         self.went_back: list[str] = []
 
-    def put(self, key: str, row: dict[str, Any]) -> None:
+    def put(self, key: Any, row: dict[str, Any]) -> None:
         held = self.rows.get(key)
         if held is not None and int(row["version"]) < int(held["version"]):
             self.went_back.append(f"{key}: {held['version']} -> {row['version']}")
@@ -54,12 +54,72 @@ class Copy:
             self.put(event.key(["id"])[0], event.new)
 
 
-def _writer(engine: sa.Engine, stop: threading.Event, seed: int, done: list[int]) -> None:
+class Postgres:
+    """The table, its stream and its SQL on PostgreSQL: values as the server's text."""
+
+    select = "SELECT items.id::text AS id, version::text AS version, note FROM items"
+    insert = "INSERT INTO items VALUES ({}) ON CONFLICT (id) DO NOTHING"
+
+    def __init__(self, engine: sa.Engine) -> None:
+        with engine.begin() as conn:
+            conn.execute(sa.text("CREATE TABLE items (id integer PRIMARY KEY, version integer, "
+                                 "note text)"))  # fmt: skip
+            # Versions live on after a delete: a key inserted again starts above its last.
+            conn.execute(sa.text("CREATE TABLE versions (id integer, version integer)"))
+            conn.execute(sa.text(
+                "CREATE FUNCTION keep() RETURNS trigger AS $$ BEGIN INSERT INTO versions "
+                "VALUES (OLD.id, OLD.version); RETURN OLD; END $$ LANGUAGE plpgsql"
+            ))  # fmt: skip
+            conn.execute(sa.text("CREATE TRIGGER keep AFTER DELETE OR UPDATE ON items "
+                                 "FOR EACH ROW EXECUTE FUNCTION keep()"))  # fmt: skip
+            conn.execute(sa.text("INSERT INTO items SELECT i, 1, 'first' FROM "
+                                 "generate_series(1, :n) i"), {"n": ROWS})  # fmt: skip
+        self.stream = PgChangeStream(engine, ["items"], stream_names("items"), "source items")
+        self.position: Any = self.stream.open()
+
+    def changes(self) -> list[Any]:
+        found = self.stream.changes(after=self.position)
+        if found:
+            self.position = found[-1].end_lsn
+            self.stream.acknowledge(self.position)
+        return found
+
+    def drop(self) -> bool:
+        return self.stream.drop()
+
+
+class MariaDB:
+    """The table, its stream and its SQL on MariaDB: values as Python's, from PyMySQL."""
+
+    select = "SELECT id, version, note FROM items"
+    insert = "INSERT IGNORE INTO items VALUES ({})"
+
+    def __init__(self, engine: sa.Engine) -> None:
+        with engine.begin() as conn:
+            conn.execute(sa.text("CREATE TABLE items (id int PRIMARY KEY, version int, note text)"))
+            conn.execute(sa.text("CREATE TABLE versions (id int, version int)"))
+            for event in ("UPDATE", "DELETE"):
+                conn.execute(sa.text(f"CREATE TRIGGER keep_{event} AFTER {event} ON items FOR "
+                                     "EACH ROW INSERT INTO versions VALUES (OLD.id, OLD.version)"))
+            conn.execute(sa.text("INSERT INTO items SELECT seq, 1, 'first' FROM seq_1_to_600"))
+        self.stream = BinlogChangeStream(engine.url, ["items"], "source items")
+        self.position: Any = self.stream.check()
+
+    def changes(self) -> list[Any]:
+        read = self.stream.changes(self.position)
+        self.position = read.position
+        return read.transactions
+
+    def drop(self) -> bool:
+        return self.stream.drop()
+
+
+def _writer(engine: sa.Engine, insert: str, stop: threading.Event, done: list[int]) -> None:
     """Random inserts, updates (version + 1), deletes, re-inserts and key moves; ``done``
     counts the transactions."""
-    rng = random.Random(seed)
+    rng = random.Random(7)
     next_id = ROWS + 1
-    while not stop.is_set():
+    while not stop.wait(0.001):  # a busy application, not a flood
         done[0] += 1
         i = rng.randint(1, next_id)
         roll = rng.random()
@@ -70,65 +130,53 @@ def _writer(engine: sa.Engine, stop: threading.Event, seed: int, done: list[int]
             elif roll < 0.7:
                 conn.execute(sa.text("DELETE FROM items WHERE id = :i"), {"i": i})
             elif roll < 0.9:  # a new key, or one deleted before (its version goes on)
-                conn.execute(sa.text(
-                    "INSERT INTO items VALUES (:i, (SELECT coalesce(max(version), 0) + 1 "
-                    "FROM versions WHERE id = :i), 'new') ON CONFLICT (id) DO NOTHING"
-                ), {"i": next_id if roll < 0.8 else i})  # fmt: skip
+                conn.execute(sa.text(insert.format(
+                    ":i, (SELECT coalesce(max(version), 0) + 1 FROM versions WHERE id = :i), "
+                    "'new'")), {"i": next_id if roll < 0.8 else i})  # fmt: skip
                 next_id += roll < 0.8
             else:  # the key moves: a delete of the old one, an insert of the new one
                 conn.execute(sa.text("UPDATE items SET id = :j, version = version + 1 "
-                                     "WHERE id = :i AND NOT EXISTS (SELECT 1 FROM items "
-                                     "WHERE id = :j)"), {"i": i, "j": next_id})  # fmt: skip
+                                     "WHERE id = :i"), {"i": i, "j": next_id})  # fmt: skip
                 next_id += 1
 
 
-def test_chunks_and_changes_merged_by_watermarks_equal_the_table(logical_pg: Any) -> None:
-    engine = sa.create_engine(logical_pg.create("watermarks"))
-    with engine.begin() as conn:
-        conn.execute(sa.text("CREATE TABLE items (id integer PRIMARY KEY, version integer, "
-                             "note text)"))  # fmt: skip
-        # Versions live on after a delete: a key inserted again starts above its last.
-        conn.execute(sa.text("CREATE TABLE versions (id integer, version integer)"))
-        conn.execute(sa.text(
-            "CREATE FUNCTION keep() RETURNS trigger AS $$ BEGIN INSERT INTO versions "
-            "VALUES (OLD.id, OLD.version); RETURN OLD; END $$ LANGUAGE plpgsql"
-        ))  # fmt: skip
-        conn.execute(sa.text("CREATE TRIGGER keep AFTER DELETE OR UPDATE ON items "
-                             "FOR EACH ROW EXECUTE FUNCTION keep()"))  # fmt: skip
-        conn.execute(sa.text("INSERT INTO items SELECT i, 1, 'first' FROM "
-                             "generate_series(1, :n) i"), {"n": ROWS})  # fmt: skip
-    stream = PgChangeStream(engine, ["items"], stream_names("items"), "source items")
-    position = stream.open()
+@pytest.mark.parametrize("kind", [pytest.param(Postgres, marks=pytest.mark.postgres, id="pg"),
+                                  pytest.param(MariaDB, marks=pytest.mark.mariadb, id="mariadb")])
+def test_chunks_and_changes_merged_by_watermarks_equal_the_table(
+    kind: Any, request: pytest.FixtureRequest
+) -> None:
+    servers = request.getfixturevalue("logical_pg" if kind is Postgres else "binlog_mariadb")
+    engine = sa.create_engine(servers.create("watermarks"))
+    source = kind(engine)
     merge, copy = Reconciler(["id"]), Copy()
 
     def consume() -> None:
-        nonlocal position
-        for txn in stream.changes(after=position):
+        for txn in source.changes():
             marks = [c.decode() for p, c in txn.messages if p == PREFIX]
             for event in merge.feed(marks, txn.changes):
                 copy.apply(event)
-            position = txn.end_lsn
-        stream.acknowledge(position)
 
-    stop = threading.Event()
-    written = [0]
-    writer = threading.Thread(target=_writer, args=(engine, stop, 7, written))
+    stop, written = threading.Event(), [0]
+    writer = threading.Thread(target=_writer, args=(engine, source.insert, stop, written))
     writer.start()
     try:
+        # The load reads the keys there were at its start; newer rows are the stream's.
+        with engine.connect() as conn:
+            upto = conn.execute(sa.text("SELECT max(id) FROM items")).scalar_one()
         last, chunk = 0, 0
         while True:  # the full load, chunk by chunk, while the writer writes
-            stream.mark(PREFIX, low(str(chunk)))
+            source.stream.mark(PREFIX, low(str(chunk)))
             with engine.connect() as conn:
                 rows = [dict(r._mapping) for r in conn.execute(sa.text(
-                    "SELECT id::text, version::text, note FROM items "
-                    "WHERE items.id > :last ORDER BY items.id LIMIT :n"
-                ), {"last": last, "n": CHUNK})]  # fmt: skip
+                    f"{source.select} WHERE items.id > :last AND items.id <= :upto "
+                    "ORDER BY items.id LIMIT :n"
+                ), {"last": last, "upto": upto, "n": CHUNK})]  # fmt: skip
             merge.chunk(str(chunk), rows)
             if rows:  # a change between the read and the high watermark, every chunk
                 with engine.begin() as conn:
                     conn.execute(sa.text("UPDATE items SET version = version + 1 WHERE id = :i"),
                                  {"i": int(rows[0]["id"])})  # fmt: skip
-            stream.mark(PREFIX, high(str(chunk)))
+            source.stream.mark(PREFIX, high(str(chunk)))
             consume()
             if len(rows) < CHUNK:
                 break
@@ -139,13 +187,13 @@ def test_chunks_and_changes_merged_by_watermarks_equal_the_table(logical_pg: Any
         stop.set()
         writer.join()
     consume()
-    assert merge.pending == [] and chunk >= 5 and during_load >= 100
+    assert merge.pending == [] and chunk >= 5 and during_load >= 20
     with engine.connect() as conn:
-        table = {r[0]: dict(zip(COLUMNS, r, strict=True)) for r in conn.execute(
-            sa.text("SELECT id::text, version::text, note FROM items"))}  # fmt: skip
+        table = {r[0]: dict(zip(COLUMNS, r, strict=True))
+                 for r in conn.execute(sa.text(source.select))}  # fmt: skip
     assert copy.went_back == []
     assert copy.rows == table
-    assert stream.drop()
+    assert source.drop()
     engine.dispose()
 
 
