@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import pymysql
 import sqlalchemy as sa
 
 from config.errors import ConfigError, SourceError
@@ -160,6 +159,7 @@ class BinlogChangeStream:
         library's reconnect would start over). A read that has not reached it after
         ``timeout`` seconds raises a transient :class:`SourceError`.
         """
+        import pymysql
         from pymysqlreplication import BinLogStreamReader
         from pymysqlreplication.event import (
             HeartbeatLogEvent,
@@ -236,7 +236,7 @@ class BinlogChangeStream:
         self._run(f"DROP TABLE IF EXISTS `{WATERMARKS}`")
         return there
 
-    def _read_error(self, error: pymysql.err.OperationalError, after: str) -> SourceError:
+    def _read_error(self, error: Exception, after: str) -> SourceError:
         code = error.args[0] if error.args else None
         if code == _PURGED:
             failed = SourceError(
@@ -275,6 +275,8 @@ class BinlogChangeStream:
             connection.close()
 
     def _connect(self) -> Any:
+        import pymysql  # the mysql extra: sluice imports without it
+
         database = self._url.database or None
         try:
             return pymysql.connect(**self._settings(), database=database, connect_timeout=10)
