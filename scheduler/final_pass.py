@@ -14,15 +14,20 @@ from sources.queueing import QueueingLimitedSource
 
 
 class FinalPass:
-    """Begun on ``queues`` now: :meth:`read_all` says when each has been read since."""
+    """A final pass, asked for on any thread; it begins at the loop's first look
+    (:meth:`read_all`, on the loop's thread: the queues are the loop's)."""
 
-    def __init__(self, queues: Mapping[str, QueueingLimitedSource]) -> None:
-        self._marks = {name: q.health().reads_begun for name, q in queues.items()}
-        for queue in queues.values():
-            queue.poke()  # a read running now began before: the next one counts
+    def __init__(self) -> None:
+        self._marks: dict[str, int] | None = None
 
     def read_all(self, queues: Mapping[str, QueueingLimitedSource]) -> bool:
         """Whether every queue (one added since counts from its first read) saw its source
-        through a read that began after this pass did and succeeded."""
+        through a read that began after this pass did and succeeded. The first call begins
+        the pass: it marks each queue's reads so far, asks each source again, and says no."""
+        if self._marks is None:
+            self._marks = {name: q.health().reads_begun for name, q in queues.items()}
+            for queue in queues.values():
+                queue.poke()  # a read running now began before: the next one counts
+            return False
         marks = self._marks
         return all(q.health().last_read_ok > marks.get(n, 0) for n, q in queues.items())

@@ -139,7 +139,7 @@ class MainLoop:
 
     def drain_then_stop(self) -> None:
         """Feed until every source is drained as of now, then stop (a cutover's final pass)."""
-        self._final = FinalPass(self.queues)
+        self._final = FinalPass()  # before until_drained: the loop sees both
         self.until_drained = True
         self.wake.set()
 
