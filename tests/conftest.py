@@ -21,6 +21,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -141,6 +142,18 @@ def mariadb_factory() -> Iterator[DatabaseFactory]:
     factory.drop_all()
 
 
+def _own_server(server: Any, dialect: str) -> Iterator[DatabaseFactory]:
+    """Start ``server`` (:mod:`tests.servers`); throwaway databases in it; stop it at the end."""
+    server.start()
+    try:
+        factory = DatabaseFactory(server.admin_url, dialect)
+        yield factory
+        factory.drop_all()
+        _FACTORIES.remove(factory)
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="session")
 def logical_pg() -> Iterator[DatabaseFactory]:
     """Throwaway databases in a PostgreSQL of the session's own with ``wal_level=logical``
@@ -148,15 +161,7 @@ def logical_pg() -> Iterator[DatabaseFactory]:
     from tests.servers import PG_BIN, LogicalPostgres
 
     need(LogicalPostgres.available(), f"PostgreSQL's initdb and pg_ctl are not in {PG_BIN}")
-    server = LogicalPostgres()
-    server.start()
-    try:
-        factory = DatabaseFactory(server.admin_url, "postgresql")
-        yield factory
-        factory.drop_all()
-        _FACTORIES.remove(factory)
-    finally:
-        server.stop()
+    yield from _own_server(LogicalPostgres(), "postgresql")
 
 
 @pytest.fixture(scope="session")
@@ -166,15 +171,7 @@ def binlog_mariadb() -> Iterator[DatabaseFactory]:
     from tests.servers import BinlogMariaDB
 
     need(BinlogMariaDB.available(), "mariadbd and mariadb-install-db are not installed")
-    server = BinlogMariaDB()
-    server.start()
-    try:
-        factory = DatabaseFactory(server.admin_url, "mysql")
-        yield factory
-        factory.drop_all()
-        _FACTORIES.remove(factory)
-    finally:
-        server.stop()
+    yield from _own_server(BinlogMariaDB(), "mysql")
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -31,6 +32,27 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def answered(url: str, seconds: float, dead: Callable[[], str | None], sql: str = "") -> None:
+    """Wait until the server at ``url`` takes a connection (and runs ``sql``); raise
+    RuntimeError after ``seconds``, or as soon as ``dead()`` says why it never will."""
+    engine = sa.create_engine(url)
+    deadline = time.monotonic() + seconds
+    try:
+        while True:
+            try:
+                with engine.connect() as conn:
+                    if sql:
+                        conn.exec_driver_sql(sql)
+                    return
+            except sa.exc.OperationalError as error:
+                why = dead()
+                if why is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{url} did not start: {error}; {why or ''}") from error
+                time.sleep(0.2)
+    finally:
+        engine.dispose()
 
 
 class LogicalPostgres:
@@ -67,19 +89,7 @@ class LogicalPostgres:
                    "-c max_replication_slots=20 -c max_wal_senders=20")  # fmt: skip
         self._run([str(PG_BIN / "pg_ctl"), "-D", str(data), "-o", options,
                    "-l", str(self.folder / "log"), "-w", "start"])  # fmt: skip
-        engine = sa.create_engine(self.admin_url)
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    with engine.connect():
-                        return
-                except sa.exc.OperationalError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.2)
-        finally:
-            engine.dispose()
+        answered(self.admin_url, 30, lambda: None)
 
     def stop(self) -> None:
         """Stop the server (fast) and remove its folder."""
@@ -145,23 +155,15 @@ class BinlogMariaDB:
              "--skip-name-resolve", f"--log-error={self.folder / 'log'}"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        engine = sa.create_engine(self.admin_url.replace("/test?", "/?"))
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    with engine.connect() as conn:
-                        conn.exec_driver_sql("CREATE DATABASE IF NOT EXISTS test")
-                        return
-                except sa.exc.OperationalError as error:
-                    if time.monotonic() > deadline or self._server.poll() is not None:
-                        log = self.folder / "log"
-                        raise RuntimeError(f"mariadbd did not start: {error}; "
-                                           f"{log.read_text()[-2000:] if log.exists() else ''}"
-                                           ) from error
-                    time.sleep(0.2)
-        finally:
-            engine.dispose()
+        server, log = self._server, self.folder / "log"
+
+        def dead() -> str | None:
+            if server.poll() is None:
+                return None
+            return f"mariadbd exited: {log.read_text()[-2000:] if log.exists() else ''}"
+
+        answered(self.admin_url.replace("/test?", "/?"), 60, dead,
+                 "CREATE DATABASE IF NOT EXISTS test")  # fmt: skip
 
     def stop(self) -> None:
         """Stop the server and remove its folder."""
