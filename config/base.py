@@ -33,6 +33,26 @@ Duration = Annotated[float, BeforeValidator(parse_duration)]
 """Seconds, written in YAML as ``250ms``, ``2s``, ``5m``, ``1h`` or a number."""
 
 
+_BYTES = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
+_UNIT_BYTES = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # fmt: skip
+
+
+def parse_bytes(value: Any) -> int:
+    """Turn ``512MiB``, ``10GB``, ``1TiB`` or a plain number into bytes."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str):
+        match = _BYTES.match(value)
+        if match:
+            return int(float(match.group(1)) * _UNIT_BYTES[(match.group(2) or "").lower()])
+    raise ValueError(f"expected a size such as 512MiB or 10GB, got {value!r}")
+
+
+Bytes = Annotated[int, BeforeValidator(parse_bytes)]
+"""Bytes, written in YAML as ``512MiB``, ``10GB`` or a number."""
+
+
 def check_database_url(value: str) -> str:
     """``value`` when SQLAlchemy can parse it as a database URL; else a ValueError that says
     the form (the URL itself is not repeated: it may hold a password)."""
@@ -40,10 +60,7 @@ def check_database_url(value: str) -> str:
         make_url(value)
     except ArgumentError:
         scheme = value.split("://", 1)[0] if "://" in value else value.split(":", 1)[0]
-        hint = (
-            "; sluice makes the JDBC URL from it" if value.lower().startswith("jdbc:")
-            else ""
-        )
+        hint = "; sluice makes the JDBC URL from it" if value.lower().startswith("jdbc:") else ""
         raise ValueError(
             f"not a database URL (it starts {scheme[:20]!r}): write it as "
             "dialect+driver://user@host:port/database, e.g. "

@@ -295,6 +295,7 @@ def reset(
     Stop the daemons on this ledger first.
     """
     from config.secrets import redact_url
+    from scheduler.commands.streams import forget_sources
 
     cfg, names = _load_for_ledger(config, source)
     ledger = _open_ledger(cfg)
@@ -302,11 +303,10 @@ def reset(
         typer.echo("nothing to reset: the ledger does not exist yet")
         return
     try:
-        where = redact_url(cfg.ledger)
         if not yes:
             try:
                 sure = typer.confirm(
-                    f"Forget the progress of {', '.join(names)} in {where}? "
+                    f"Forget the progress of {', '.join(names)} in {redact_url(cfg.ledger)}? "
                     "They will be migrated again from the start", default=False,
                 )
             except typer.Abort:  # no answer (stdin closed): not a yes
@@ -314,8 +314,8 @@ def reset(
             if not sure:
                 typer.echo("reset aborted: nothing changed", err=True)
                 raise typer.Exit(1)
-        for name in names:
-            typer.echo(f"{name}: forgot {ledger.sources.reset(name)} batches and its checkpoint")
+        for line in forget_sources(ledger, cfg, names):
+            typer.echo(line)
     finally:
         ledger.close()
 

@@ -24,11 +24,13 @@ from scheduler.ledger import Checkpoint, Ledger
 from scheduler.order import FirstPasses
 from scheduler.stats import RunStats
 from scheduler.strategy import Node, build_strategy
+from scheduler.stream_claims import claim_stream
 from scheduler.throttle import Throttle
 from sinks.abc import Sink
 from sources.abc import Item
 from sources.queueing import QueueingLimitedSource
 from sources.sql import SqlSource
+from sources.stream import StreamSource
 from spark_jobs.manifest import Manifest
 
 # The loop's logger: these lines are the loop's, as they were before this module existed.
@@ -91,7 +93,7 @@ class Feeder:
         ready = {
             name: q.buffered for name, q in self.queues.items()
             if self._ready(q, self._wanted(name, room)) and self.inflight.admits(name)
-            and not self.order.holds(name)
+            and not self.order.holds(name) and not self._stream_busy(name)
         }  # fmt: skip
         source = self.strategy.pick(ready)
         if source is None:
@@ -163,6 +165,12 @@ class Feeder:
         share = -(-(queue.buffered + importing // 2) // parallel)
         return min(size, max(share, self.sizes.largest(source) // 4, 1))
 
+    def _stream_busy(self, source: str) -> bool:
+        """A stream source's batches apply in the stream's order, one after another (see
+        :mod:`scheduler.stream_claims`)."""
+        stream = isinstance(self.queues[source].wrapped, StreamSource)
+        return stream and self.inflight.importing(source) > 0
+
     def _walks_ranges(self, source: str) -> bool:
         """A keyset source: its batches are key ranges, and its end is final."""
         return walks_ranges(self.cfg.sources[source])
@@ -187,6 +195,8 @@ class Feeder:
         src_cfg = self.cfg.sources[source]
         if self._walks_ranges(source):
             return self._claim_range(source, src_cfg.target, batch_id, items, rows)
+        if isinstance(wrapped := self.queues[source].wrapped, StreamSource):
+            return claim_stream(self.ledger, wrapped, self.checkpoints, batch_id, items)
         keys = [key_values(item) for item in items]
         versions = [item.version for item in items]
         payloads = [item.payload for item in items] if src_cfg.kind == "sqs" else None

@@ -191,8 +191,10 @@ class BatchesInFlight:
             else:
                 self._observe(manifest, None, error)
                 unavailable = isinstance(error, SinkUnavailable)
+                waits = getattr(error, "waits", False)  # a stream's batch before its turn
                 state = self.ledger.fail(manifest.batch_id, str(error), self.retry,
-                                         token=manifest.token, counted=not unavailable,
+                                         token=manifest.token,
+                                         counted=not (unavailable or waits),
                                          permanent=getattr(error, "permanent", False))
                 log.warning("batch %s of %s %s: %s", manifest.batch_id, manifest.source,
                             state, error)

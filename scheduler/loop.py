@@ -298,6 +298,10 @@ class MainLoop:
         return max(0.01, min([1.0, *waits]))
 
 
+STREAM_POLL = 0.2
+"""Seconds between two reads of a stream source that was at its end (see :func:`poke_exhausted`)."""
+
+
 def poke_exhausted(
     queues: Mapping[str, QueueingLimitedSource], cfg: SluiceConfig, last_poke: dict[str, float],
     now: float, draining: bool,
@@ -317,6 +321,8 @@ def poke_exhausted(
         src_cfg = cfg.sources[name]
         # Draining re-checks each second; a daemon waits a source's sweep pause.
         pause = 1.0 if draining else getattr(src_cfg, "sweep_pause", 1.0)
+        if getattr(src_cfg, "mode", None) == "stream":
+            pause = STREAM_POLL  # a change stream is followed, not swept
         if now - last_poke.get(name, 0.0) >= pause:
             last_poke[name] = now
             queue.poke()

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from config.errors import SourceError
-from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig
+from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig, split_target
 from scheduler.background import Background
 from scheduler.batch_size import range_rows
 from scheduler.ledger import Checkpoint, Ledger, encode_key, fingerprint
@@ -25,6 +25,7 @@ from sources.queueing import QueueingLimitedSource
 if TYPE_CHECKING:
     from sources.sql import SqlSource
     from sources.sqs import SqsSource
+    from sources.stream import StreamSource
 
 KeyTuple = tuple[Any, ...]
 # The daemon's logger: opening sources is part of its start.
@@ -96,6 +97,15 @@ class SourceOpener:
 
     def _make_source(self, name: str, src_cfg: object, cfg: SluiceConfig) -> LimitedSource:
         """Build a source and check that it can be read (raises what ``check()`` raises)."""
+        if isinstance(src_cfg, SqlSourceConfig) and src_cfg.mode == "stream":
+            from sources.stream import StreamSource
+
+            stream = StreamSource(
+                name, src_cfg, budget=None if self.budgets is None else self.budgets.of(name),
+                committed=target_position(cfg, name),
+            )
+            _check(stream)
+            return stream
         if isinstance(src_cfg, SqlSourceConfig):
             from sources.sql import SqlSource
 
@@ -157,7 +167,17 @@ def claims_lookup(
     return lookup
 
 
-def _check(source: SqlSource | SqsSource) -> None:
+def target_position(cfg: SluiceConfig, name: str) -> Callable[[], list[int] | None]:
+    """For a stream source: the stream's position its target has applied (None: none yet)."""
+    from spark_jobs.apply_changes import stream_position
+    from spark_jobs.jdbc import sql_engine
+
+    target = cfg.targets[split_target(cfg.sources[name].target)[0]]
+    url = getattr(target, "url", None)
+    return lambda: None if url is None else stream_position(sql_engine(url), name)
+
+
+def _check(source: SqlSource | SqsSource | StreamSource) -> None:
     """Run the source's start check; close its connections if it fails."""
     try:
         source.check()
@@ -170,7 +190,15 @@ def _resume(source: LimitedSource, checkpoint: Checkpoint) -> None:
     """Start a keyset SQL source after its claim high-water mark, an incremental
     one after its resume point (every version read before it is done)."""
     from sources.sql import SqlSource
+    from sources.stream import StreamSource
 
+    if isinstance(source, StreamSource):
+        resume = checkpoint.resume_after
+        source.reset(checkpoint.high_water, None if resume is None else resume[0])
+        if checkpoint.high_water is not None:
+            log.info("source %s: resuming the stream after %s", source.name,
+                     checkpoint.high_water)  # fmt: skip
+        return
     if not isinstance(source, SqlSource):
         return
     after = checkpoint.resume_after if source.cfg.mode == "incremental" else checkpoint.high_water

@@ -146,6 +146,8 @@ class SparkSink(PoolSink):
         return group_key(self.cfg, manifest)
 
     def _run(self, ticket: int, manifest: Manifest) -> ImportResult:
+        if manifest.kind == "changes":  # applied by the target's transaction alone: no Spark
+            return run_import(self._on_demand, self.cfg, manifest)  # type: ignore[arg-type]
         if self._on_demand is not None and self._group_key(manifest) == TABLES:
             [outcome] = run_imports(self._on_demand, self.cfg, [manifest])  # type: ignore[arg-type]
             if isinstance(outcome, BaseException):

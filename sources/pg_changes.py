@@ -68,6 +68,7 @@ class PgChangeStream:
         self._tables = list(tables)
         self.names = names
         self.label = label
+        self.at_end = False  # the last :meth:`changes` read every change committed then
 
     def open(self) -> int:
         """Make sure the publication and the slot exist; the slot's position (an LSN)."""
@@ -114,6 +115,8 @@ class PgChangeStream:
         with self._connect() as conn:
             rows = conn.execute(query, {"s": self.names.slot, "n": max_changes,
                                         "p": self.names.publication}).scalars().all()  # fmt: skip
+        # Fewer messages than asked: the decoding reached the end of the WAL written so far.
+        self.at_end = len(rows) < max_changes
         # Each call is a decoding session of its own: relations are described again.
         return [t for t in Decoder().feed(rows) if t.end_lsn > after]
 

@@ -25,10 +25,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from spark_jobs.change_batches import ChunkRow, Key
+
 PREFIX = "sluice.watermark"
 """The prefix of sluice's watermark messages in a change stream."""
-
-Key = tuple[Any, ...]
 
 
 class RowChange(Protocol):
@@ -38,14 +38,6 @@ class RowChange(Protocol):
     def key(self, columns: Iterable[str]) -> Key: ...
 
     def old_key(self, columns: Iterable[str]) -> Key | None: ...
-
-
-@dataclass(frozen=True)
-class ChunkRow:
-    """A row of a chunk, handed out at the chunk's high watermark: ``row`` as read."""
-
-    key: Key
-    row: dict[str, Any]
 
 
 @dataclass
@@ -100,6 +92,12 @@ class Reconciler:
         out: list[Any] = list(changes)
         touched: set[Key] = set()
         for change in changes:
+            if getattr(change, "op", None) == "truncate":
+                # Every row the chunk read may be gone: none of them is handed out.
+                for window in self._windows.values():
+                    if window.open and window.rows is not None:
+                        window.rows = {}
+                continue
             touched.add(change.key(self.key_columns))
             before = change.old_key(self.key_columns)
             if before is not None:

@@ -99,7 +99,7 @@ def commit_direct(
     with engine.connect() as conn:
         transaction = conn.begin()
         try:
-            current = _take_commit_row(conn, commits, manifest)
+            current = take_commit_row(conn, commits, manifest)
             if current is not None and current > manifest.token:
                 raise stale_token_error(target, manifest, current)
             if current is not None or _range_taken(conn, target, manifest):
@@ -163,7 +163,7 @@ def _transaction(
     commits, rejects = commits_table(), rejects_table()
     values = _values(staging, names, fit, engine.dialect)
     with engine.begin() as conn:
-        current = _take_commit_row(conn, commits, manifest)
+        current = take_commit_row(conn, commits, manifest)
         if current is not None and current > manifest.token:
             raise stale_token_error(target, manifest, current)
         conn.execute(rejects.delete().where(rejects.c.batch_id == manifest.batch_id))
@@ -310,7 +310,7 @@ def _insert_new(
     return int(inserted)
 
 
-def _take_commit_row(conn: sa.Connection, commits: sa.Table, manifest: Manifest) -> int | None:
+def take_commit_row(conn: sa.Connection, commits: sa.Table, manifest: Manifest) -> int | None:
     """Lock the batch's commit row, inserting a placeholder if there is none.
 
     Returns the token of the commit already recorded, or None when there is

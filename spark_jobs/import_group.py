@@ -77,8 +77,9 @@ def runs_without_spark(cfg: SluiceConfig) -> bool:
     (:data:`TABLES`): keyset sources read natively into databases with a bulk path.
     (A batch may still need Spark: a row refused, values the table would change.)"""
     return all(
-        isinstance(source, SqlSourceConfig) and source.mode == "keyset"
-        and _read_in_task(source) for source in cfg.sources.values()
+        isinstance(source, SqlSourceConfig) and (source.mode == "stream" or (
+            source.mode == "keyset" and _read_in_task(source)))
+        for source in cfg.sources.values()
     ) and all(
         isinstance(target, JdbcTargetConfig) and bulk_load(sql_engine(target.url)) is not None
         for target in cfg.targets.values()

@@ -56,6 +56,7 @@ from spark_jobs.extract import SqlReader, extract
 from spark_jobs.manifest import Manifest
 from spark_jobs.outcomes import BatchImportFailed, ImportResult, reason, transient
 from spark_jobs.spark_names import quoted
+from spark_jobs.stream_import import import_changes
 from spark_jobs.target import TargetTable, Written, stale_token_error
 from spark_jobs.transforms import for_target, target_engine
 from spark_jobs.write import committed_batch, sweep_stages, write_batch
@@ -85,6 +86,9 @@ def import_new(
     manifest: Manifest,
 ) -> ImportResult:
     """Import a batch the target does not hold yet (see :func:`run_import`)."""
+    if manifest.kind == "changes":
+        assert isinstance(source, SqlSourceConfig)
+        return imported(manifest, target, import_changes(source, target, manifest))
     started = time.monotonic()
     try:
         one_task = may_copy_straight_in(target, manifest)
@@ -138,7 +142,7 @@ def imported(manifest: Manifest, target: TargetTable, written: Written) -> Impor
     # Nothing between extract and write drops rows, except the duplicate
     # bodies of one key in a payloads batch.
     staged = written.rows + written.rejected
-    rows_read = len(manifest.payloads) if manifest.kind == "payloads" else staged
+    rows_read = len(manifest.payloads) if manifest.kind in ("payloads", "changes") else staged
     log.info(
         "batch %s: %d rows into %s (%s), %d rejected",
         manifest.batch_id,

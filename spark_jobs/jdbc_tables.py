@@ -1,6 +1,6 @@
 """The tables of a JDBC target: the target table itself (created, or checked
-against the batch), sluice's own ``_sluice_commits`` and ``_sluice_rejects``,
-and the staging table each import attempt writes into.
+against the batch), sluice's own ``_sluice_commits``, ``_sluice_rejects`` and
+``_sluice_streams``, and the staging table each import attempt writes into.
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ refuses can be split into halves by row number (never copied to the target)."""
 
 _LONG_TEXT = sa.Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
 
+STREAMS_TABLE = "_sluice_streams"
+"""In a JDBC target, one row per change stream written into it: how far it is applied."""
+
 
 def commits_table(metadata: sa.MetaData | None = None) -> sa.Table:
     """``_sluice_commits``: one row per committed batch, with its token and rows."""
@@ -41,6 +44,19 @@ def commits_table(metadata: sa.MetaData | None = None) -> sa.Table:
         sa.Column("token", sa.BigInteger, nullable=False),
         sa.Column("rows", sa.BigInteger, nullable=False),
         sa.Column("committed_at", sa.DateTime(timezone=True), nullable=False),
+    )
+
+
+def streams_table(metadata: sa.MetaData | None = None) -> sa.Table:
+    """``_sluice_streams``: per stream source, the position of the last change applied
+    (a JSON list of ints; NULL: none yet) and the batch that applied it."""
+    return sa.Table(
+        STREAMS_TABLE,
+        metadata or sa.MetaData(),
+        sa.Column("source", sa.String(255), primary_key=True),
+        sa.Column("position", sa.Text, nullable=True),
+        sa.Column("batch_id", sa.String(255), nullable=True),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
     )
 
 

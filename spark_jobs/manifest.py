@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-BatchKind = Literal["range", "keys", "payloads"]
+BatchKind = Literal["range", "keys", "payloads", "changes"]
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,10 @@ class Manifest:
     - ``keys``: exactly the rows whose key is in ``keys``; a sweep batch.
     - ``payloads``: the records themselves (``payloads``, JSON text each),
       for sources that cannot be re-read, such as SQS.
+    - ``changes``: a stream source's changes after the stream position ``lo``
+      up to ``hi`` (``payloads``: :class:`~spark_jobs.change_batches.StreamEvent`
+      JSON texts, in the stream's order), applied by
+      :mod:`spark_jobs.apply_changes`.
 
     ``token`` is the fencing token: it grows every time the batch is handed to
     a new importer, and a target refuses a commit carrying an older one.

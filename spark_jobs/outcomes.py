@@ -46,6 +46,9 @@ class BatchImportFailed(SluiceError, RuntimeError):
         super().__init__(message)
         self.transient = transient
         self.permanent = permanent
+        # The batch came before its turn (a stream's batch whose predecessor is not in the
+        # target yet): the attempt does not count.
+        self.waits = False
 
 
 def reason(error: Exception) -> str:

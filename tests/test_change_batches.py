@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sources.change_batches import net_effect
-from sources.watermarks import ChunkRow
+from spark_jobs.change_batches import ChunkRow, net_effect
 from spark_jobs.engines.postgresql.pgoutput import UNCHANGED, Change, Relation
 
 ITEMS = Relation(1, "public", "items", "d", ())

@@ -59,6 +59,8 @@ class CutoverReport:
     verify: VerifyReport | None = None
     dead_batches: int = 0
     problems: list[str] = field(default_factory=list)
+    streams: list[str] = field(default_factory=list)  # the slots dropped once READY
+    seconds: float = 0.0  # from the command to its verdict
 
     @property
     def ready(self) -> bool:
@@ -71,7 +73,7 @@ class CutoverReport:
         return {
             "ready": self.ready, "requested_at": self.requested_at,
             "final_pass": self.final_pass, "dead_batches": self.dead_batches,
-            "problems": self.problems,
+            "problems": self.problems, "streams": self.streams, "seconds": self.seconds,
             "verify": None if self.verify is None else self.verify.to_json(),
         }  # fmt: skip
 
@@ -116,8 +118,11 @@ def cutover_command(fail: Callable[[SluiceError], NoReturn]) -> Callable[..., No
             typer.echo(f"final pass: {report.final_pass}; {report.dead_batches} dead batches")
             for problem in report.problems:
                 typer.echo(f"problem: {problem}")
-            typer.echo("READY: the target may take over" if report.ready
-                       else "NOT READY: the target may not take over yet")  # fmt: skip
+            for line in report.streams:
+                typer.echo(line)
+            verdict = (f"READY in {report.seconds:.1f} s: the target may take over"
+                       if report.ready else "NOT READY: the target may not take over yet")
+            typer.echo(verdict)
         raise typer.Exit(0 if report.ready else 1)
 
     return cutover
@@ -128,10 +133,12 @@ def run_cutover(
     wait: float = 1800.0, poll: float = 1.0,
 ) -> CutoverReport:  # fmt: skip
     """Set the flag, see the final pass through (the daemons', or our own), then verify."""
+    from scheduler.commands.streams import drop_streams
     from scheduler.commands.verify import verify_config
     from scheduler.ledger import Ledger
     from scheduler.ledger.cutover import request_cutover
 
+    started = time.monotonic()
     by = f"cutover:{socket.gethostname()}:{os.getpid()}"
     ledger = Ledger(cfg.ledger, lease_ttl=cfg.lease.ttl, owner=by)
     try:
@@ -163,6 +170,10 @@ def run_cutover(
             f"{t.source}: {t.pending} rows not migrated, {t.in_flight} in flight"
             for t in report.verify.tables if t.pending or t.in_flight
         )  # fmt: skip
+    if report.ready:
+        # The target takes over: the source's slots would keep its WAL from now on.
+        report.streams = drop_streams(cfg)
+    report.seconds = time.monotonic() - started
     return report
 
 

@@ -116,11 +116,14 @@ class SourceBook:
         def read() -> Any:
             with self.engine.connect() as conn:
                 return conn.execute(
-                    sa.select(t.c.high_water, t.c.version).where(t.c.name == name)
+                    sa.select(t.c.high_water, t.c.version, t.c.resume_after)
+                    .where(t.c.name == name)
                 ).one()
 
         row = ride_out(read, self.writer.patience)
-        return Checkpoint(decode_key(row.high_water), row.version)
+        return Checkpoint(
+            decode_key(row.high_water), row.version, decode_position(row.resume_after)
+        )
 
     def reset(self, name: str) -> int:
         """Forget a source's progress and batches; returns the batches removed."""

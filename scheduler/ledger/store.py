@@ -34,6 +34,7 @@ from scheduler.ledger.schema import (
     UNFINISHED,
     batches_table,
     encode_key,
+    encode_position,
     keys_table,
     sources_table,
 )
@@ -107,25 +108,7 @@ class Ledger:
             batch_id=batch_id, source=source, target=target, kind="range",
             items=items, token=int(begin), lo=after.high_water, hi=list(hi),
         )
-        t = sources_table
-
-        def write(conn: sa.Connection) -> None:
-            moved = conn.execute(
-                t.update()
-                .where(t.c.name == source, t.c.version == after.version)
-                .values(high_water=encode_key(hi), version=after.version + 1,
-                        updated_at=self.clock())
-            )
-            if moved.rowcount != 1:
-                raise ClaimConflict(
-                    f"source {source!r}: the high-water mark moved past version "
-                    f"{after.version}; another daemon claimed this range"
-                )
-            _insert_batch(conn, manifest, self.owner, self.clock(), self.lease_ttl,
-                          range_seq=after.version + 1)
-
-        self.writer.call(write)
-        return manifest, Checkpoint(list(hi), after.version + 1)
+        return manifest, claim_at_mark(self, manifest, after)
 
     def claim_keys(
         self, batch_id: str, source: str, target: str, keys: list[list[Any]],
@@ -305,6 +288,49 @@ def _refused(conn: sa.Connection, owner: str, batch_id: str, state: str) -> Clai
         f"{held.owner!r} (lease until {held.lease_until}); {owner!r} may not make it "
         f"{state}: another daemon holds it or changed it first"
     )
+
+
+def claim_changes(
+    ledger: Ledger, batch_id: str, source: str, target: str, after: Checkpoint,
+    hi: list[Any], changes: list[str], resume: list[Any],
+) -> tuple[Manifest, Checkpoint]:
+    """Claim a stream source's changes ``(after.high_water, hi]`` (``changes``: their events)
+    as one new batch, born ``importing``, as :meth:`Ledger.claim_range` claims a range; the
+    full load's progress after them (``resume``) is recorded with the mark."""
+    manifest = Manifest(
+        batch_id=batch_id, source=source, target=target, kind="changes", items=len(changes),
+        token=1, lo=after.high_water, hi=list(hi), payloads=changes,
+    )
+    return manifest, claim_at_mark(ledger, manifest, after, resume)
+
+
+def claim_at_mark(
+    ledger: Ledger, manifest: Manifest, after: Checkpoint, resume: list[Any] | None = None
+) -> Checkpoint:
+    """Insert ``manifest``'s batch if the source's mark is still at ``after`` (moved to the
+    batch's end, with ``resume`` for a stream), else raise :class:`ClaimConflict`."""
+    t = sources_table
+    source, hi, version = manifest.source, manifest.hi or [], after.version + 1
+    marks: dict[str, Any] = {"high_water": encode_key(hi), "version": version}
+    if manifest.kind == "changes":
+        marks["resume_after"] = None if resume is None else encode_position(resume)
+
+    def write(conn: sa.Connection) -> None:
+        moved = conn.execute(
+            t.update()
+            .where(t.c.name == source, t.c.version == after.version)
+            .values(**marks, updated_at=ledger.clock())
+        )
+        if moved.rowcount != 1:
+            raise ClaimConflict(
+                f"source {source!r}: the high-water mark moved past version "
+                f"{after.version}; another daemon claimed this range"
+            )
+        _insert_batch(conn, manifest, ledger.owner, ledger.clock(), ledger.lease_ttl,
+                      range_seq=version)
+
+    ledger.writer.call(write)
+    return Checkpoint(list(hi), version, resume)
 
 
 def _insert_batch(

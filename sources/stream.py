@@ -1,0 +1,315 @@
+"""A ``mode: stream`` source: a table's existing rows and every change after, in commit order.
+
+The table's change stream (:class:`~sources.pg_changes.PgChangeStream`: a
+publication and a logical slot) is read from the source's position on; the
+rows already in the table are loaded beside it in key chunks, each read
+between two watermarks and merged into the stream's order by a
+:class:`~sources.watermarks.Reconciler` (DBLog), so that nothing is locked
+and no row goes back to an older state. What comes out is one ordered list
+of :class:`~spark_jobs.change_batches.StreamEvent`, each at a *position*:
+``[end_lsn, n]``, the end of its transaction's commit and how many events of
+that transaction come up to and with it. Positions only grow.
+
+Items are *spans* of that list (like a keyset walk's ranges): ``key`` the
+position of the span's last event, ``payload`` the events' JSON texts,
+``rows`` how many, ``version`` the full load's progress after the span (see
+:class:`LoadProgress`). A batch is adjacent spans, claimed in the ledger by a
+compare-and-set on the source's high-water mark (the last position claimed),
+and applied by its target in one transaction that checks and moves the
+target's own record of the stream's position
+(:mod:`spark_jobs.apply_changes`). The slot is acknowledged only up to a
+transaction whose every event is in a batch that is done.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import sqlalchemy as sa
+
+from config.errors import ConfigError
+from config.models import SqlSourceConfig
+from sources.abc import Item, LimitedSource
+from sources.budget import Budget
+from sources.pg_changes import PgChangeStream, StreamNames, stream_names
+from sources.sqldb import SourceDatabase
+from sources.watermarks import PREFIX, Reconciler, high, low
+from spark_jobs.change_batches import StreamEvent
+from spark_jobs.engines.postgresql.pgoutput import Transaction
+
+Position = tuple[int, int]
+
+DONE = "done"
+"""The full load's progress once every chunk is in the stream."""
+
+
+def names_of(name: str, cfg: SqlSourceConfig) -> StreamNames:
+    """The publication and slot of a stream source: the config's, or sluice's own."""
+    if cfg.stream is not None and cfg.stream.slot is not None:
+        assert cfg.stream.publication is not None  # the config checks both or neither
+        return StreamNames(cfg.stream.publication, cfg.stream.slot, owned=False)
+    return stream_names(name)
+
+
+@dataclass(frozen=True)
+class LoadProgress:
+    """How far the full load is, as a span's ``version`` carries it: ``""`` (nothing loaded),
+    the JSON list of the last loaded key's values (as text), or :data:`DONE`."""
+
+    text: str = ""
+
+    @property
+    def done(self) -> bool:
+        return self.text == DONE
+
+    @property
+    def after(self) -> list[str] | None:
+        """The key after which the next chunk starts; None: from the first row."""
+        return None if self.text in ("", DONE) else list(json.loads(self.text))
+
+
+@dataclass
+class _Chunk:
+    upper: LoadProgress  # the progress once its rows are out
+    rows: int
+
+
+class StreamSource(LimitedSource):
+    """The changes of one PostgreSQL table, after its existing rows (see the module).
+
+    ``next_batch`` reads a chunk of the full load when none is waiting for
+    its high watermark, then peeks the slot past what it read before and
+    hands out spans of at most ``limit`` events. :meth:`reset` starts again
+    after a position and a load progress (a restart, a lost claim race);
+    spans of an earlier start carry an older :attr:`epoch` in ``handle`` and
+    must not be claimed. ``committed`` reads the stream's position recorded in
+    the target; each read first moves the slot up to it. Errors are
+    :class:`~config.errors.SourceError`.
+    """
+
+    weighs_rows = True
+
+    def __init__(
+        self, name: str, cfg: SqlSourceConfig, *, engine: sa.Engine | None = None,
+        budget: Budget | None = None, committed: Callable[[], list[int] | None] | None = None,
+    ) -> None:  # fmt: skip
+        self.name = name
+        self.cfg = cfg
+        self._db = SourceDatabase(name, cfg, engine, budget)
+        self.names = names_of(name, cfg)
+        self._stream = PgChangeStream(self._db.engine, [cfg.table], self.names,
+                                      f"source {name}")  # fmt: skip
+        self._table = cfg.table if "." in cfg.table else f"public.{cfg.table}"
+        self._key = cfg.key_columns
+        self._lock = threading.Lock()
+        self._columns: list[tuple[str, str]] | None = None  # (name, type) of the table
+        self.epoch = 0
+        # Per transaction read and not yet acknowledged: its events and commit time.
+        self._txns: dict[int, tuple[int, float]] = {}
+        self.applied: tuple[Position, float] | None = None  # the target's position, its commit
+        self._committed = committed
+        self._acked = 0
+        self.reset(None, "")
+
+    # -- the walk ----------------------------------------------------------------
+
+    def reset(self, after: Sequence[int] | None, progress: str | None) -> None:
+        """Hand out what lies past ``after`` (None: the slot's start), the full load going on
+        from ``progress``; spans handed out before are of an older epoch."""
+        with self._lock:
+            self.epoch += 1
+            self._after: Position | None = None if after is None else (after[0], after[1])
+            self._read_to = 0 if after is None else after[0] - 1  # transactions fed
+            self._load = LoadProgress(progress or "")
+            self._reconciler = Reconciler(self._key)
+            self._chunks: dict[str, _Chunk] = {}
+            self._nonce = uuid.uuid4().hex[:12]
+            self._seq = 0
+            self._out: deque[tuple[Position, StreamEvent, LoadProgress]] = deque()
+            self._exhausted = False
+
+    @property
+    def load(self) -> LoadProgress:
+        """The full load's progress as far as this walk has read."""
+        return self._load
+
+    @property
+    def exhausted(self) -> bool:
+        return self._exhausted
+
+    def check(self) -> None:
+        """Make the publication and slot where missing; check the table and its key."""
+        self._db.guard(self._stream.open)
+        columns = dict(self._table_columns())
+        missing = [k for k in self._key if k not in columns]
+        if missing:
+            raise ConfigError(f"source {self.name}: key column(s) {missing} are not columns "
+                              f"of {self._table}")  # fmt: skip
+
+    def next_batch(self, limit: int) -> list[Item]:
+        epoch = self.epoch
+        # On this thread, as every use of the slot: a slot serves one session at a time.
+        self._acknowledge()
+        if not self._load.done and not self._chunks:
+            self._read_chunk()
+        more = limit - len(self._out)
+        at_end = False
+        if more > 0:
+            # The slot is peeked from its acknowledged position: what was read since counts.
+            read = sum(n + 3 for n, _ in self._txns.values()) + 4 * more + 1000
+            self._feed(self._db.guard(lambda: self._stream.changes(self._read_to, read)))
+            at_end = self._stream.at_end
+        items = self._spans(limit, epoch)
+        self._exhausted = at_end and not self._out and self._load.done and not self._chunks
+        return items
+
+    def backlog(self) -> int | None:
+        return None
+
+    def _acknowledge(self) -> None:
+        """Let the slot forget what the target has applied: every transaction up to the
+        target's recorded position, that one too when all its events are in (the target's
+        truth, not a batch's end: a dead batch is not in, and a restart knows only that)."""
+        if self._committed is None:
+            return
+        held = self._committed()
+        if not held:
+            return
+        at = cast(Position, tuple(held))
+        with self._lock:
+            events, committed = self._txns.get(at[0], (-1, 0.0))
+            complete = at[0] if events == at[1] else at[0] - 1
+            for lsn in [lsn for lsn in self._txns if lsn <= complete]:
+                del self._txns[lsn]
+            if committed:
+                self.applied = (at, committed)
+        if complete > self._acked:
+            self._db.guard(lambda: self._stream.acknowledge(complete))
+            self._acked = complete
+
+    def lag(self, now: float | None = None) -> float | None:
+        """Seconds the target is behind the source: the commit time of the oldest change not
+        yet applied against ``now``; 0 when every change read is applied and the walk is at
+        the source's end; None before anything was read."""
+        with self._lock:
+            waiting = [at for lsn, (_, at) in self._txns.items()
+                       if self.applied is None or lsn > self.applied[0][0]]  # fmt: skip
+        if waiting:
+            return max(0.0, (now or time.time()) - min(waiting))
+        return 0.0 if self._exhausted else None
+
+    def retained_bytes(self) -> int | None:
+        """The WAL the slot keeps on the source server."""
+        return self._db.guard(self._stream.retained_bytes)
+
+    def drop(self) -> bool:
+        """Drop sluice's own slot and publication (``cutover``, ``reset``)."""
+        return self._db.guard(self._stream.drop)
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- inside ------------------------------------------------------------------
+
+    def _table_columns(self) -> list[tuple[str, str]]:
+        if self._columns is None:
+            query = sa.text(
+                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = CAST(:t AS regclass) AND attnum > 0 AND NOT attisdropped "
+                "ORDER BY attnum"
+            )
+
+            def read() -> list[tuple[str, str]]:
+                with self._db.engine.connect() as conn:
+                    return [(r[0], r[1]) for r in conn.execute(query, {"t": self._quoted()})]
+
+            self._columns = self._db.guard(read)
+        return self._columns
+
+    def _quoted(self) -> str:
+        quote = self._db.engine.dialect.identifier_preparer.quote
+        return ".".join(quote(part) for part in self._table.split(".", 1))
+
+    def _read_chunk(self) -> None:
+        """Read the next chunk of the full load between a low and a high watermark."""
+        columns = self._table_columns()
+        quote = self._db.engine.dialect.identifier_preparer.quote
+        types = dict(columns)
+        # Qualified: ORDER BY "id" would sort by the output column "id", the text.
+        keys = ", ".join(f"c.{quote(k)}" for k in self._key)
+        where = ""
+        after = self._load.after
+        params: dict[str, Any] = {"n": self.cfg.page_size}
+        if after is not None:
+            bounds = ", ".join(f"CAST(:k{i} AS {types[k]})" for i, k in enumerate(self._key))
+            where = f"WHERE ({keys}) > ({bounds})"
+            params.update({f"k{i}": v for i, v in enumerate(after)})
+        select = ", ".join(f"{quote(c)}::text" for c, _ in columns)
+        query = sa.text(f"SELECT {select} FROM {self._quoted()} AS c {where} "
+                        f"ORDER BY {keys} LIMIT :n")  # fmt: skip
+        self._seq += 1
+        chunk = f"{self._nonce}.{self._seq}"
+
+        def read() -> list[dict[str, Any]]:
+            self._stream.mark(PREFIX, low(chunk))
+            with self._db.engine.connect() as conn:
+                found = conn.execute(query, params).all()
+            self._stream.mark(PREFIX, high(chunk))
+            return [dict(zip([c for c, _ in columns], row, strict=True)) for row in found]
+
+        rows = self._db.guard(read)
+        self._reconciler.chunk(chunk, rows)
+        if len(rows) < self.cfg.page_size:
+            upper = LoadProgress(DONE)
+        else:
+            upper = LoadProgress(json.dumps([rows[-1][k] for k in self._key]))
+        self._chunks[chunk] = _Chunk(upper, len(rows))
+
+    def _feed(self, transactions: list[Transaction]) -> None:
+        """Merge whole transactions past what was read into the ordered events."""
+        for txn in transactions:
+            if txn.end_lsn <= self._read_to:
+                continue
+            marks = [m.decode() for p, m in txn.messages if p == PREFIX]
+            ours = [m for m in marks if m.partition(":")[2].startswith(self._nonce + ".")]
+            changes = [c for c in txn.changes if c.relation.qualified == self._table]
+            closed = [m.partition(":")[2] for m in ours if m.startswith("high:")]
+            merged = self._reconciler.feed(ours, changes)
+            events = [StreamEvent.of(e, self._key) for e in merged]
+            progress = self._load
+            for chunk in closed:
+                progress = self._chunks.pop(chunk).upper
+            with self._lock:
+                for n, event in enumerate(events, 1):
+                    at = (txn.end_lsn, n)
+                    if self._after is None or at > self._after:
+                        self._out.append((at, event, progress if n == len(events) else
+                                          self._load))  # fmt: skip
+                self._read_to = txn.end_lsn
+                if events:
+                    self._txns[txn.end_lsn] = (len(events), txn.committed_at.timestamp())
+            self._load = progress
+
+    def _spans(self, limit: int, epoch: int) -> list[Item]:
+        """Up to ``limit`` events from the front, one span per transaction."""
+        items: list[Item] = []
+        with self._lock:
+            taken = 0
+            while self._out and taken < limit:
+                lsn = self._out[0][0][0]
+                span: list[tuple[Position, StreamEvent, LoadProgress]] = []
+                while self._out and self._out[0][0][0] == lsn and taken < limit:
+                    span.append(self._out.popleft())
+                    taken += 1
+                last, _, progress = span[-1]
+                payload = tuple(e.to_json() for _, e, _ in span)
+                items.append(Item(self.name, last, payload, handle=epoch,
+                                  version=progress.text, rows=len(span)))  # fmt: skip
+        return items

@@ -1,0 +1,285 @@
+"""A batch of a change stream into a PostgreSQL target: once, in the stream's order, in one
+transaction.
+
+The batch (:mod:`spark_jobs.change_batches`) is reduced to its net effect and applied
+under two row locks: its own commit row in ``_sluice_commits`` (two importers of one batch
+take turns, and a stale fencing token is refused) and its stream's row in
+``_sluice_streams`` (two importers of one stream take turns). The stream's row holds the
+position of the last change the table holds: a batch applies only on top of the batch
+before it (its ``lo``), and one the table already holds (``hi`` at or below the position)
+is recorded as committed without touching the table.
+
+Values arrive as PostgreSQL printed them (``col::text``) and go in through the column
+types' own input functions, as pg_dump's COPY restores them: they are COPYed in text
+format into a temporary table shaped like the target, then deleted, inserted and updated
+from there. ``json_populate_recordset`` would do for most types but not for ``json`` and
+``jsonb``: it stores a JSON string as a JSON string, not as the document it spells.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+from config.errors import TargetError
+from spark_jobs.change_batches import NetBatch, StreamEvent, net_effect
+from spark_jobs.commit_jdbc import take_commit_row
+from spark_jobs.engines.postgresql.insert import insert as pg_insert
+from spark_jobs.engines.postgresql.pgoutput import UNCHANGED
+from spark_jobs.jdbc_tables import (
+    commits_table,
+    create_if_missing,
+    ensure_own_tables,
+    streams_table,
+)
+from spark_jobs.manifest import Manifest
+from spark_jobs.outcomes import BatchImportFailed
+from spark_jobs.target import TargetTable, Written, stale_token_error
+from spark_jobs.target_fit import missing_column
+
+STAGE = "_sluice_changes"
+"""The temporary table a batch's rows are COPYed into (dropped at the commit)."""
+GROUP = "_sluice_group"
+"""The stage's column saying what a row is: a delete (:data:`DELETES`), or the number of
+its upsert group (the rows that leave the same columns alone)."""
+DELETES = -1
+
+_streams_ready: set[str] = set()
+_streams_lock = threading.Lock()
+
+
+def apply_changes(engine: sa.Engine, target: TargetTable, manifest: Manifest) -> Written:
+    """Apply the stream batch ``manifest`` to ``target``'s table: all of it or nothing.
+
+    Blocks while another importer holds the batch or its stream. Returns the
+    rows written (upserts, plus rows deletes removed); those recorded when the
+    batch was committed before, with nothing changed; 0 when the table holds
+    the batch's changes already. Raises
+    :class:`~spark_jobs.target.StaleToken` for a batch committed with a newer
+    token; :class:`~spark_jobs.outcomes.BatchImportFailed`, transient, while
+    the batch before it is not applied, terminal when the table's position is
+    inside the batch; :class:`~config.errors.TargetError` for a table that does
+    not exist or an engine other than PostgreSQL.
+    """
+    if engine.dialect.name != "postgresql":
+        raise TargetError(
+            f"{target.label}: batches of change streams (source {manifest.source}) go into "
+            f"PostgreSQL only for now; {engine.dialect.name} targets are not supported yet"
+        )
+    if manifest.hi is None:
+        raise BatchImportFailed(
+            f"batch {manifest.batch_id} of stream {manifest.source} has no end position (hi)",
+            transient=False,
+            permanent=True,
+        )
+    net = net_effect([StreamEvent.from_json(p) for p in manifest.payloads], target.key, UNCHANGED)
+    _ensure_tables(engine)
+    try:
+        with engine.begin() as conn:
+            return _transaction(conn, target, manifest, list(manifest.hi), net)
+    except sa.exc.DBAPIError:
+        with _streams_lock:  # one of sluice's tables may have been dropped
+            _streams_ready.discard(engine.url.render_as_string(hide_password=True))
+        raise
+
+
+def stream_position(engine: sa.Engine, source: str) -> list[int] | None:
+    """The position of the last change of ``source`` the target holds; None when none."""
+    streams = streams_table()
+    if not sa.inspect(engine).has_table(streams.name):
+        return None
+    with engine.connect() as conn:
+        text = conn.execute(
+            sa.select(streams.c.position).where(streams.c.source == source)
+        ).scalar_one_or_none()
+    return None if text is None else list(json.loads(text))
+
+
+def forget_stream(engine: sa.Engine, source: str) -> None:
+    """Forget how far ``source`` is applied (``sluice reset``): its next batch starts over."""
+    streams = streams_table()
+    if not sa.inspect(engine).has_table(streams.name):
+        return
+    with engine.begin() as conn:
+        conn.execute(streams.delete().where(streams.c.source == source))
+
+
+def _ensure_tables(engine: sa.Engine) -> None:
+    """``_sluice_commits`` and ``_sluice_streams``, made sure of once per process and database
+    (until a transaction fails)."""
+    ensure_own_tables(engine)
+    url = engine.url.render_as_string(hide_password=True)
+    with _streams_lock:
+        if url in _streams_ready:
+            return
+    create_if_missing(engine, streams_table())
+    with _streams_lock:
+        _streams_ready.add(url)
+
+
+def _transaction(
+    conn: sa.Connection, target: TargetTable, manifest: Manifest, hi: list[Any], net: NetBatch
+) -> Written:
+    commits, streams = commits_table(), streams_table()
+    current = take_commit_row(conn, commits, manifest)
+    if current is not None:
+        if current > manifest.token:
+            raise stale_token_error(target, manifest, current)
+        rows = conn.execute(
+            sa.select(commits.c.rows).where(commits.c.batch_id == manifest.batch_id)
+        ).scalar_one()
+        return Written(int(rows), 0, "committed before")
+    now = dt.datetime.now(dt.UTC)
+    conn.execute(
+        postgresql.insert(streams)
+        .values(source=manifest.source, position=None, updated_at=now)
+        .on_conflict_do_nothing()
+    )
+    text = conn.execute(
+        sa.select(streams.c.position).where(streams.c.source == manifest.source).with_for_update()
+    ).scalar_one()
+    held = None if text is None else list(json.loads(text))
+    lo = None if manifest.lo is None else list(manifest.lo)
+    if held is not None and held >= hi:
+        rows, method = 0, "already in the table"
+    elif held != lo:
+        raise _out_of_order(target, manifest, held, lo)
+    else:
+        rows, method = _apply(conn, target, net), "stream changes"
+        conn.execute(
+            streams.update()
+            .where(streams.c.source == manifest.source)
+            .values(position=json.dumps(hi), batch_id=manifest.batch_id, updated_at=now)
+        )
+    conn.execute(
+        commits.update()
+        .where(commits.c.batch_id == manifest.batch_id)
+        .values(token=manifest.token, rows=rows, committed_at=now)
+    )
+    return Written(rows, 0, method)
+
+
+def _out_of_order(
+    target: TargetTable, manifest: Manifest, held: list[Any] | None, lo: list[Any] | None
+) -> BatchImportFailed:
+    where = (f"batch {manifest.batch_id} of stream {manifest.source}: {target.label} holds "
+             f"the stream up to position {held}, the batch starts after {lo}")  # fmt: skip
+    if held is not None and (lo is None or held > lo):
+        # Inside the batch: the batches were cut differently from the ones applied. No wait
+        # ends that; applying would repeat changes the table holds.
+        return BatchImportFailed(f"{where}, so the table holds part of it (was the stream "
+                                 "restarted without sluice reset?)", transient=False)  # fmt: skip
+    waiting = BatchImportFailed(f"{where}: it waits for the batch before it", transient=True)
+    waiting.waits = True  # not an attempt of its own: it may run again as soon as that one is in
+    return waiting
+
+
+def _apply(conn: sa.Connection, target: TargetTable, net: NetBatch) -> int:
+    """Apply ``net`` to the table; the rows written (upserts, plus rows deletes removed)."""
+    prep = conn.dialect.identifier_preparer
+    table_sql = ".".join(prep.quote(p) for p in (target.schema, target.table) if p)
+    columns = _table_columns(conn, target, table_sql)
+    names = list(target.key) + [
+        c for c in dict.fromkeys(c for row in net.upserts.values() for c in row)
+        if c not in target.key
+    ]  # fmt: skip
+    for name in names:
+        if name not in columns:
+            raise missing_column(target, name)
+    groups: dict[frozenset[str], int] = {}
+    rows: list[list[Any]] = [[*key, *[None] * (len(names) - len(key)), DELETES]
+                             for key in net.deletes]  # fmt: skip
+    others = names[len(target.key) :]
+    for key, row in net.upserts.items():
+        left = frozenset(c for c in others if row.get(c, UNCHANGED) is UNCHANGED)
+        group = groups.setdefault(left, len(groups))
+        rows.append([*key, *[None if c in left else row[c] for c in others], group])
+    table = sa.table(target.table, *[sa.column(c) for c in names], schema=target.schema)
+    if net.truncate:
+        # DELETE, not TRUNCATE: both roll back with the transaction, but TRUNCATE needs a
+        # right of its own, locks readers out of the table until the commit, shows
+        # older snapshots an empty table, and fails on a table other tables refer to.
+        conn.execute(sa.delete(table))
+    if not rows:
+        return 0
+    stage = _stage(conn, table_sql, [c for c, (not_null, _) in columns.items() if not_null],
+                   [*names, GROUP], rows)  # fmt: skip
+    removed = 0
+    if net.deletes:
+        match = [table.c[k] == stage.c[k] for k in target.key]
+        removed = conn.execute(sa.delete(table).where(stage.c[GROUP] == DELETES, *match)).rowcount
+    overriding = any(columns[c][1] for c in names)  # identity columns GENERATED ALWAYS
+    for left, group in groups.items():
+        written = [c for c in names if c not in left]
+        statement = pg_insert(table, overriding).from_select(
+            written, sa.select(*[stage.c[c] for c in written]).where(stage.c[GROUP] == group)
+        )
+        updated = [c for c in written if c not in target.key]
+        if updated:
+            statement = statement.on_conflict_do_update(
+                index_elements=list(target.key),
+                set_={c: statement.excluded[c] for c in updated},
+            )
+        else:  # nothing but the key: the row there is the row
+            statement = statement.on_conflict_do_nothing(index_elements=list(target.key))
+        conn.execute(statement)
+    return len(net.upserts) + int(removed)
+
+
+def _table_columns(
+    conn: sa.Connection, target: TargetTable, table_sql: str
+) -> dict[str, tuple[bool, bool]]:
+    """Per column of the table: NOT NULL, and an identity GENERATED ALWAYS."""
+    oid = conn.execute(sa.text("SELECT to_regclass(:name)::oid"), {"name": table_sql}).scalar()
+    if oid is None:
+        raise TargetError(
+            f"{target.label}: the table does not exist; a change stream's batches go into a "
+            "table created before its first batch"
+        )
+    found = conn.execute(
+        sa.text("SELECT attname, attnotnull, attidentity = 'a' FROM pg_attribute "
+                "WHERE attrelid = :oid AND attnum > 0 AND NOT attisdropped"),
+        {"oid": oid},
+    )  # fmt: skip
+    return {name: (bool(not_null), bool(always)) for name, not_null, always in found}
+
+
+def _stage(
+    conn: sa.Connection,
+    table_sql: str,
+    not_null: Sequence[str],
+    names: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+) -> sa.TableClause:
+    """A temporary table of the target's column types (dropped at the commit), holding
+    ``rows`` (columns ``names``, the last :data:`GROUP`) parsed by those types' input
+    functions: COPY's text format, as pg_dump's restore."""
+    prep = conn.dialect.identifier_preparer
+    stage_sql = prep.quote(STAGE)
+    conn.execute(sa.text(f"CREATE TEMPORARY TABLE {stage_sql} (LIKE {table_sql}) ON COMMIT DROP"))
+    # A row holds only what it writes: the columns it leaves alone, and all but the key
+    # of a delete, are NULL here.
+    alter = [f"ALTER COLUMN {prep.quote(c)} DROP NOT NULL" for c in not_null]
+    alter.append(f"ADD COLUMN {prep.quote(GROUP)} integer NOT NULL")
+    conn.execute(sa.text(f"ALTER TABLE {stage_sql} {', '.join(alter)}"))
+    statement = f"COPY {stage_sql} ({', '.join(prep.quote(c) for c in names)}) FROM STDIN"
+    cursor = conn.connection.cursor()
+    try:
+        with cursor.copy(statement) as copy:
+            for row in rows:
+                copy.write_row(row)
+    except conn.dialect.loaded_dbapi.Error as error:
+        # As SQLAlchemy reports a statement's error: the caller tells a refused value
+        # (DataError) from a lost server.
+        raise sa.exc.DBAPIError.instance(
+            statement, None, error, conn.dialect.loaded_dbapi.Error
+        ) from error
+    finally:
+        cursor.close()
+    return sa.table(STAGE, *[sa.column(c) for c in names])
