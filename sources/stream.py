@@ -36,6 +36,7 @@ import sqlalchemy as sa
 
 from config.errors import ConfigError
 from config.models import SqlSourceConfig
+from config.sources import StreamConfig
 from sources.abc import Item, LimitedSource
 from sources.budget import Budget
 from sources.pg_changes import PgChangeStream, StreamNames, stream_names
@@ -73,6 +74,25 @@ class LoadProgress:
     def after(self) -> list[str] | None:
         """The key after which the next chunk starts; None: from the first row."""
         return None if self.text in ("", DONE) else list(json.loads(self.text))
+
+
+@dataclass(frozen=True)
+class StreamHealth:
+    """A stream source's state: its slot and publication; ``lag``, seconds the target is
+    behind the source (0: caught up; None: nothing read yet); ``changes_read`` since the
+    start; ``waiting``, changes read and not yet in the target; ``retained_bytes``, the WAL
+    the slot keeps on the server (warned about above ``max_retained_wal``); ``caught_up``,
+    the last read reached the source's end; ``loaded``, the full load is done."""
+
+    slot: str
+    publication: str
+    lag: float | None
+    changes_read: int
+    waiting: int
+    retained_bytes: int | None
+    caught_up: bool
+    loaded: bool
+    max_retained_wal: int
 
 
 @dataclass
@@ -116,6 +136,7 @@ class StreamSource(LimitedSource):
         self.applied: tuple[Position, float] | None = None  # the target's position, its commit
         self._committed = committed
         self._acked = 0
+        self.changes_read = 0
         self.reset(None, "")
 
     # -- the walk ----------------------------------------------------------------
@@ -193,6 +214,19 @@ class StreamSource(LimitedSource):
         if complete > self._acked:
             self._db.guard(lambda: self._stream.acknowledge(complete))
             self._acked = complete
+
+    def health(self, now: float | None = None) -> StreamHealth:
+        """The stream as status, the page and the metrics show it (reads the slot's WAL)."""
+        with self._lock:
+            applied = self.applied[0][0] if self.applied is not None else 0
+            waiting = sum(n for lsn, (n, _) in self._txns.items() if lsn > applied)
+        return StreamHealth(
+            slot=self.names.slot, publication=self.names.publication, lag=self.lag(now),
+            changes_read=self.changes_read, waiting=waiting + len(self._out),
+            retained_bytes=self.retained_bytes(), caught_up=self._exhausted,
+            loaded=self._load.done, max_retained_wal=(self.cfg.stream or StreamConfig())
+            .max_retained_wal,
+        )
 
     def lag(self, now: float | None = None) -> float | None:
         """Seconds the target is behind the source: the commit time of the oldest change not
@@ -295,6 +329,7 @@ class StreamSource(LimitedSource):
                 self._read_to = txn.end_lsn
                 if events:
                     self._txns[txn.end_lsn] = (len(events), txn.committed_at.timestamp())
+                self.changes_read += len(changes)
             self._load = progress
 
     def _spans(self, limit: int, epoch: int) -> list[Item]:
