@@ -81,7 +81,7 @@ clean:
 # CHAOS_SEED=n replays a run's kills.
 .PHONY: chaos
 chaos: venv jars java
-	CHAOS=long $(PY) -m pytest tests/test_exactly_once.py -p tests.chaos.report -rxX
+	CHAOS=long $(PY) -m pytest tests/test_exactly_once.py tests/test_stream_chaos.py -p tests.chaos.report -rxX
 
 # The whole type matrix (tests/test_type_matrix.py): make test's pairs and those
 # it leaves out (MariaDB into SQLite and Parquet), each printing its table.

@@ -34,7 +34,7 @@ from typing import Any, cast
 
 import sqlalchemy as sa
 
-from config.errors import ConfigError
+from config.errors import ConfigError, SourceError
 from config.models import SqlSourceConfig
 from config.sources import StreamConfig
 from sources.abc import Item, LimitedSource
@@ -185,7 +185,7 @@ class StreamSource(LimitedSource):
         if more > 0:
             # The slot is peeked from its acknowledged position: what was read since counts.
             read = sum(n + 3 for n, _ in self._txns.values()) + 4 * more + 1000
-            self._feed(self._db.guard(lambda: self._stream.changes(self._read_to, read)))
+            self._feed(self._peek(read))
             at_end = self._stream.at_end
         items = self._spans(limit, epoch)
         self._exhausted = at_end and not self._out and self._load.done and not self._chunks
@@ -251,6 +251,18 @@ class StreamSource(LimitedSource):
         self._db.close()
 
     # -- inside ------------------------------------------------------------------
+
+    def _peek(self, messages: int) -> list[Transaction]:
+        """The slot's transactions past what was read. A slot serves one session at a time:
+        while another daemon's read holds it (hot-hot), this one waits its turn a little."""
+        for pause in (0.05, 0.1, 0.2, 0.4, 0.8, 0):
+            try:
+                return self._db.guard(lambda: self._stream.changes(self._read_to, messages))
+            except SourceError as error:
+                if "is active for PID" not in str(error) or not pause:
+                    raise
+                time.sleep(pause)
+        raise AssertionError("unreachable")
 
     def _table_columns(self) -> list[tuple[str, str]]:
         if self._columns is None:
