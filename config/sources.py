@@ -122,10 +122,10 @@ class SqlSourceConfig(Model):
 
     def _check_stream(self) -> None:
         """What a change stream cannot do (yet), refused when the config loads."""
-        if not self.url.startswith("postgresql"):
-            raise ValueError("mode stream reads PostgreSQL's logical replication for now; "
-                             f"{self.url.split(':', 1)[0]} sources take keyset, sweep or "
-                             "incremental")  # fmt: skip
+        if not self.url.startswith(("postgresql", "mysql", "mariadb")):
+            raise ValueError("mode stream reads PostgreSQL's logical replication or MariaDB's "
+                             f"binary log; {self.url.split(':', 1)[0]} sources take keyset, "
+                             "sweep or incremental")  # fmt: skip
         if self.where is not None:
             raise ValueError("mode stream moves every row of the table: where: cannot be used")
         if self.columns:

@@ -92,7 +92,7 @@ def _domains(position: str) -> dict[str, int]:
     return found
 
 
-def _reached(position: str, target: str) -> bool:
+def reached(position: str, target: str) -> bool:
     """Whether ``position`` is at or past ``target`` (a position or a GTID) in every domain
     ``target`` names."""
     have = _domains(position)
@@ -172,7 +172,7 @@ class BinlogChangeStream:
         end = self.source_position()
         position, read = after, 0
         done: list[BinlogTransaction] = []
-        if _reached(position, end):
+        if reached(position, end):
             return BinlogRead(done, position)
         reader = BinLogStreamReader(
             connection_settings=self._settings(), server_id=self.server_id, blocking=True,
@@ -190,7 +190,7 @@ class BinlogChangeStream:
                 if isinstance(event, MariadbGtidEvent):
                     gtid = str(event.gtid)
                     # Read before (a reconnect starts over): skipped.
-                    past = not _reached(position, gtid)
+                    past = not reached(position, gtid)
                     at = datetime.fromtimestamp(event.timestamp, UTC)
                     open_txn = BinlogTransaction(gtid, at) if past else None
                 elif open_txn is None or isinstance(event, HeartbeatLogEvent):
@@ -201,11 +201,11 @@ class BinlogChangeStream:
                     if open_txn.changes or open_txn.messages:
                         done.append(open_txn)
                     open_txn = None
-                    if read >= max_transactions or _reached(position, end):
+                    if read >= max_transactions or reached(position, end):
                         break
                 elif isinstance(event, QueryEvent):  # DDL: a transaction of its own
                     position, open_txn = advanced(position, open_txn.gtid), None
-                    if _reached(position, end):
+                    if reached(position, end):
                         break
                 elif f"{event.schema}.{event.table}" in self._tables:
                     open_txn.changes.extend(_row_changes(event))

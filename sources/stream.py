@@ -30,33 +30,24 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import sqlalchemy as sa
 
-from config.errors import ConfigError, SourceError
+from config.errors import ConfigError
 from config.models import SqlSourceConfig
 from config.sources import StreamConfig
 from sources.abc import Item, LimitedSource
 from sources.budget import Budget
-from sources.pg_changes import PgChangeStream, StreamNames, stream_names
 from sources.sqldb import SourceDatabase
-from sources.watermarks import PREFIX, Reconciler, high, low
+from sources.stream_backends import Txn, backend_of, names_of, progress_key
+from sources.watermarks import Reconciler, high, low
 from spark_jobs.change_batches import StreamEvent
-from spark_jobs.engines.postgresql.pgoutput import Transaction
 
 Position = tuple[int, int]
 
 DONE = "done"
 """The full load's progress once every chunk is in the stream."""
-
-
-def names_of(name: str, cfg: SqlSourceConfig) -> StreamNames:
-    """The publication and slot of a stream source: the config's, or sluice's own."""
-    if cfg.stream is not None and cfg.stream.slot is not None:
-        assert cfg.stream.publication is not None  # the config checks both or neither
-        return StreamNames(cfg.stream.publication, cfg.stream.slot, owned=False)
-    return stream_names(name)
 
 
 @dataclass(frozen=True)
@@ -124,12 +115,9 @@ class StreamSource(LimitedSource):
         self.cfg = cfg
         self._db = SourceDatabase(name, cfg, engine, budget)
         self.names = names_of(name, cfg)
-        self._stream = PgChangeStream(self._db.engine, [cfg.table], self.names,
-                                      f"source {name}")  # fmt: skip
-        self._table = cfg.table if "." in cfg.table else f"public.{cfg.table}"
+        self._stream = backend_of(name, cfg, self._db)
         self._key = cfg.key_columns
         self._lock = threading.Lock()
-        self._columns: list[tuple[str, str]] | None = None  # (name, type) of the table
         self.epoch = 0
         # Per transaction read and not yet acknowledged: its events and commit time.
         self._txns: dict[int, tuple[int, float]] = {}
@@ -166,13 +154,16 @@ class StreamSource(LimitedSource):
         return self._exhausted
 
     def check(self) -> None:
-        """Make the publication and slot where missing; check the table and its key."""
-        self._db.guard(self._stream.open)
-        columns = dict(self._table_columns())
+        """Make the stream's slot and publication where missing (PostgreSQL), check the
+        server can stream (MariaDB), check the table and its key."""
+        self._stream.open()
+        columns = self._stream.columns()
+        if not columns:
+            raise ConfigError(f"source {self.name}: no table {self.cfg.table!r}")
         missing = [k for k in self._key if k not in columns]
         if missing:
             raise ConfigError(f"source {self.name}: key column(s) {missing} are not columns "
-                              f"of {self._table}")  # fmt: skip
+                              f"of {self.cfg.table}")  # fmt: skip
 
     def next_batch(self, limit: int) -> list[Item]:
         epoch = self.epoch
@@ -185,8 +176,9 @@ class StreamSource(LimitedSource):
         if more > 0:
             # The slot is peeked from its acknowledged position: what was read since counts.
             read = sum(n + 3 for n, _ in self._txns.values()) + 4 * more + 1000
-            self._feed(self._peek(read))
+            self._feed(self._stream.read(self._read_to, read))
             at_end = self._stream.at_end
+            self._read_to = max(self._read_to, self._stream.reached)
         items = self._spans(limit, epoch)
         self._exhausted = at_end and not self._out and self._load.done and not self._chunks
         return items
@@ -212,7 +204,7 @@ class StreamSource(LimitedSource):
             if committed:
                 self.applied = (at, committed)
         if complete > self._acked:
-            self._db.guard(lambda: self._stream.acknowledge(complete))
+            self._stream.acknowledge(complete)
             self._acked = complete
 
     def health(self, now: float | None = None) -> StreamHealth:
@@ -240,108 +232,60 @@ class StreamSource(LimitedSource):
         return 0.0 if self._exhausted else None
 
     def retained_bytes(self) -> int | None:
-        """The WAL the slot keeps on the source server."""
-        return self._db.guard(self._stream.retained_bytes)
+        """The WAL the slot keeps on the source server (PostgreSQL; None for MariaDB)."""
+        return self._stream.retained_bytes()
+
+    @property
+    def kept(self) -> str:
+        """What sluice keeps on the source for the stream (a slot and a publication, or the
+        watermark table), for messages."""
+        return self._stream.what
 
     def drop(self) -> bool:
-        """Drop sluice's own slot and publication (``cutover``, ``reset``)."""
-        return self._db.guard(self._stream.drop)
+        """Drop what sluice keeps on the source for the stream (``cutover``, ``reset``)."""
+        return self._stream.drop()
 
     def close(self) -> None:
         self._db.close()
 
     # -- inside ------------------------------------------------------------------
 
-    def _peek(self, messages: int) -> list[Transaction]:
-        """The slot's transactions past what was read. A slot serves one session at a time:
-        while another daemon's read holds it (hot-hot), this one waits its turn a little."""
-        for pause in (0.05, 0.1, 0.2, 0.4, 0.8, 0):
-            try:
-                return self._db.guard(lambda: self._stream.changes(self._read_to, messages))
-            except SourceError as error:
-                if "is active for PID" not in str(error) or not pause:
-                    raise
-                time.sleep(pause)
-        raise AssertionError("unreachable")
-
-    def _table_columns(self) -> list[tuple[str, str]]:
-        if self._columns is None:
-            query = sa.text(
-                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
-                "WHERE attrelid = CAST(:t AS regclass) AND attnum > 0 AND NOT attisdropped "
-                "ORDER BY attnum"
-            )
-
-            def read() -> list[tuple[str, str]]:
-                with self._db.engine.connect() as conn:
-                    return [(r[0], r[1]) for r in conn.execute(query, {"t": self._quoted()})]
-
-            self._columns = self._db.guard(read)
-        return self._columns
-
-    def _quoted(self) -> str:
-        quote = self._db.engine.dialect.identifier_preparer.quote
-        return ".".join(quote(part) for part in self._table.split(".", 1))
-
     def _read_chunk(self) -> None:
         """Read the next chunk of the full load between a low and a high watermark."""
-        columns = self._table_columns()
-        quote = self._db.engine.dialect.identifier_preparer.quote
-        types = dict(columns)
-        # Qualified: ORDER BY "id" would sort by the output column "id", the text.
-        keys = ", ".join(f"c.{quote(k)}" for k in self._key)
-        where = ""
-        after = self._load.after
-        params: dict[str, Any] = {"n": self.cfg.page_size}
-        if after is not None:
-            bounds = ", ".join(f"CAST(:k{i} AS {types[k]})" for i, k in enumerate(self._key))
-            where = f"WHERE ({keys}) > ({bounds})"
-            params.update({f"k{i}": v for i, v in enumerate(after)})
-        select = ", ".join(f"{quote(c)}::text" for c, _ in columns)
-        query = sa.text(f"SELECT {select} FROM {self._quoted()} AS c {where} "
-                        f"ORDER BY {keys} LIMIT :n")  # fmt: skip
         self._seq += 1
         chunk = f"{self._nonce}.{self._seq}"
-
-        def read() -> list[dict[str, Any]]:
-            self._stream.mark(PREFIX, low(chunk))
-            with self._db.engine.connect() as conn:
-                found = conn.execute(query, params).all()
-            self._stream.mark(PREFIX, high(chunk))
-            return [dict(zip([c for c, _ in columns], row, strict=True)) for row in found]
-
-        rows = self._db.guard(read)
+        self._stream.mark(low(chunk))
+        rows = self._stream.chunk(self._load.after, self.cfg.page_size)
+        self._stream.mark(high(chunk))
         self._reconciler.chunk(chunk, rows)
         if len(rows) < self.cfg.page_size:
             upper = LoadProgress(DONE)
         else:
-            upper = LoadProgress(json.dumps([rows[-1][k] for k in self._key]))
+            upper = LoadProgress(progress_key(rows[-1], self._key))
         self._chunks[chunk] = _Chunk(upper, len(rows))
 
-    def _feed(self, transactions: list[Transaction]) -> None:
+    def _feed(self, transactions: list[Txn]) -> None:
         """Merge whole transactions past what was read into the ordered events."""
         for txn in transactions:
-            if txn.end_lsn <= self._read_to:
+            if txn.end <= self._read_to:
                 continue
-            marks = [m.decode() for p, m in txn.messages if p == PREFIX]
-            ours = [m for m in marks if m.partition(":")[2].startswith(self._nonce + ".")]
-            changes = [c for c in txn.changes if c.relation.qualified == self._table]
+            ours = [m for m in txn.marks if m.partition(":")[2].startswith(self._nonce + ".")]
             closed = [m.partition(":")[2] for m in ours if m.startswith("high:")]
-            merged = self._reconciler.feed(ours, changes)
+            merged = self._reconciler.feed(ours, txn.changes)
             events = [StreamEvent.of(e, self._key) for e in merged]
             progress = self._load
             for chunk in closed:
                 progress = self._chunks.pop(chunk).upper
             with self._lock:
                 for n, event in enumerate(events, 1):
-                    at = (txn.end_lsn, n)
+                    at = (txn.end, n)
                     if self._after is None or at > self._after:
                         self._out.append((at, event, progress if n == len(events) else
                                           self._load))  # fmt: skip
-                self._read_to = txn.end_lsn
+                self._read_to = txn.end
                 if events:
-                    self._txns[txn.end_lsn] = (len(events), txn.committed_at.timestamp())
-                self.changes_read += len(changes)
+                    self._txns[txn.end] = (len(events), txn.committed_at)
+                self.changes_read += len(txn.changes)
             self._load = progress
 
     def _spans(self, limit: int, epoch: int) -> list[Item]:

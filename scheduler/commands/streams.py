@@ -55,8 +55,7 @@ def drop_streams(
             dropped = source.drop()
         finally:
             source.close()
-        what = (f"dropped slot {source.names.slot} and publication {source.names.publication}"
-                if dropped else "no slot or publication of sluice's to drop")  # fmt: skip
+        what = f"dropped {source.kept}" if dropped else f"no {source.kept} of sluice's to drop"
         target = cfg.targets.get(split_target(src.target)[0])
         if forget_position and isinstance(target, JdbcTargetConfig):
             forget_stream(sql_engine(target.url), name)

@@ -1,0 +1,271 @@
+"""What a stream source needs of its database: changes, watermarks, chunks of the table.
+
+:class:`~sources.stream.StreamSource` merges a table's chunks and its change
+stream the same way on every engine; a backend gives it, in the target's
+terms (PostgreSQL's text of each value):
+
+- :class:`PgBackend`: a logical slot and a publication (:mod:`sources.pg_changes`),
+  chunks read as ``col::text``; a position is a transaction's end LSN.
+- :class:`MariaBackend`: the row binary log read by GTID
+  (:mod:`sources.binlog_changes`; one replication domain), chunks read by
+  PyMySQL in UTC; values put in PostgreSQL's text by the catalogue's mapping
+  (:mod:`spark_jobs.engines.mysql.stream_text`); a position is a GTID's
+  sequence number. The binary log has no slot: nothing to acknowledge.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+
+from config.errors import ConfigError, SourceError
+from config.models import SqlSourceConfig
+from sources.pg_changes import PgChangeStream, StreamNames, stream_names
+from sources.sqldb import SourceDatabase
+from sources.watermarks import PREFIX
+
+Guard = Callable[[Callable[[], Any]], Any]
+
+
+def names_of(name: str, cfg: SqlSourceConfig) -> StreamNames:
+    """The publication and slot of a PostgreSQL stream source: the config's, or sluice's own."""
+    if cfg.stream is not None and cfg.stream.slot is not None:
+        assert cfg.stream.publication is not None  # the config checks both or neither
+        return StreamNames(cfg.stream.publication, cfg.stream.slot, owned=False)
+    return stream_names(name)
+
+
+@dataclass
+class Txn:
+    """A committed transaction of the stream: its position (``end``), commit time, changes
+    of the table (``op``, ``new``, ``key(columns)``, ``old_key(columns)``, values as text)
+    and the contents of the watermarks written in it."""
+
+    end: int
+    committed_at: float
+    changes: list[Any] = field(default_factory=list)
+    marks: list[str] = field(default_factory=list)
+
+
+class Backend(Protocol):
+    """One engine's change stream and table, as a :class:`~sources.stream.StreamSource` reads
+    them; every call may raise :class:`SourceError`."""
+
+    what: str  # what it keeps on the source: "slot X and publication Y", "table Z"
+    at_end: bool  # the last read reached what was committed when it began
+    reached: int  # the position the last read got to (past transactions of other tables)
+
+    def open(self) -> None: ...
+    def columns(self) -> list[str]: ...
+    def read(self, after: int, messages: int) -> list[Txn]: ...
+    def acknowledge(self, end: int) -> None: ...
+    def mark(self, content: str) -> None: ...
+    def chunk(self, after: list[Any] | None, rows: int) -> list[dict[str, Any]]: ...
+    def retained_bytes(self) -> int | None: ...
+    def drop(self) -> bool: ...
+
+
+class PgBackend:
+    """A PostgreSQL table's stream: a slot with ``pgoutput``, its values the server's text."""
+
+    def __init__(self, name: str, cfg: SqlSourceConfig, db: SourceDatabase) -> None:
+        self.names = names_of(name, cfg)
+        self._db = db
+        self._stream = PgChangeStream(db.engine, [cfg.table], self.names, f"source {name}")
+        self._table = cfg.table if "." in cfg.table else f"public.{cfg.table}"
+        self._key = cfg.key_columns
+        self._types: dict[str, str] | None = None
+        self.what = f"slot {self.names.slot} and publication {self.names.publication}"
+        self.at_end = False
+        self.reached = 0
+
+    def open(self) -> None:
+        self._db.guard(self._stream.open)
+
+    def columns(self) -> list[str]:
+        if self._types is None:
+            query = sa.text(
+                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = CAST(:t AS regclass) AND attnum > 0 AND NOT attisdropped "
+                "ORDER BY attnum"
+            )
+
+            def read() -> dict[str, str]:
+                with self._db.engine.connect() as conn:
+                    return {r[0]: r[1] for r in conn.execute(query, {"t": self._quoted()})}
+
+            self._types = self._db.guard(read)
+        return list(self._types)
+
+    def read(self, after: int, messages: int) -> list[Txn]:
+        # A slot serves one session at a time: while another daemon's read holds it
+        # (hot-hot), this one waits its turn a little.
+        for pause in (0.05, 0.1, 0.2, 0.4, 0.8, 0):
+            try:
+                found = self._db.guard(lambda: self._stream.changes(after, messages))
+                break
+            except SourceError as error:
+                if "is active for PID" not in str(error) or not pause:
+                    raise
+                time.sleep(pause)
+        self.at_end = self._stream.at_end
+        return [Txn(t.end_lsn, t.committed_at.timestamp(),
+                    [c for c in t.changes if c.relation.qualified == self._table],
+                    [m.decode() for p, m in t.messages if p == PREFIX])
+                for t in found]  # fmt: skip
+
+    def acknowledge(self, end: int) -> None:
+        self._db.guard(lambda: self._stream.acknowledge(end))
+
+    def mark(self, content: str) -> None:
+        self._db.guard(lambda: self._stream.mark(PREFIX, content))
+
+    def chunk(self, after: list[Any] | None, rows: int) -> list[dict[str, Any]]:
+        self.columns()
+        assert self._types is not None
+        quote = self._db.engine.dialect.identifier_preparer.quote
+        # Qualified: ORDER BY "id" would sort by the output column "id", the text.
+        keys = ", ".join(f"c.{quote(k)}" for k in self._key)
+        where, params = "", {"n": rows}
+        if after is not None:
+            bounds = ", ".join(f"CAST(:k{i} AS {self._types[k]})" for i, k in enumerate(self._key))
+            where = f"WHERE ({keys}) > ({bounds})"
+            params.update({f"k{i}": v for i, v in enumerate(after)})
+        select = ", ".join(f"{quote(c)}::text" for c in self._types)
+        query = sa.text(f"SELECT {select} FROM {self._quoted()} AS c {where} "
+                        f"ORDER BY {keys} LIMIT :n")  # fmt: skip
+
+        def read() -> list[dict[str, Any]]:
+            with self._db.engine.connect() as conn:
+                return [dict(zip(self._types or {}, r, strict=True))
+                        for r in conn.execute(query, params)]  # fmt: skip
+
+        return self._db.guard(read)
+
+    def retained_bytes(self) -> int | None:
+        return self._db.guard(self._stream.retained_bytes)
+
+    def drop(self) -> bool:
+        return self._db.guard(self._stream.drop)
+
+    def _quoted(self) -> str:
+        quote = self._db.engine.dialect.identifier_preparer.quote
+        return ".".join(quote(part) for part in self._table.split(".", 1))
+
+
+class MariaBackend:
+    """A MariaDB/MySQL table's stream: the row binary log by GTID, in one replication domain;
+    values in PostgreSQL's text by the catalogue's mapping."""
+
+    def __init__(self, name: str, cfg: SqlSourceConfig, db: SourceDatabase) -> None:
+        from sources.binlog_changes import WATERMARKS, BinlogChangeStream
+
+        self._db = db
+        self._label = f"source {name}"
+        self._stream = BinlogChangeStream(db.engine.url, [cfg.table], self._label)
+        self._table = cfg.table
+        self._key = cfg.key_columns
+        self._columns: dict[str, Any] | None = None
+        self._gtid = ""  # "domain-server-": a position is its sequence number
+        self._start = 0
+        self.what = f"table {WATERMARKS}"
+        self.at_end = False
+        self.reached = 0
+
+    def open(self) -> None:
+        position = self._db.guard(self._stream.check)
+        domains = [p for p in str(position).split(",") if p.strip()]
+        if len(domains) > 1:
+            raise ConfigError(f"{self._label}: the server's binary log has {len(domains)} "
+                              "replication domains; a stream follows one")  # fmt: skip
+        domain, server, sequence = (domains[0].split("-") if domains else ("0", "1", "0"))
+        self._gtid = f"{domain}-{server}-"
+        # A stream that has claimed nothing yet starts here: what the log holds before
+        # is in the table the full load reads.
+        self._start = int(sequence)
+
+    def columns(self) -> list[str]:
+        return list(self._described())
+
+    def read(self, after: int, messages: int) -> list[Txn]:
+        from spark_jobs.engines.mysql.stream_text import postgres_row
+
+        from sources.binlog_changes import RowChange, reached
+
+        columns = self._described()
+
+        def text(row: dict[str, Any] | None) -> dict[str, Any] | None:
+            return None if row is None else postgres_row(row, columns)
+
+        after = after or self._start
+        position = f"{self._gtid}{after}" if after else ""
+        found = self._db.guard(lambda: self._stream.changes(position, max(1, messages // 4)))
+        end = self._db.guard(self._stream.source_position)
+        self.at_end = reached(found.position, end) if found.position else not end
+        self.reached = int(found.position.rsplit("-", 1)[1]) if found.position else 0
+        return [Txn(int(t.gtid.rsplit("-", 1)[1]), t.committed_at.timestamp(),
+                    [RowChange(c.op, c.table, text(c.new), text(c.old)) for c in t.changes],
+                    [m.decode() for p, m in t.messages if p == PREFIX])
+                for t in found.transactions]  # fmt: skip
+
+    def acknowledge(self, end: int) -> None:
+        """Nothing: the binary log is the server's to keep (a purged position is an error
+        that names the way out)."""
+
+    def mark(self, content: str) -> None:
+        # One row per chunk's mark: the table holds one row per prefix.
+        self._db.guard(lambda: self._stream.mark(f"{PREFIX}", content))
+
+    def chunk(self, after: list[Any] | None, rows: int) -> list[dict[str, Any]]:
+        from spark_jobs.engines.mysql.stream_text import postgres_row
+
+        columns = self._described()
+        quote = self._db.engine.dialect.identifier_preparer.quote
+        keys = ", ".join(quote(k) for k in self._key)
+        where, params = "", {"n": rows}
+        if after is not None:
+            where = f"WHERE ({keys}) > ({', '.join(f':k{i}' for i in range(len(after)))})"
+            params.update({f"k{i}": v for i, v in enumerate(after)})
+        query = sa.text(f"SELECT * FROM {quote(self._table)} {where} ORDER BY {keys} LIMIT :n")
+
+        def read() -> list[dict[str, Any]]:
+            with self._db.engine.connect() as conn:
+                conn.exec_driver_sql("SET time_zone = '+00:00'")  # TIMESTAMP as the instant
+                return [postgres_row(dict(r._mapping), columns)
+                        for r in conn.execute(query, params)]  # fmt: skip
+
+        return self._db.guard(read)
+
+    def retained_bytes(self) -> int | None:
+        return None
+
+    def drop(self) -> bool:
+        return bool(self._db.guard(self._stream.drop))
+
+    def _described(self) -> dict[str, Any]:
+        if self._columns is None:
+            from spark_jobs.engines.mysql.catalog import describe
+
+            def read() -> dict[str, Any]:
+                with self._db.engine.connect() as conn:
+                    return {c.name: c for c in describe(conn, None, self._table)}
+
+            self._columns = self._db.guard(read)
+        return self._columns
+
+
+def backend_of(name: str, cfg: SqlSourceConfig, db: SourceDatabase) -> Backend:
+    """The backend of ``cfg``'s database engine."""
+    if sa.make_url(cfg.url).get_backend_name() == "postgresql":
+        return PgBackend(name, cfg, db)
+    return MariaBackend(name, cfg, db)
+
+
+def progress_key(row: dict[str, Any], key: tuple[str, ...]) -> str:
+    """A chunk's last key as the load's progress (JSON)."""
+    return json.dumps([row[k] for k in key])
