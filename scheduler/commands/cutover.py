@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
 import typer
 
@@ -93,6 +93,7 @@ def cutover_command(fail: Callable[[SluiceError], NoReturn]) -> Callable[..., No
         from scheduler.commands.verify import render
         from scheduler.ledger import Ledger
         from scheduler.ledger.cutover import cancel_cutover
+        from spark_jobs.local_tasks import SessionOnDemand
         from spark_jobs.session import build_session
 
         try:
@@ -105,7 +106,10 @@ def cutover_command(fail: Callable[[SluiceError], NoReturn]) -> Callable[..., No
                     ledger.close()
                 typer.echo("cutover cancelled" if cleared else "no cutover was requested")
                 return
-            spark = build_session(cfg.spark, app_name="sluice-cutover")
+            # Started when first needed: a stream's final pass and a verify the servers'
+            # own sums prove need no Spark, and the flag is set before the JVM starts.
+            spark = cast("SparkSession", SessionOnDemand.once(  # it stands in for one
+                lambda: build_session(cfg.spark, app_name="sluice-cutover")))  # fmt: skip
             report = run_cutover(spark, cfg, config, apply_deletes=apply_deletes,
                                  wait=parse_duration(wait))  # fmt: skip
         except SluiceError as error:
