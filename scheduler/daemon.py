@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from config.errors import LedgerError, SourceError
 from config.models import SluiceConfig
 from config.secrets import config_secrets, redact_text
-from scheduler.background import Background
+from scheduler.background import STATUS_SHARE, Background
 from scheduler.batch_size import plan_ranges
 from scheduler.ledger import Ledger
 from scheduler.loop import MainLoop
@@ -211,6 +211,12 @@ class Daemon:
         if self.wall_clock is not None:
             self.loop.wall_clock = self.wall_clock
         self.background.keep_status(self.loop)
+        if self.background.status is not None and self.background.status.eta.streams.sources:
+            from scheduler.observe.streams import STREAMS_EVERY
+
+            # The change streams' health: a query on each source, never on the loop's thread.
+            self.background.every(STREAMS_EVERY, self.background.status.eta.streams.poll,
+                                  "streams", share=STATUS_SHARE)  # fmt: skip
         self.background.start_probe_and_metrics(self.loop, self.cfg)
         if self.reporter is not None:
             reporter, loop, eta = self.reporter, self.loop, self.background.eta

@@ -289,8 +289,18 @@ def _row_changes(event: Any) -> list[RowChange]:
     table = f"{event.schema}.{event.table}"
     kind = type(event).__name__
     if kind == "WriteRowsEvent":
-        return [RowChange("insert", table, dict(r["values"])) for r in event.rows]
+        return [RowChange("insert", table, _values(r, "")) for r in event.rows]
     if kind == "DeleteRowsEvent":
-        return [RowChange("delete", table, None, dict(r["values"])) for r in event.rows]
-    return [RowChange("update", table, dict(r["after_values"]), dict(r["before_values"]))
+        return [RowChange("delete", table, None, _values(r, "")) for r in event.rows]
+    return [RowChange("update", table, _values(r, "after_"), _values(r, "before_"))
             for r in event.rows]  # fmt: skip
+
+
+def _values(row: dict[str, Any], side: str) -> dict[str, Any]:
+    """One side of a row (``""``, ``before_``, ``after_``): the library gives an empty SET as
+    None, telling it from NULL only in the row's ``none_sources``."""
+    values = dict(row[f"{side}values"])
+    for column, why in (row.get(f"{side}none_sources") or {}).items():
+        if why == "empty set":
+            values[column] = set()
+    return values

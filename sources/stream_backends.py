@@ -193,19 +193,20 @@ class MariaBackend:
         return list(self._described())
 
     def read(self, after: int, messages: int) -> list[Txn]:
-        from spark_jobs.engines.mysql.stream_text import postgres_row
-
         from sources.binlog_changes import RowChange, reached
+        from spark_jobs.engines.mysql.stream_text import from_binlog, postgres_row
 
         columns = self._described()
 
         def text(row: dict[str, Any] | None) -> dict[str, Any] | None:
-            return None if row is None else postgres_row(row, columns)
+            return None if row is None else postgres_row(from_binlog(row, columns), columns)
 
         after = after or self._start
         position = f"{self._gtid}{after}" if after else ""
-        found = self._db.guard(lambda: self._stream.changes(position, max(1, messages // 4)))
+        # Caught up when the read got as far as the server was when it began.
         end = self._db.guard(self._stream.source_position)
+        # Each read is a replica connection of its own: it reads as far as it may.
+        found = self._db.guard(lambda: self._stream.changes(position, max(2_000, messages)))
         self.at_end = reached(found.position, end) if found.position else not end
         self.reached = int(found.position.rsplit("-", 1)[1]) if found.position else 0
         return [Txn(int(t.gtid.rsplit("-", 1)[1]), t.committed_at.timestamp(),
@@ -222,20 +223,26 @@ class MariaBackend:
         self._db.guard(lambda: self._stream.mark(f"{PREFIX}", content))
 
     def chunk(self, after: list[Any] | None, rows: int) -> list[dict[str, Any]]:
-        from spark_jobs.engines.mysql.stream_text import postgres_row
+        from spark_jobs.engines.mysql.stream_text import (
+            SESSION_TIME_ZONE,
+            postgres_row,
+            select_list,
+        )
 
         columns = self._described()
         quote = self._db.engine.dialect.identifier_preparer.quote
-        keys = ", ".join(quote(k) for k in self._key)
+        keys = ", ".join(f"c.{quote(k)}" for k in self._key)
         where, params = "", {"n": rows}
         if after is not None:
             where = f"WHERE ({keys}) > ({', '.join(f':k{i}' for i in range(len(after)))})"
             params.update({f"k{i}": v for i, v in enumerate(after)})
-        query = sa.text(f"SELECT * FROM {quote(self._table)} {where} ORDER BY {keys} LIMIT :n")
+        query = sa.text(f"SELECT {select_list(list(columns.values()), quote)} "
+                        f"FROM {quote(self._table)} AS c {where} ORDER BY {keys} LIMIT :n")
 
         def read() -> list[dict[str, Any]]:
             with self._db.engine.connect() as conn:
-                conn.exec_driver_sql("SET time_zone = '+00:00'")  # TIMESTAMP as the instant
+                # TIMESTAMP values as the instants they are (see stream_text).
+                conn.exec_driver_sql(f"SET time_zone = '{SESSION_TIME_ZONE}'")
                 return [postgres_row(dict(r._mapping), columns)
                         for r in conn.execute(query, params)]  # fmt: skip
 

@@ -30,6 +30,19 @@ from tests.helpers import write_config
 pytestmark = [pytest.mark.postgres, pytest.mark.spark]
 
 COLUMNS = "id::text, v::text, name, tags::text, amount::text"
+MARIADB_COLUMNS = "CAST(id AS CHAR), CAST(v AS CHAR), name, tags, CAST(amount AS CHAR)"
+TABLE = {  # the source table, per engine; tags: an array in PostgreSQL, text in MariaDB
+    "postgresql": "CREATE TABLE items (id integer PRIMARY KEY, v bigint NOT NULL, name text, "
+                  "tags text[], amount numeric(20,6))",
+    "mysql": "CREATE TABLE items (id integer PRIMARY KEY, v bigint NOT NULL, name text, "
+             "tags text, amount decimal(20,6)) CHARACTER SET utf8mb4",
+}  # fmt: skip
+SEED = {
+    "postgresql": "INSERT INTO items SELECT i, i, 'row ' || i, ARRAY['x'], i / 3.0 "
+                  "FROM generate_series(1, :n) AS i",
+    "mysql": "INSERT INTO items SELECT seq, seq, concat('row ', seq), 'x', seq / 3.0 "
+             "FROM seq_1_to_{n}",
+}  # fmt: skip
 
 
 def _config(source: str, target: str) -> str:
@@ -46,17 +59,30 @@ sources:
     target: wh.items
 targets:
   wh: {{kind: jdbc, url: '{target}'}}
-batch: {{max_items: 60, max_wait: 50ms}}
+batch: {{max_items: 200, max_wait: 50ms}}
 """
 
 
 def _rows(url: str, table: str = "items") -> dict[str, tuple[Any, ...]]:
+    """Every row as its server prints it (MariaDB's tags as PostgreSQL would, {…})."""
     engine = sa.create_engine(url)
+    mysql = engine.dialect.name == "mysql"
     try:
         with engine.connect() as conn:
-            return {r[0]: tuple(r) for r in conn.execute(sa.text(f"SELECT {COLUMNS} FROM {table}"))}
+            found = conn.execute(sa.text(f"SELECT {MARIADB_COLUMNS if mysql else COLUMNS} "
+                                         f"FROM {table}")).all()  # fmt: skip
     finally:
         engine.dispose()
+    return {r[0]: tuple(r) for r in found}
+
+
+def make_source(url: str, rows: int) -> None:
+    """The source table with ``rows`` rows."""
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text(TABLE[engine.dialect.name]))
+        conn.execute(sa.text(SEED[engine.dialect.name].format(n=rows)), {"n": rows})
+    engine.dispose()
 
 
 class Writer:
@@ -64,13 +90,14 @@ class Writer:
 
     def __init__(self, url: str) -> None:
         self.engine = sa.create_engine(url)
+        self.mysql = self.engine.dialect.name == "mysql"
         self.stop = threading.Event()
         self.version = 1000
         self.random = random.Random(7)
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        while not self.stop.is_set():
+        while not self.stop.wait(0.002):  # an application's pace, not a bulk load
             self.once()
 
     def once(self) -> None:
@@ -80,6 +107,8 @@ class Writer:
         with self.engine.begin() as conn:
             if pick < 0.6:
                 conn.execute(sa.text(
+                    "INSERT INTO items VALUES (:k, :v, :n, :n, :v / 7.0) ON DUPLICATE KEY UPDATE "
+                    "v = VALUES(v), name = VALUES(name)" if self.mysql else
                     "INSERT INTO items VALUES (:k, :v, :n, ARRAY['a', :n], :v / 7.0) "
                     "ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v, name = EXCLUDED.name"
                 ), {"k": key, "v": self.version, "n": f"name {self.version} 'q' \\ ✓"})  # fmt: skip
@@ -90,13 +119,15 @@ class Writer:
                              {"k": key, "v": self.version})  # fmt: skip
 
 
-def _watch_versions(target: str) -> None:
-    """A log of every version the target's rows take, to check none goes back."""
+def _watch_versions(target: str, engine_name: str = "postgresql") -> None:
+    """A log of every version the target's rows take, to check none goes back; the table in
+    the types sluice would create from a source of ``engine_name``."""
     engine = sa.create_engine(target)
+    tags, key = ("text[]", "integer") if engine_name == "postgresql" else ("text", "bigint")
     with engine.begin() as conn:
         conn.execute(sa.text(
-            "CREATE TABLE items (id integer PRIMARY KEY, v bigint NOT NULL, name text, "
-            "tags text[], amount numeric(20,6))"
+            f"CREATE TABLE items (id {key} PRIMARY KEY, v bigint NOT NULL, name text, "
+            f"tags {tags}, amount numeric(20,6))"
         ))  # fmt: skip
         conn.execute(sa.text("CREATE TABLE seen (n bigserial PRIMARY KEY, id integer, v bigint)"))
         conn.execute(sa.text(
@@ -120,18 +151,16 @@ def _slots(url: str) -> list[str]:
         engine.dispose()
 
 
+@pytest.mark.parametrize("engine_name", ["postgresql", "mysql"])
 def test_a_live_table_is_loaded_and_followed_exactly_once_across_restarts(
-    tmp_path: Path, logical_pg: Any, pg_factory: Any, spark: Any
-) -> None:
-    source, target = logical_pg.create("stream_src"), pg_factory.create("stream_dst")
-    engine = sa.create_engine(source)
-    with engine.begin() as conn:
-        conn.execute(sa.text("CREATE TABLE items (id integer PRIMARY KEY, v bigint NOT NULL, "
-                             "name text, tags text[], amount numeric(20,6))"))  # fmt: skip
-        conn.execute(sa.text("INSERT INTO items SELECT i, i, 'row ' || i, ARRAY['x'], i / 3.0 "
-                             "FROM generate_series(1, 300) AS i"))  # fmt: skip
-    engine.dispose()
-    _watch_versions(target)
+    tmp_path: Path, engine_name: str, pg_factory: Any, spark: Any,
+    request: pytest.FixtureRequest,
+) -> None:  # fmt: skip
+    servers = request.getfixturevalue("logical_pg" if engine_name == "postgresql"
+                                      else "binlog_mariadb")  # fmt: skip
+    source, target = servers.create("stream_src"), pg_factory.create("stream_dst")
+    make_source(source, 300)
+    _watch_versions(target, engine_name)
     path, cfg = write_config(tmp_path, _config(source, target))
     writer = Writer(source)
     writer.thread.start()
@@ -161,8 +190,11 @@ def test_a_live_table_is_loaded_and_followed_exactly_once_across_restarts(
     for key, version in seen:
         assert version >= last.get(key, 0), f"row {key} went back from {last[key]} to {version}"
         last[key] = version
-    assert report.streams == ["items: dropped slot sluice_items and publication sluice_items"]
-    assert _slots(source) == []
+    if engine_name == "postgresql":
+        assert report.streams == ["items: dropped slot sluice_items and publication sluice_items"]
+        assert _slots(source) == []
+    else:
+        assert report.streams == ["items: dropped table sluice_watermarks"]
 
 
 def test_a_stream_source_says_what_it_cannot_do(tmp_path: Path) -> None:

@@ -8,6 +8,11 @@ at that rate but never faster than the source's configured ``max_rows_per_s``.
 Batch sizes and limits are the configured ones (said so): those in force
 (an adaptive batch size, a daemon's share, the latency feedback) only a
 running daemon knows, on its ``/status.json``.
+A change stream (``mode: stream``) has no end and no ETA here: the ledger knows
+how far its batches are claimed (the high-water mark, a stream position) and the
+config its slot and publication; its lag, changes/s, changes waiting and the WAL
+its slot keeps are a running daemon's figures (its page, ``/status.json``,
+``/metrics``): the daemon publishes them nowhere status could read them.
 Every text that may carry a secret (errors, the ledger URL) is redacted.
 """
 
@@ -34,6 +39,16 @@ RATE_WINDOW = 300.0
 
 
 @dataclass(frozen=True)
+class StreamStatus:
+    """A change stream as the ledger and the config know it (no I/O)."""
+
+    slot: str | None  # None: a MariaDB/MySQL source (the binary log, read by GTID)
+    publication: str | None
+    position: list[Any] | None  # the last stream position claimed: [end, event number]
+    at: str  # the position as its server prints it (an LSN, a GTID's sequence number)
+
+
+@dataclass(frozen=True)
 class SourceStatus:
     """One source as the ledger sees it."""
 
@@ -55,6 +70,7 @@ class SourceStatus:
     # Batch size and limits as the config sets them: a running daemon's in force (its
     # adaptive batch size, its share of the limits) are on its /status.json.
     configured: dict[str, Any] = field(default_factory=dict)
+    stream: StreamStatus | None = None  # mode: stream
 
 
 @dataclass(frozen=True)
@@ -160,7 +176,11 @@ def _source(
         return None if text is None else redact_text(text, secrets)
 
     configured = _configured(cfg, name)
-    done = left == 0 and not any(row.states.get(s, 0) for s in (*UNFINISHED, "failed"))
+    stream = _stream(cfg, name, row.high_water)
+    # A change stream has no end: never done, and no ETA offline.
+    done = stream is None and left == 0 and not any(
+        row.states.get(s, 0) for s in (*UNFINISHED, "failed"))
+    left = None if stream is not None else left
     # A source goes no faster than its database's limit (a lowered one is right at once).
     limit = configured.get("max_rows_per_s")
     going = rate if limit is None else min(rate, limit)
@@ -172,8 +192,28 @@ def _source(
         last_error=clean(row.last_error), poison=row.poison, high_water=row.high_water,
         dead=[DeadBatch(d.id, d.attempts, clean(d.error), d.updated_at) for d in row.dead],
         zero_dates=dict(sorted(row.zero_dates.items())),
-        left=left, done=done, configured=configured,
+        left=left, done=done, configured=configured, stream=stream,
     )
+
+
+def _stream(cfg: SluiceConfig, name: str, position: list[Any] | None) -> StreamStatus | None:
+    """A ``mode: stream`` source's slot, publication and position claimed (None: not one)."""
+    src = cfg.sources[name]
+    if not isinstance(src, SqlSourceConfig) or src.mode != "stream":
+        return None
+    at = "nothing claimed yet"
+    if not src.url.startswith("postgresql"):  # MariaDB/MySQL: a GTID's sequence number
+        if position:
+            at = f"GTID sequence {position[0]}, event {position[1]}"
+        return StreamStatus(None, None, position, at)
+    # Only for a stream source: these bring the engines' modules (and pyspark's).
+    from sources.stream_backends import names_of
+    from spark_jobs.engines.postgresql.pgoutput import lsn_text
+
+    names = names_of(name, src)
+    if position:
+        at = f"LSN {lsn_text(int(position[0]))}, event {position[1]}"
+    return StreamStatus(names.slot, names.publication, position, at)
 
 
 def _configured(cfg: SluiceConfig, name: str) -> dict[str, Any]:
@@ -197,7 +237,8 @@ _COLUMNS = (
 def _cells(src: SourceStatus) -> list[str]:
     return [
         src.source, src.target, *(f"{src.states[s]:,}" for s in STATES), f"{src.rows:,}",
-        f"{src.rejected:,}", f"{src.rows_per_s:,.1f}", _eta(src.eta_s, src.done),
+        f"{src.rejected:,}", f"{src.rows_per_s:,.1f}",
+        "stream" if src.stream else _eta(src.eta_s, src.done),
         f"{src.poison:,}", _short(src.last_error),
     ]
 
@@ -224,6 +265,7 @@ def render_text(status: Status) -> str:
         for row in table
     )
     lines.extend(_configured_lines(status))
+    lines.extend(_stream_lines(status))
     lines.extend(_zero_date_lines(status))
     lines.extend(_dead_lines(status))
     return "\n".join(line.rstrip() for line in lines)
@@ -240,7 +282,8 @@ def render_table(status: Status) -> Table:
         style = "red" if src.states["dead"] else None
         table.add_row(*map(Text, _cells(src)), style=style)
     table.add_row(*map(Text, _total_cells(status)), style="bold", end_section=True)
-    notes = _configured_lines(status) + _zero_date_lines(status) + _dead_lines(status)
+    notes = (_configured_lines(status) + _stream_lines(status) + _zero_date_lines(status)
+             + _dead_lines(status))  # fmt: skip
     if notes:
         table.caption, table.caption_justify = Text("\n".join(notes)), "left"
     return table
@@ -276,6 +319,21 @@ def _configured_lines(status: Status) -> list[str]:
         lines.append(f"  {src.source}: {', '.join(parts)}")
     if lines:
         lines.insert(0, "configured (a running daemon's, in force, are on its /status.json):")
+    return lines
+
+
+def _stream_lines(status: Status) -> list[str]:
+    """Each change stream's slot, publication and position claimed (the ledger's mark)."""
+    lines = []
+    for src in status.sources:
+        if (s := src.stream) is None:
+            continue
+        names = "binary log" if s.slot is None else (
+            f"slot {s.slot}, publication {s.publication}")  # fmt: skip
+        lines.append(f"  {src.source}: {names}; claimed up to {s.at}")
+    if lines:
+        lines.insert(0, "change streams (lag, changes/s, changes waiting and the WAL kept are "
+                        "a running daemon's: its page, /status.json, /metrics):")  # fmt: skip
     return lines
 
 

@@ -1,6 +1,7 @@
 """The observe wing: what an operator watches while sluice runs.
 
-Progress display (:mod:`.progress`), the ETA (:mod:`.eta`), the HTTP
+Progress display (:mod:`.progress`), the ETA (:mod:`.eta`), the change
+streams' health (:mod:`.streams`: lag, changes/s, retained WAL), the HTTP
 endpoint (:mod:`.http`) with Prometheus ``/metrics`` (:mod:`.metrics`),
 ``/record``, where a record is (:mod:`.record`, also ``sluice where``'s
 answer, with :mod:`.record_keys`), and the status page ``/`` with

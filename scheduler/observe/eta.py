@@ -21,6 +21,13 @@
 - **Overall**: every source's rows left at their rates together, and never
   sooner than a source held at its rate limit, or than any source's rows
   left at its limit (those cannot go faster once the others are done).
+- **A change stream** (``mode: stream``, :mod:`.streams`) has no end: it is
+  never done. Caught up (at the source's end, every change read in the
+  target), it says so instead of an ETA; lagging, its ETA is the time its
+  waiting changes take at the recent apply rate, or, while that is not known
+  (the full load, the first reads), its lag. Its rows left are its waiting
+  changes. The run is caught up when every other source is done and every
+  stream caught up.
 
 Thread model: :meth:`EtaTracker.sample` runs on the status job's thread,
 the counts on the counter's; readers (metrics, the page, the progress
@@ -34,9 +41,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from scheduler.observe.streams import StreamView, StreamWatch
 from sources.queueing import QueueingLimitedSource
 from sources.sqldb import untimed
 
@@ -71,6 +79,8 @@ class SourceEta:
     counted_s_ago: float | None = None  # age of the last backlog count
     count_error: str | None = None  # why the last count failed (the source's own error)
     chart: tuple[float, ...] = ()  # rows/s over the last minute, CHART_STEP apart, oldest first
+    stream: bool = False  # a change stream: never done
+    caught_up: bool = False  # a stream at the source's end, every change read in the target
 
 
 @dataclass(frozen=True)
@@ -83,6 +93,8 @@ class EtaReport:
     eta_s: float | None = None
     done: bool = False
     at: float | None = None  # the tracker's clock when it was sampled (the ETAs count from it)
+    streams: dict[str, StreamView] = field(default_factory=dict)  # the change streams' health
+    caught_up: bool = False  # every stream caught up, every other source done
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -215,7 +227,9 @@ class EtaTracker:
     ``rows_done()``: the run's rows done per source (the loop's stats);
     ``limit(source)``: the rows/s in force for its database (None: unbounded);
     ``moving()``: whether batches may run yet (samples from before the first
-    batch could import would make the rate look low).
+    batch could import would make the rate look low); ``streams``: the change
+    streams' health (by default, a watch of the stream sources among ``queues``,
+    polled by whoever owns it).
     """
 
     def __init__(
@@ -226,6 +240,7 @@ class EtaTracker:
         limit: Callable[[str], float | None] = lambda _source: None,
         moving: Callable[[], bool] = lambda: True,
         counter: BacklogCounter | None = None,
+        streams: StreamWatch | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.queues = queues
@@ -234,6 +249,7 @@ class EtaTracker:
         self.moving = moving
         self.clock = clock
         self.counter = counter or BacklogCounter(queues, rows_done, clock=clock)
+        self.streams = StreamWatch.of(queues) if streams is None else streams
         self._samples: deque[tuple[float, dict[str, int]]] = deque()
         self._report = EtaReport()
         self._lock = threading.Lock()  # one sample at a time (the job, a final report)
@@ -251,14 +267,16 @@ class EtaTracker:
                 self._samples.append((now, done))
                 while self._samples and self._samples[0][0] < now - HISTORY - CHART_STEP:
                     self._samples.popleft()
-            sources = {name: self._source(name, queue, now, done)
+            streams = self.streams.latest()
+            sources = {name: self._source(name, queue, now, done, streams.get(name))
                        for name, queue in self.queues.items()}  # fmt: skip
-            self._report = _overall(sources, now)
+            self._report = _overall(sources, now, streams)
             return self._report
 
     def _source(
-        self, name: str, queue: QueueingLimitedSource, now: float, done: Mapping[str, int]
-    ) -> SourceEta:
+        self, name: str, queue: QueueingLimitedSource, now: float, done: Mapping[str, int],
+        stream: StreamView | None,
+    ) -> SourceEta:  # fmt: skip
         health = queue.health()
         idle = health.exhausted and not health.refilling and health.buffered == 0 \
             and health.held == 0  # fmt: skip
@@ -282,11 +300,17 @@ class EtaTracker:
             eta = None
         else:
             eta = left / rate
-        return SourceEta(
+        estimate = SourceEta(
             name, left, rate, eta, is_done, limited, cap,
             None if count is None else round(now - count.at, 1),
             None if count is None else count.error, self._chart(name, now),
         )  # fmt: skip
+        if name not in self.streams.sources:
+            return estimate
+        if stream is None:  # its health not read yet: a stream is never done
+            return replace(estimate, left=None, eta_s=None, done=False, stream=True)
+        return replace(estimate, left=stream.waiting, eta_s=drain_s(stream), done=False,
+                       stream=True, caught_up=stream.caught_up)  # fmt: skip
 
     def _rate(self, name: str, now: float) -> float | None:
         """Rows per second over the last RATE_WINDOW (None: under 2 s of samples)."""
@@ -311,28 +335,48 @@ class EtaTracker:
         return tuple(round(rows / CHART_STEP, 1) for rows in done)
 
 
-def _overall(sources: Mapping[str, SourceEta], at: float) -> EtaReport:
-    going = [s for s in sources.values() if not s.done]
+def drain_s(stream: StreamView) -> float | None:
+    """A stream's ETA: 0 caught up; its waiting changes at the recent apply rate; else its
+    lag (None: not known)."""
+    if stream.caught_up:
+        return 0.0
+    if stream.waiting and stream.applied_per_s:
+        return stream.waiting / stream.applied_per_s
+    return stream.lag_s
+
+
+def _overall(
+    sources: Mapping[str, SourceEta], at: float, streams: Mapping[str, StreamView]
+) -> EtaReport:
+    going = [s for s in sources.values() if not s.done and not s.caught_up]
     rate = sum(s.rows_per_s or 0.0 for s in going)
-    if not going:
-        return EtaReport(dict(sources), 0, rate, 0.0, True, at)
-    if any(s.left is None for s in going):
-        return EtaReport(dict(sources), None, rate, None, False, at)
+    if not going:  # a stream has no end: caught up, not done
+        streaming = any(s.stream for s in sources.values())
+        return EtaReport(dict(sources), 0, rate, 0.0, not streaming, at, dict(streams), streaming)
+    if any(s.left is None for s in going) or any(s.stream and s.eta_s is None for s in going):
+        return EtaReport(dict(sources), None, rate, None, False, at, dict(streams))
     left = sum(s.left or 0 for s in going)
-    eta = left / rate if rate > 0 else None
+    batches = [s for s in going if not s.stream]
+    batch_rate = sum(s.rows_per_s or 0.0 for s in batches)
+    eta: float | None = 0.0
+    if batches:
+        eta = sum(s.left or 0 for s in batches) / batch_rate if batch_rate > 0 else None
     # A source held at its limit goes no faster once the others are done, and
-    # none goes faster than its limit.
-    floors = [s.eta_s for s in going if s.limited and s.eta_s is not None]
-    floors += [(s.left or 0) / s.limit for s in going if s.limit]
+    # none goes faster than its limit; a stream drains at its own apply rate.
+    floors = [s.eta_s for s in batches if s.limited and s.eta_s is not None]
+    floors += [(s.left or 0) / s.limit for s in batches if s.limit]
+    floors += [s.eta_s or 0.0 for s in going if s.stream]
     if eta is not None and floors:
         eta = max(eta, *floors)
-    return EtaReport(dict(sources), left, rate, eta, False, at)
+    return EtaReport(dict(sources), left, rate, eta, False, at, dict(streams))
 
 
-def format_eta(seconds: float | None, done: bool = False) -> str:
-    """``done``, ``-:--:--`` (unknown) or ``h:mm:ss``."""
+def format_eta(seconds: float | None, done: bool = False, caught_up: bool = False) -> str:
+    """``done``, ``caught up`` (a change stream), ``-:--:--`` (unknown) or ``h:mm:ss``."""
     if done:
         return "done"
+    if caught_up:
+        return "caught up"
     if seconds is None:
         return "-:--:--"
     minutes, secs = divmod(int(round(seconds)), 60)

@@ -2,7 +2,8 @@
 
 Pull-based: :class:`SluiceCollector` reads the loop's stats, each buffer's
 health, each source's batch size and its database's limits in force, the
-ETA's latest estimate (:mod:`.eta`), the sink's pending work and the gate
+ETA's latest estimate (:mod:`.eta`) with the change streams' health its
+report carries (:mod:`.streams`), the sink's pending work and the gate
 when Prometheus scrapes, on the HTTP server's thread, so the main loop does
 no extra work per tick. Ledger
 counts (batches per state, rows done, across every daemon on the ledger) need
@@ -78,6 +79,7 @@ class SluiceCollector(Collector):
         yield from self._buffers()
         yield from self._sizes_and_limits()
         yield from self._eta()
+        yield from self._streams()
         yield from self._flow()
         yield from self._run_totals()
         yield from self._ledger()
@@ -163,6 +165,41 @@ class SluiceCollector(Collector):
         if report.eta_s is not None:
             overall.add_metric([], report.eta_s)
         return [eta, left, done, overall]
+
+    def _streams(self) -> Iterable[Metric]:
+        """The change streams' health at the watch's last poll (the ETA's report); none
+        served by a daemon without a stream source."""
+        if self.eta is None or not self.eta.streams.sources:
+            return []
+        lag = GaugeMetricFamily(
+            "sluice_stream_lag_seconds", "Seconds the target is behind the source's change "
+            "stream (0: caught up; absent: nothing read yet).", labels=["source"])
+        waiting = GaugeMetricFamily(
+            "sluice_stream_changes_waiting", "Changes read from the stream and not yet in the "
+            "target.", labels=["source"])
+        read = CounterMetricFamily(
+            "sluice_stream_changes_read", "Changes read from the stream since this daemon "
+            "started.", labels=["source"])
+        retained = GaugeMetricFamily(
+            "sluice_stream_retained_wal_bytes", "WAL the stream's slot keeps on the source "
+            "server (absent: unknown).", labels=["source"])
+        limit = GaugeMetricFamily(
+            "sluice_stream_max_retained_wal_bytes", "The retained WAL over which sluice warns "
+            "(stream.max_retained_wal).", labels=["source"])
+        caught_up = GaugeMetricFamily(
+            "sluice_stream_caught_up", "1 when the stream is at the source's end and every "
+            "change read is in the target.", labels=["source"])
+        for name, view in sorted(self.eta.latest().streams.items()):
+            if view.lag_s is not None:
+                lag.add_metric([name], view.lag_s)
+            waiting.add_metric([name], view.waiting)
+            read.add_metric([name], view.changes_read)
+            if view.retained_bytes is not None:
+                retained.add_metric([name], view.retained_bytes)
+            if view.max_retained_wal:
+                limit.add_metric([name], view.max_retained_wal)
+            caught_up.add_metric([name], int(view.caught_up))
+        return [lag, waiting, read, retained, limit, caught_up]
 
     def _flow(self) -> Iterable[Metric]:
         loop = self.loop

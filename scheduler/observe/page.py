@@ -7,7 +7,10 @@ the server: no build step, no CDN, inline CSS, an inline SVG chart per
 source, and a few lines of JS that fetch the page again every 2 s and swap
 its numbers in. Every text from the config or a database (source names,
 errors) is escaped. Numbers carry ``data-field`` and ``data-value`` (the
-raw value) so that a script, or a test, can read them.
+raw value) so that a script, or a test, can read them. Change streams
+(``mode: stream``) have a table of their own: lag, changes/s, changes
+waiting, the WAL their slot keeps (and the warning when it is over
+``max_retained_wal``), slot and publication.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from scheduler.observe.snapshot import (
     StatusBoard,
     StatusSnapshot,
 )
+from scheduler.observe.streams import StreamView, human_bytes
 
 
 def status_routes(board: StatusBoard) -> dict[str, WsgiApp]:
@@ -72,9 +76,11 @@ def _template() -> Template:
 
 def render(snapshot: StatusSnapshot) -> str:
     """The whole page for ``snapshot``."""
+    streams = {view.source: view for view in snapshot.streams}
     content = "\n".join([
-        _header(snapshot), _sources(snapshot.sources, snapshot), _gate(snapshot.gate),
-        _dead(snapshot.dead), _daemons(snapshot.daemons),
+        _header(snapshot, streams), _sources(snapshot.sources, streams),
+        _streams(snapshot.streams), _gate(snapshot.gate), _dead(snapshot.dead),
+        _daemons(snapshot.daemons),
     ])  # fmt: skip
     return _template().substitute(owner=_e(snapshot.owner), at=f"{snapshot.at:.3f}",
                                   content=content)  # fmt: skip
@@ -83,8 +89,12 @@ def render(snapshot: StatusSnapshot) -> str:
 # -- the parts -----------------------------------------------------------------------------
 
 
-def _header(s: StatusSnapshot) -> str:
+def _header(s: StatusSnapshot, streams: dict[str, StreamView]) -> str:
     t = s.totals
+    # Streams have no end: with every other source done and every stream caught up, the
+    # run is caught up (not done).
+    caught_up = bool(streams) and all(
+        src.done or (src.name in streams and streams[src.name].caught_up) for src in s.sources)
     stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(s.at))
     ledger = "" if s.ledger_error is None else (
         f'<p class="error" id="ledger-error">the ledger cannot be read ({_e(s.ledger_error)}); '
@@ -93,7 +103,7 @@ def _header(s: StatusSnapshot) -> str:
         _card("rows done", "rows_done", t.rows_done, _n(t.rows_done)),
         _card("rows left", "left", t.left, "?" if t.left is None else _n(t.left)),
         _card("rows/s", "rows_per_s", t.rows_per_s, _n(t.rows_per_s, ",.0f")),
-        _card("ETA", "eta_s", t.eta_s, format_eta(t.eta_s, t.done)),
+        _card("ETA", "eta_s", t.eta_s, format_eta(t.eta_s, t.done, caught_up)),
     ]
     return (
         f'<header><h1>sluice</h1><span class="muted">daemon {_e(s.owner)} · updated {stamp}'
@@ -107,21 +117,22 @@ def _card(label: str, name: str, value: float | None, text: str) -> str:
             f"{text}</b></div>")  # fmt: skip
 
 
-def _sources(sources: Iterable[SourceView], s: StatusSnapshot) -> str:
+def _sources(sources: Iterable[SourceView], streams: dict[str, StreamView]) -> str:
     head = "".join(f"<th>{h}</th>" for h in (
         "source", "state", "progress", "done", "left", "rows/s", "last minute", "ETA",
         "buffer", "batch size", "limits in force",
     ))  # fmt: skip
-    rows = "\n".join(_source(src) for src in sources)
+    rows = "\n".join(_source(src, streams.get(src.name)) for src in sources)
     return (
         f'<h2>Sources</h2><div class="scroll"><table id="sources"><tr>{head}</tr>\n'
         f"{rows}</table></div>"
     )
 
 
-def _source(src: SourceView) -> str:
+def _source(src: SourceView, stream: StreamView | None) -> str:
     pct = None if src.progress is None else 100 * src.progress
-    state = _state(src)
+    state = _state(src, stream)
+    caught_up = stream is not None and stream.caught_up
     progress = (
         f'<span class="bar"><span style="width:{pct or 0:.1f}%"></span></span>'
         f'<span class="pct" data-field="progress" data-value="{_raw(src.progress)}">'
@@ -133,7 +144,7 @@ def _source(src: SourceView) -> str:
     cells = [
         f'<td><b>{_e(src.name)}</b><br><span class="muted">{_e(src.kind)} → '
         f"{_e(src.target)}{_waits(src)}</span></td>",
-        f'<td><span class="badge {state}" data-field="state">{state}</span></td>',
+        f'<td><span class="badge {state}" data-field="state">{state.replace("-", " ")}</span></td>',
         f"<td>{progress}</td>",
         _num("rows_done", src.rows_done, _n(src.rows_done)),
         _num("left", src.left, "?" if src.left is None else _n(src.left)),
@@ -143,7 +154,7 @@ def _source(src: SourceView) -> str:
             "?" if src.rows_per_s is None else _n(src.rows_per_s, ",.0f"),
         ),
         f"<td>{_chart(src.chart)}</td>",
-        _num("eta_s", src.eta_s, format_eta(src.eta_s, src.done)),
+        _num("eta_s", src.eta_s, format_eta(src.eta_s, src.done, caught_up)),
         f"<td>{buffer}</td>",
         _num("batch_size", src.batch_size, _n(src.batch_size)),
         f'<td data-field="limits">{_limits(src.limits)}</td>',
@@ -160,11 +171,13 @@ def _source(src: SourceView) -> str:
             f'class="{state}">{"".join(cells)}</tr>{error}')  # fmt: skip
 
 
-def _state(src: SourceView) -> str:
+def _state(src: SourceView, stream: StreamView | None = None) -> str:
     if src.done:
         return "done"
     if src.failed:
         return "failed"
+    if stream is not None:  # a change stream has no end: it follows the source
+        return "caught-up" if stream.caught_up else "lagging" if stream.loaded else "loading"
     if src.waiting_for:
         return "waiting"
     if src.at_limit:
@@ -210,6 +223,42 @@ def _chart(points: tuple[float, ...], width: int = 100, height: int = 26) -> str
     return (f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
             f"<title>rows/s over the last minute (highest {top:,.0f})</title>"
             f'<polyline points="{line}"/></svg>')  # fmt: skip
+
+
+def _streams(streams: Iterable[StreamView]) -> str:
+    """The change streams: a row each, its WAL warning and its error under it."""
+    rows = []
+    for v in streams:
+        state = "caught-up" if v.caught_up else "lagging" if v.loaded else "loading"
+        lag = "caught up" if v.caught_up else "?" if v.lag_s is None else f"{v.lag_s:,.0f} s"
+        rate = "?" if v.changes_per_s is None else _n(v.changes_per_s, ",.1f")
+        wal = "?" if v.retained_bytes is None else human_bytes(v.retained_bytes)
+        of = f" of {human_bytes(v.max_retained_wal)}" if v.max_retained_wal else ""
+        cells = [
+            f"<td><b>{_e(v.source)}</b></td>",
+            f'<td><span class="badge {state}" data-field="stream_state">'
+            f"{state.replace('-', ' ')}</span></td>",
+            _num("lag_s", v.lag_s, lag), _num("changes_per_s", v.changes_per_s, rate),
+            _num("waiting", v.waiting, _n(v.waiting)),
+            f'<td class="num{" error" if v.over_limit else ""}"><span data-field="retained_bytes"'
+            f' data-value="{_raw(v.retained_bytes)}">{wal}</span>{of}</td>',
+            # A MariaDB/MySQL source reads its binary log: no slot, no publication.
+            f'<td data-field="slot">{_e(v.slot or "none (binary log)")}</td>',
+            f'<td data-field="publication">{_e(v.publication or "none")}</td>',
+        ]  # fmt: skip
+        notes = "".join(
+            f'<tr><td></td><td colspan="7" class="message error" data-field="{field}">'
+            f"{_e(text)}</td></tr>"
+            for field, text in (("wal_warning", v.warning), ("stream_error", v.error)) if text
+        )  # fmt: skip
+        rows.append(f'<tr id="stream-{_e(v.source)}" data-stream="{_e(v.source)}">'
+                    f'{"".join(cells)}</tr>{notes}')  # fmt: skip
+    if not rows:
+        return ""
+    head = "".join(f"<th>{h}</th>" for h in (
+        "source", "stream", "lag", "changes/s", "waiting", "WAL kept", "slot", "publication"))
+    return (f'<h2>Change streams</h2><div class="scroll"><table id="streams"><tr>{head}</tr>'
+            f'\n{"".join(rows)}</table></div>')  # fmt: skip
 
 
 def _gate(g: GateView) -> str:

@@ -27,6 +27,7 @@ from rich.text import Text
 
 from scheduler.loop import RunStats
 from scheduler.observe.eta import EtaReport, SourceEta, format_eta
+from scheduler.observe.streams import describe
 from sources.queueing import QueueingLimitedSource
 
 log = logging.getLogger("sluice.progress")
@@ -39,7 +40,8 @@ line tens of kilobytes; the rest are counted."""
 
 class LogProgress:
     """One line per report: rows so far, rows/s (since the first batch), and per source its
-    rows, buffer and ETA (:mod:`.eta`), then the run's ETA.
+    rows, buffer and ETA (:mod:`.eta`), a change stream's health too (:mod:`.streams`), then
+    the run's ETA.
 
     Of more than :data:`LISTED` sources, those not done are named first, up to
     that many; the others are counted (how many, how many of them done).
@@ -51,25 +53,29 @@ class LogProgress:
     ) -> None:  # fmt: skip
         elapsed = max(stats.moving(), 1e-9)
         sources = {} if eta is None else eta.sources
+        streams = {} if eta is None else eta.streams
         names = list(queues)
         if len(names) > LISTED:
             names.sort(key=lambda n: bool((s := sources.get(n)) and s.done))
         listed = [
             f"{name} {stats.rows_by_source.get(name, 0):,} (buffer {queues[name].buffered:,}"
-            + (f", {_eta(s.eta_s, s.done)})" if (s := sources.get(name)) else ")")
+            + (f", {_eta(s.eta_s, s.done, s.caught_up)}" if (s := sources.get(name)) else "")
+            + (f"; {describe(v)})" if (v := streams.get(name)) else ")")
             for name in names[:LISTED]
         ]
         if rest := names[LISTED:]:
             done = sum(1 for n in rest if (s := sources.get(n)) and s.done)
             listed.append(f"{len(rest)} more ({done} done)")
         parts = ", ".join(listed)
-        overall = "" if eta is None else f"; {_eta(eta.eta_s, eta.done)}"
+        overall = "" if eta is None else f"; {_eta(eta.eta_s, eta.done, eta.caught_up)}"
         log.info("%s rows, %.0f rows/s: %s%s", f"{stats.rows:,}", stats.rows / elapsed, parts,
                  overall)  # fmt: skip
 
 
-def _eta(seconds: float | None, done: bool) -> str:
-    return "done" if done else f"eta {format_eta(seconds)}"
+def _eta(seconds: float | None, done: bool, caught_up: bool = False) -> str:
+    if done or caught_up:
+        return format_eta(seconds, done, caught_up)
+    return f"eta {format_eta(seconds)}"
 
 
 RATE_WINDOW = 60.0
@@ -92,17 +98,21 @@ class _RateColumn(ProgressColumn):
 
 
 class _EtaColumn(ProgressColumn):
-    """``eta 0:01:23`` (the ETA's estimate, or rich's at the recent rate); ``done`` once done."""
+    """``eta 0:01:23`` (the ETA's estimate, or rich's at the recent rate); ``done`` once done;
+    ``caught up`` for a change stream at the source's end."""
 
     def render(self, task: Task) -> Text:
         if task.finished or task.fields.get("done"):
             return Text("done", style="progress.remaining")
+        if task.fields.get("caught_up"):
+            return Text("caught up", style="progress.remaining")
         left = task.fields.get("eta", task.time_remaining)
         return Text(f"eta {format_eta(left)}", style="progress.remaining")
 
 
 class BarProgress:
-    """A bar per source, against a known total of rows when there is one.
+    """A bar per source, against a known total of rows when there is one; a change
+    stream's health beside its bar.
 
     While the bars are shown, the root logger's handlers that write to the
     terminal write through the bars' console instead, above the bars.
@@ -116,16 +126,18 @@ class BarProgress:
             _RateColumn(),
             _EtaColumn(),
             TimeElapsedColumn(),
+            TextColumn("{task.fields[stream]}", style="progress.data.speed"),
             console=console or Console(stderr=True),
             speed_estimate_period=RATE_WINDOW,
         )
         self.tasks = {
-            name: self.progress.add_task(name, total=total or None)
+            name: self.progress.add_task(name, total=total or None, stream="")
             for name, total in totals.items()
         }
         self._counted = {name for name, total in totals.items() if not total}
         self.total = None if len(totals) < 2 else self.progress.add_task(
-            TOTAL, total=sum(totals.values()) if all(totals.values()) else None)  # fmt: skip
+            TOTAL, total=sum(totals.values()) if all(totals.values()) else None,
+            stream="")  # fmt: skip
         self.progress.start()
         # On a terminal, starting replaced sys.stderr with a proxy that prints above the bars.
         self._streams = _through(sys.stderr)
@@ -135,16 +147,21 @@ class BarProgress:
         eta: EtaReport | None = None,
     ) -> None:  # fmt: skip
         sources = {} if eta is None else eta.sources
+        streams = {} if eta is None else eta.streams
         for name, task in self.tasks.items():
             done = stats.rows_by_source.get(name, 0)
             fields = _fields(sources.get(name))
+            if (view := streams.get(name)) is not None:
+                fields["stream"] = describe(view)
+            # No total given: the count's; a stream has none (it has no end).
             if name in self._counted and (estimate := sources.get(name)) is not None \
-                    and estimate.left is not None:  # fmt: skip
-                fields["total"] = done + estimate.left  # no total given: the count's
+                    and estimate.left is not None and not estimate.stream:  # fmt: skip
+                fields["total"] = done + estimate.left
             self.progress.update(task, completed=done, **fields)
         if self.total is not None:
             fields = {} if eta is None or eta.eta_s is None and not eta.done else {
-                "eta": eta.eta_s, "done": eta.done, "rate": eta.rows_per_s}  # fmt: skip
+                "eta": eta.eta_s, "done": eta.done, "rate": eta.rows_per_s,
+                "caught_up": eta.caught_up}  # fmt: skip
             self.progress.update(self.total, completed=stats.rows, **fields)
 
     def close(self) -> None:
@@ -156,9 +173,12 @@ class BarProgress:
 
 def _fields(estimate: SourceEta | None) -> dict[str, Any]:
     """A bar's ETA and rate from the source's estimate, once it has a rate."""
-    if estimate is None or estimate.rows_per_s is None and not estimate.done:
+    # A change stream's ETA is its own (its waiting changes, or its lag): not of the rate.
+    if estimate is None or estimate.rows_per_s is None and not estimate.done \
+            and not estimate.stream:  # fmt: skip
         return {}
-    return {"eta": estimate.eta_s, "done": estimate.done, "rate": estimate.rows_per_s}
+    return {"eta": estimate.eta_s, "done": estimate.done, "rate": estimate.rows_per_s,
+            "caught_up": estimate.caught_up}
 
 
 def _through(proxy: TextIO) -> dict[logging.StreamHandler[TextIO], TextIO]:

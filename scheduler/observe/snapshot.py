@@ -8,8 +8,10 @@ buffers' snapshots, the sink's counters, the budgets, plain values). The
 ledger's figures (rows done by every daemon, batches per state, dead
 batches with their errors, the daemons) are read by a second job
 (:meth:`StatusBoard.read_ledger`) on an engine of its own; a ledger that
-cannot be read leaves the last figures, with the error. Neither job runs on
-the loop's thread, and the HTTP threads only take :meth:`StatusBoard.latest`.
+cannot be read leaves the last figures, with the error. The change streams'
+health comes with the ETA's sample (:mod:`.streams`, read by a job of its own).
+Neither job runs on the loop's thread, and the HTTP threads only take
+:meth:`StatusBoard.latest`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from scheduler.ledger import DEAD_AFTER, LedgerReads
 from scheduler.ledger.lookup import reader_engine
 from scheduler.ledger.reads import Owner, SourceFigures
 from scheduler.observe.eta import BacklogCounter, EtaReport, EtaTracker, SourceEta
+from scheduler.observe.streams import StreamView
 from sources.budget import Budget
 from sources.queueing import QueueingLimitedSource
 
@@ -148,6 +151,7 @@ class StatusSnapshot:
     daemons: tuple[DaemonView, ...] = ()
     ledger_error: str | None = None
     ledger_read_s_ago: float | None = None
+    streams: tuple[StreamView, ...] = ()  # the change streams' health (the ETA's report)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (``/status.json``)."""
@@ -277,6 +281,7 @@ class StatusBoard:
             daemons=daemons,
             ledger_error=ledger.error,
             ledger_read_s_ago=None if ledger.at is None else round(now - ledger.at, 1),
+            streams=tuple(report.streams.values()),
         )
 
     def _source(
@@ -378,13 +383,9 @@ def _gate(loop: MainLoop, cfg: SluiceConfig) -> GateView:
     elif not windows.is_open(loop.wall_clock()):
         state, why = "paused", f"outside the feeding windows {windows.expressions}"
     elif not gate.is_open:
-        state, why = (
-            "closed",
-            (
-                f"{pending:,} items pending reached max_pending "
-                f"{gate.max_pending:,}; opens below {gate.resume_below:,}"
-            ),
-        )
+        state, why = "closed", (f"{pending:,} items pending reached max_pending "
+                                f"{gate.max_pending:,}; opens below "
+                                f"{gate.resume_below:,}")  # fmt: skip
     elif importing >= slots:
         state, why = "full", f"every import slot is busy ({importing} of {slots} batches)"
     else:

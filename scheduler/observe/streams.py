@@ -23,12 +23,15 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from sources.pg_changes import StreamNames
+from config.secrets import redact_text
 from sources.queueing import QueueingLimitedSource
 from sources.sqldb import untimed
-from sources.stream import StreamHealth, StreamSource
+
+if TYPE_CHECKING:  # not imported to run: sources.stream brings the engines' (and pyspark's)
+    from sources.pg_changes import StreamNames
+    from sources.stream import StreamHealth
 
 log = logging.getLogger("sluice.streams")
 
@@ -38,8 +41,10 @@ RATE_WINDOW = 30.0
 """Seconds of health reads the changes/s and the apply rate are measured over."""
 
 
+@runtime_checkable
 class Followed(Protocol):
-    """What the watch reads of a stream source (:class:`~sources.stream.StreamSource`)."""
+    """What the watch reads of a stream source (:class:`~sources.stream.StreamSource`):
+    a source that has both is one."""
 
     @property
     def names(self) -> StreamNames: ...
@@ -56,12 +61,13 @@ class StreamView:
     ``caught_up``: the walk is at the source's end and every change it read is
     in the target (lag 0). ``applied_per_s``: changes that reached the target per
     second (read less the rise in waiting), measured once the full load is done
-    (its rows are waiting events but not changes read); None until known.
+    (its rows are waiting events but not changes read); None until known. ``slot``
+    and ``publication`` are None for a MariaDB/MySQL source (its binary log has none).
     """
 
     source: str
-    slot: str
-    publication: str
+    slot: str | None
+    publication: str | None
     lag_s: float | None  # seconds the target is behind the source; None: nothing read yet
     caught_up: bool
     loaded: bool  # the full load is done
@@ -116,10 +122,7 @@ class StreamWatch:
     def of(cls, queues: Mapping[str, QueueingLimitedSource]) -> StreamWatch:
         """A watch of the ``mode: stream`` sources among ``queues`` (none: it reads nothing)."""
         return cls({name: queue.wrapped for name, queue in queues.items()
-                    if isinstance(queue.wrapped, StreamSource)})  # fmt: skip
-
-    def __bool__(self) -> bool:
-        return bool(self.sources)
+                    if isinstance(queue.wrapped, Followed)})  # fmt: skip
 
     def latest(self) -> dict[str, StreamView]:
         """Each stream's view at the last poll, by source (a copy: the caller's to keep)."""
@@ -141,13 +144,14 @@ class StreamWatch:
             with untimed():
                 health = source.health(self.wall_clock())
         except Exception as error:  # the source's error: shown, read again at the next poll
-            text = (str(error) or repr(error)).splitlines()[0]
+            # A source's error names its URL without the password; a driver's might not.
+            text = redact_text((str(error) or repr(error)).splitlines()[0], ())
             if last is None or last.error is None:
                 log.warning("source %s: cannot read its stream's health: %s", name, text)
             if last is None:
-                names = source.names
-                return StreamView(name, names.slot, names.publication, None, False, False, 0,
-                                  None, None, 0, None, 0, 0.0, None, text)  # fmt: skip
+                slot, publication = _names(source, source.names.slot, source.names.publication)
+                return StreamView(name, slot, publication, None, False, False, 0, None, None,
+                                  0, None, 0, 0.0, None, text)  # fmt: skip
             return replace(last, error=text)
         if last is not None and last.error is not None:
             log.info("source %s: its stream's health is read again", name)
@@ -158,27 +162,42 @@ class StreamWatch:
             reads.popleft()
         changes_per_s, applied_per_s = _rates(reads)
         warning = _warning(name, health, source.names, last)
+        slot, publication = _names(source, health.slot, health.publication)
         return StreamView(
-            source=name, slot=health.slot, publication=health.publication, lag_s=health.lag,
+            source=name, slot=slot, publication=publication, lag_s=health.lag,
             caught_up=health.caught_up and health.lag == 0, loaded=health.loaded,
             changes_read=health.changes_read, changes_per_s=changes_per_s,
             applied_per_s=applied_per_s, waiting=health.waiting,
             retained_bytes=health.retained_bytes, max_retained_wal=health.max_retained_wal,
             read_at=self.wall_clock(), warning=warning,
-        )
+        )  # fmt: skip
+
+
+def _names(source: Followed, slot: str, publication: str) -> tuple[str | None, str | None]:
+    """The slot and publication of a PostgreSQL source; none for a MariaDB/MySQL one (the
+    binary log is read by GTID; its health still carries PostgreSQL's names)."""
+    url = getattr(getattr(source, "cfg", None), "url", None)
+    if isinstance(url, str) and not url.startswith("postgresql"):
+        return None, None
+    return slot, publication
 
 
 def _rates(reads: deque[_Read]) -> tuple[float | None, float | None]:
-    """Changes read per second, and changes applied per second (once loaded), over the reads."""
-    first, last = reads[0], reads[-1]
+    """Changes read per second, and changes applied per second (once loaded), over the reads
+    (None: under a second of reads)."""
+    last = reads[-1]
+    return _rate(reads[0], last, applied=False), next(
+        (_rate(r, last, applied=True) for r in reads if r.loaded), None)
+
+
+def _rate(first: _Read, last: _Read, *, applied: bool) -> float | None:
     span = last.at - first.at
-    if len(reads) < 2 or span < 1.0:
-        return None, None
+    if span < 1.0:
+        return None
     read = max(0, last.changes_read - first.changes_read)
     # Every change read is waiting or applied: what was read and is not waiting more was
     # applied. The full load's rows wait too, but are not changes read: measured after it.
-    applied = None if not first.loaded else max(0, read - (last.waiting - first.waiting)) / span
-    return read / span, applied
+    return max(0, read - (last.waiting - first.waiting)) / span if applied else read / span
 
 
 def _warning(
@@ -193,7 +212,8 @@ def _warning(
     if retained <= limit:
         if was:
             log.info("source %s: slot %s keeps %s of WAL, back under stream.max_retained_wal "
-                     "(%s)", name, health.slot, human_bytes(retained), human_bytes(limit))
+                     "(%s)", name, health.slot, human_bytes(retained),
+                     human_bytes(limit))  # fmt: skip
         return None
     drop = ("`sluice reset` the source to drop its slot (it starts over with a new full load)"
             if names.owned else f"drop the slot {health.slot} yourself (the config names it: "
@@ -209,11 +229,13 @@ def _warning(
 
 def human_bytes(size: float) -> str:
     """``512 B``, ``1.5 KiB``, ``10.0 GiB``: powers of 1,024, as the config writes them."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(size) < 1024 or unit == "TiB":
-            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+    if abs(size) < 1024:
+        return f"{size:,.0f} B"
+    for unit in ("KiB", "MiB", "GiB"):
         size /= 1024
-    raise AssertionError("unreachable")
+        if abs(size) < 1024:
+            return f"{size:,.1f} {unit}"
+    return f"{size / 1024:,.1f} TiB"
 
 
 def describe(view: StreamView) -> str:
@@ -222,6 +244,12 @@ def describe(view: StreamView) -> str:
         "lag ?" if view.lag_s is None else f"lag {view.lag_s:,.0f} s")  # fmt: skip
     rate = "?" if view.changes_per_s is None else f"{view.changes_per_s:,.1f}"
     wal = "?" if view.retained_bytes is None else human_bytes(view.retained_bytes)
-    over = " OVER " + human_bytes(view.max_retained_wal) if view.over_limit else ""
-    return (f"{state}, {rate} changes/s, {view.waiting:,} waiting, WAL {wal}{over}"
-            f"{'' if view.loaded else ', loading'}")
+    over = f" (over {human_bytes(view.max_retained_wal)})" if view.over_limit else ""
+    if view.slot is None:
+        names = "binary log"
+    elif view.slot == view.publication:
+        names = f"slot and publication {view.slot}"
+    else:
+        names = f"slot {view.slot}, publication {view.publication}"
+    return (f"{state}, {rate} changes/s, {view.waiting:,} waiting, WAL {wal}{over}, {names}"
+            f"{'' if view.loaded else ', full load running'}")  # fmt: skip
