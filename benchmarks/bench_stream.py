@@ -1,60 +1,80 @@
-"""``mode: stream``, PostgreSQL → PostgreSQL: a live table followed, then cut over.
+"""``mode: stream`` into PostgreSQL, from PostgreSQL and from MariaDB: a live table followed,
+then cut over.
 
-A PostgreSQL of the benchmark's own (``tests.servers.LogicalPostgres``:
-``wal_level=logical``, which the machine's shared server does not have and must
-not be given) holds ``items`` (bigint key, text, numeric, timestamptz, a
-version bigint) of ``ROWS`` rows (default 100,000); the target is an empty
-``items`` (with an index on ``version``, for the sampler) in a throwaway
-``sluice_bench_stream_*`` database of the machine's server. With sluice's
-default batch settings:
+One run measures each source engine in turn (``ENGINES``, default ``pg,mariadb``),
+the same way. A server of the benchmark's own holds ``items`` (a bigint key,
+text, a decimal of 14,2, a timestamp with its zone, a version bigint) of
+``ROWS`` rows (default 100,000):
+
+- ``pg``: ``tests.servers.LogicalPostgres`` (``wal_level=logical``, which the
+  machine's shared server does not have and must not be given), the columns
+  ``bigint, text, numeric(14,2), timestamptz, bigint``; sluice reads its
+  logical slot;
+- ``mariadb``: ``tests.servers.BinlogMariaDB`` (``log_bin``,
+  ``binlog_format=ROW``, ``binlog_row_metadata=FULL``: the machine's server runs
+  with ``log_bin=OFF``), the table in utf8mb4, ``bigint, text, decimal(14,2),
+  timestamp(6), bigint``, seeded from ``seq_1_to_N``; sluice reads its row
+  binary log by GTID.
+
+The target is an empty ``items`` in a throwaway ``sluice_bench_stream_*``
+database of the machine's PostgreSQL, made by the benchmark before the daemon
+starts in the types sluice maps the source's to (from MariaDB: ``bigint, text,
+numeric(14,2), timestamptz(6), bigint``, the README's mapping), with an index on
+``version`` for the sampler: a table sluice made would have it only once the
+benchmark added it after the first batch. With sluice's default batch settings:
 
 1. ``sluice run CONFIG`` (a subprocess, logging JSON to a file) loads the
    table beside its change stream; the load's time is printed, not a figure.
 2. Once the target holds every row, a writer (a thread of this process, one
    connection) makes ``RATE`` changes per second (default 5,000) for
    ``SECONDS`` (default 60): transactions of 100 changes (40 inserts of new
-   keys, 40 updates, 20 deletes of live keys), paced by the clock. Each
+   keys, 40 updates, 20 deletes of live keys), paced by the clock; the same
+   statements on both engines but for their SQL (the rows as one JSON
+   parameter, read by ``jsonb_to_recordset`` or ``JSON_TABLE``). Each
    inserted or updated row gets the next ``version`` of one counter, in
-   commit order, and ``changed_at = clock_timestamp()``; the writer keeps,
-   per transaction, its highest version, the changes made up to it and the
-   moment its commit returned.
+   commit order, and ``changed_at`` the server's clock (``clock_timestamp()``,
+   ``NOW(6)``): a value to carry, not a clock the figures read. The writer
+   keeps, per transaction, its highest version, the changes made up to it
+   and the moment its commit returned (this process's monotonic clock).
 3. Every 0.5 s a sampler reads ``max(version)`` in the target. sluice applies
    whole transactions in commit order, so the target holds every transaction
    up to the last one whose versions it holds, and nothing after: that gives
    the changes applied so far and the lag, measured as sluice's own
    ``lag`` is defined: now against the commit of the oldest change the
-   target does not hold yet (0 when it holds all committed). Both clocks are
-   this process's; neither reads sluice's view of itself.
+   target does not hold yet (0 when it holds all committed). Both moments
+   are read on this process's clock; neither reads a server's clock nor
+   sluice's view of itself.
 4. The writer stops; ``sluice cutover CONFIG --json`` runs until READY (the
    daemon sees the flag, does its final pass and exits; the command runs its
-   own, verifies with Spark and drops sluice's slot and publication). Then an
-   independent read compares the two tables row by row (an md5 of every row's
-   text, in key order, on each server) and checks the slot is gone.
+   own, verifies with Spark and drops what sluice made on the source: the
+   slot and publication, or the watermark table). Then an independent read
+   compares the two tables row by row (every row of each, in key order, its
+   values as Python's text: the timestamps as UTC instants, since the two
+   engines print them differently) and checks nothing sluice made is left
+   on the source.
 
-Figures:
+Figures, ``ENGINE`` being ``pg`` or ``mariadb``:
 
-- ``stream_pg_changes_per_s``: the changes applied while the writer ran
+- ``stream_ENGINE_changes_per_s``: the changes applied while the writer ran
   (from its start to its stop, read as above) over that time; baseline the
   writer's own rate, offered (ratio: applied / offered; a backlog left at the
   stop counts against it);
-- ``stream_pg_lag_median``, ``stream_pg_lag_p99``: of the lag samples taken
-  while the writer ran, in seconds (no baseline);
-- ``stream_pg_cutover_window``: seconds from the writer's stop to
+- ``stream_ENGINE_lag_median``, ``stream_ENGINE_lag_p99``: of the lag samples
+  taken while the writer ran, in seconds (no baseline);
+- ``stream_ENGINE_cutover_window``: seconds from the writer's stop to
   ``sluice cutover`` exiting READY: the window the application's writes are
   stopped (the command's JVM start included; sluice's own "READY in" seconds
   are ``reported_s``); baseline the 10 s the feature aims at.
 
-MariaDB → PostgreSQL streams are not built yet (the binary log reader is,
-the ``mode: stream`` source is PostgreSQL's only): no figure for them.
-
 The machine has two cores shared by both servers, the daemon and the writer:
-run no other benchmark beside it. Everything (the own server, the target
-database, the temporary folder with the ledger, the daemon) is removed or
-stopped on the way out, also after a failure.
+run no other benchmark beside it. Everything of each engine's part (its own
+server, the target database, the temporary folder with the ledger, the
+daemon) is removed or stopped before the next begins, also after a failure;
+a part that fails does not keep the other from running.
 
     python benchmarks/bench_stream.py
-    ROWS=20000 RATE=2000 SECONDS=20 python benchmarks/bench_stream.py
-    LOGS=/tmp/stream-logs python benchmarks/bench_stream.py   # keeps daemon.log, cutover.log
+    ENGINES=mariadb ROWS=20000 RATE=2000 SECONDS=20 python benchmarks/bench_stream.py
+    LOGS=/tmp/stream-logs python benchmarks/bench_stream.py   # keeps ENGINE-{daemon,cutover}.log
 """
 
 from __future__ import annotations
@@ -73,6 +93,10 @@ import time
 import uuid
 from bisect import bisect_right
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -81,39 +105,126 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import sqlalchemy as sa  # noqa: E402
 
 from benchmarks.common import Server, report  # noqa: E402
-from tests.servers import PG_BIN, LogicalPostgres  # noqa: E402
+from tests.servers import MARIADBD, PG_BIN, BinlogMariaDB, LogicalPostgres  # noqa: E402
 
 ROWS = int(os.environ.get("ROWS", "100000"))
 RATE = int(os.environ.get("RATE", "5000"))  # changes per second offered
 SECONDS = float(os.environ.get("SECONDS", "60"))
+ENGINES = os.environ.get("ENGINES", "pg,mariadb").split(",")  # the source engines measured
 ADMIN = os.environ.get("SLUICE_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 PER_TXN = (40, 40, 20)  # inserts, updates, deletes per transaction
 SAMPLE = 0.5  # seconds between two lag samples
-LOGS = os.environ.get("LOGS")  # a folder to keep the daemon's and the cutover's logs in
+LOGS = os.environ.get("LOGS")  # a folder to keep the daemons' and the cutovers' logs in
 LOAD_TIMEOUT = 600.0
 CUTOVER_TIMEOUT = 600.0
 WINDOW_TARGET = 10.0  # seconds: what the cutover window should not exceed
 ROOT = Path(__file__).resolve().parent.parent
+# A session whose timestamps are UTC, per dialect: the seed's literals and the compare's reads.
+UTC_SESSION = {"postgresql": "SET TIME ZONE 'UTC'", "mysql": "SET time_zone = '+00:00'"}
+DELETE = sa.text("DELETE FROM items WHERE id IN :ids").bindparams(
+    sa.bindparam("ids", expanding=True))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Engine:
+    """What differs between two source engines: their server, their SQL, what sluice leaves.
+
+    ``insert`` and ``update`` take ``:rows``, a JSON array of ``{"id", "v"}``;
+    ``leftovers`` lists what sluice made on the source, nothing once it is dropped."""
+
+    name: str  # the figures' infix
+    label: str
+    server: type[LogicalPostgres] | type[BinlogMariaDB]
+    missing: str  # said when the server's binaries are not installed
+    source_columns: str
+    target_columns: str  # the types sluice maps the source's to
+    seed: str  # ROWS rows: ``{n}``
+    analyze: str
+    insert: str
+    update: str
+    leftovers: str
+
+
+_PG_COLUMNS = ("id bigint PRIMARY KEY, name text NOT NULL, amount numeric(14,2), "
+               "changed_at timestamptz NOT NULL, version bigint NOT NULL")  # fmt: skip
+PG = Engine(
+    name="pg", label="PostgreSQL", server=LogicalPostgres,
+    missing=f"PostgreSQL's initdb and pg_ctl are not in {PG_BIN}",
+    source_columns=_PG_COLUMNS, target_columns=_PG_COLUMNS,
+    seed="INSERT INTO items SELECT i, 'item ' || i, (i % 100000) / 100.0, "
+         "timestamptz '2024-01-01' + i * interval '1 second', 0 FROM generate_series(1, {n}) AS i",
+    analyze="VACUUM (ANALYZE) items",
+    insert="INSERT INTO items SELECT u.id, 'item ' || u.id || ' v' || u.v, "
+           "u.v % 100000 / 100.0, clock_timestamp(), u.v "
+           "FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS u(id bigint, v bigint)",
+    update="UPDATE items SET name = 'item ' || u.id || ' v' || u.v, "
+           "amount = u.v % 100000 / 100.0, changed_at = clock_timestamp(), version = u.v "
+           "FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS u(id bigint, v bigint) "
+           "WHERE items.id = u.id",
+    leftovers="SELECT slot_name FROM pg_replication_slots UNION ALL "
+              "SELECT pubname FROM pg_publication",
+)  # fmt: skip
+_JSON_ROWS = "JSON_TABLE(:rows, '$[*]' COLUMNS (id bigint PATH '$.id', v bigint PATH '$.v')) AS u"
+MARIADB = Engine(
+    name="mariadb", label="MariaDB", server=BinlogMariaDB,
+    missing=f"mariadb-install-db or {MARIADBD} is not installed",
+    # An explicit default: a bare NOT NULL timestamp would also be ON UPDATE CURRENT_TIMESTAMP.
+    source_columns="id bigint PRIMARY KEY, name text NOT NULL, amount decimal(14,2), "
+                   "changed_at timestamp(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), "
+                   "version bigint NOT NULL",
+    target_columns="id bigint PRIMARY KEY, name text NOT NULL, amount numeric(14,2), "
+                   "changed_at timestamptz(6) NOT NULL, version bigint NOT NULL",
+    seed="INSERT INTO items SELECT seq, CONCAT('item ', seq), MOD(seq, 100000) / 100.0, "
+         "TIMESTAMP'2024-01-01 00:00:00' + INTERVAL seq SECOND, 0 FROM seq_1_to_{n}",
+    analyze="ANALYZE TABLE items",
+    insert="INSERT INTO items SELECT u.id, CONCAT('item ', u.id, ' v', u.v), "
+           f"MOD(u.v, 100000) / 100.0, NOW(6), u.v FROM {_JSON_ROWS}",
+    update=f"UPDATE items JOIN {_JSON_ROWS} ON items.id = u.id "
+           "SET items.name = CONCAT('item ', u.id, ' v', u.v), "
+           "items.amount = MOD(u.v, 100000) / 100.0, items.changed_at = NOW(6), "
+           "items.version = u.v",
+    leftovers="SELECT table_name FROM information_schema.tables "
+              "WHERE table_schema = DATABASE() AND table_name = 'sluice_watermarks'",
+)  # fmt: skip
+BY_NAME = {e.name: e for e in (PG, MARIADB)}
 
 
 def main() -> int:
-    if not LogicalPostgres.available():
-        # Said on stdout: the runner shows stderr only for a script that failed.
-        print(f"PostgreSQL's initdb and pg_ctl are not in {PG_BIN}: no stream figures")
-        return 0
-    server = LogicalPostgres()
+    unknown = [name for name in ENGINES if name not in BY_NAME]
+    if unknown:
+        raise SystemExit(f"ENGINES: unknown {', '.join(unknown)}; known: {', '.join(BY_NAME)}")
+    ok = True
+    for engine in (BY_NAME[name] for name in ENGINES):
+        print(f"== {engine.label} → PostgreSQL", flush=True)
+        if not engine.server.available():
+            # Said on stdout: the runner shows stderr only for a script that failed.
+            print(f"{engine.missing}: no stream_{engine.name} figures", flush=True)
+            continue
+        try:
+            ok = measure(engine) and ok
+        except SystemExit as stop:  # one engine's failure: the next is still measured
+            print(f"problem: {engine.label}: {stop}", flush=True)
+            ok = False
+    return 0 if ok else 1
+
+
+def measure(engine: Engine) -> bool:
+    """One engine's part (see the module): its figures reported; whether it ended READY, equal
+    and clean. Raises SystemExit when it cannot get as far as the figures."""
+    server = engine.server()
     machine = Server(ADMIN)
     target_db = f"sluice_bench_stream_{uuid.uuid4().hex[:8]}"
-    folder = Path(tempfile.mkdtemp(prefix="sluice-bench-stream-"))
+    folder = Path(tempfile.mkdtemp(prefix=f"sluice-bench-stream-{engine.name}-"))
     daemon: subprocess.Popen[bytes] | None = None
     writer: Writer | None = None
+    sampler: Sampler | None = None
     try:
         server.start()
         own = Server(server.admin_url)
         source = own.create("src")
         own.admin.dispose()
         target = machine.create(target_db)
-        seed(source, target)
+        seed(engine, source, target)
         (folder / "sluice.yaml").write_text(config(source, target))
         machine.checkpoint()
         started = time.monotonic()
@@ -122,7 +233,7 @@ def main() -> int:
         print(f"load: {ROWS:,} rows in {time.monotonic() - started:.1f} s "
               "(from the daemon's start)", flush=True)  # fmt: skip
 
-        writer = Writer(source, ROWS)
+        writer = Writer(engine, source, ROWS)
         sampler = Sampler(target, writer)
         writer.start()
         sampler.start()
@@ -140,12 +251,12 @@ def main() -> int:
         except subprocess.TimeoutExpired:
             print("problem: the daemon was still running 60 s after READY", flush=True)
         equal = same_rows(source, target)
-        slots = leftover_slots(source)
+        left = leftovers(engine, source)
         problems = daemon_log(folder / "daemon.log", daemon.returncode)
         if not equal:
             problems.append("the target's rows differ from the source's after READY")
-        if slots:
-            problems.append(f"slots or publications left on the source: {slots}")
+        if left:
+            problems.append(f"left on the source by sluice: {left}")
         for problem in problems:
             print(f"problem: {problem}", flush=True)
 
@@ -157,53 +268,52 @@ def main() -> int:
               f"over {stop_at - writer.started_at:.1f} s, {writer.late:,} begun late; "
               f"the target held {applied_n:,} at its stop; lag samples: {len(lags)}, "
               f"max {max(lags):.2f} s", flush=True)  # fmt: skip
-        report("stream_pg_changes_per_s", applied, "changes/s", offered, rows=ROWS)
-        report("stream_pg_lag_median", statistics.median(lags), "s", samples=len(lags))
-        report("stream_pg_lag_p99", percentile(lags, 0.99), "s", samples=len(lags))
-        report("stream_pg_cutover_window", cutover["window_s"], "s", WINDOW_TARGET,
+        figure = f"stream_{engine.name}"
+        report(f"{figure}_changes_per_s", applied, "changes/s", offered, rows=ROWS)
+        report(f"{figure}_lag_median", statistics.median(lags), "s", samples=len(lags))
+        report(f"{figure}_lag_p99", percentile(lags, 0.99), "s", samples=len(lags))
+        report(f"{figure}_cutover_window", cutover["window_s"], "s", WINDOW_TARGET,
                reported_s=round(cutover["seconds"], 3), ready=cutover["ready"])  # fmt: skip
-        return 0 if cutover["ready"] and equal and not slots else 1
+        return bool(cutover["ready"]) and equal and not left
     finally:
+        # In order: the application, then sluice, then the servers; each step runs even
+        # when one before it failed.
         if writer is not None:
             writer.halt.set()
-        if daemon is not None and daemon.poll() is None:
-            daemon.send_signal(signal.SIGTERM)
-            try:
-                daemon.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                daemon.kill()
-                daemon.wait()
+            if writer.is_alive():
+                writer.join(30)
+        if sampler is not None:
+            sampler.stop()
         try:
+            stop_daemon(daemon)
             if LOGS:
                 for log in folder.glob("*.log"):
-                    shutil.copy(log, Path(LOGS) / log.name)
-            server.stop()
+                    shutil.copy(log, Path(LOGS) / f"{engine.name}-{log.name}")
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
-            machine.drop(target_db)
-            machine.admin.dispose()
+            try:
+                server.stop()
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+                machine.drop(target_db)
+                machine.admin.dispose()
 
 
-def seed(source: str, target: str) -> None:
+def seed(engine: Engine, source: str, target: str) -> None:
     """The source's ``items`` of ROWS rows; the target's, empty, with an index on version."""
-    columns = ("id bigint PRIMARY KEY, name text NOT NULL, amount numeric(14,2), "
-               "changed_at timestamptz NOT NULL, version bigint NOT NULL")  # fmt: skip
-    engine = sa.create_engine(source)
-    with engine.begin() as conn:
-        conn.execute(sa.text(f"CREATE TABLE items ({columns})"))
-        conn.execute(sa.text(
-            "INSERT INTO items SELECT i, 'item ' || i, (i % 100000) / 100.0, "
-            "timestamptz '2024-01-01' + i * interval '1 second', 0 "
-            "FROM generate_series(1, :n) AS i"
-        ), {"n": ROWS})  # fmt: skip
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(sa.text("VACUUM (ANALYZE) items"))
-    engine.dispose()
-    engine = sa.create_engine(target)
-    with engine.begin() as conn:
-        conn.execute(sa.text(f"CREATE TABLE items ({columns})"))
+    db = sa.create_engine(source)
+    with db.begin() as conn:
+        conn.execute(sa.text(UTC_SESSION[db.dialect.name]))
+        utf8 = " CHARACTER SET utf8mb4" if db.dialect.name == "mysql" else ""
+        conn.execute(sa.text(f"CREATE TABLE items ({engine.source_columns}){utf8}"))
+        conn.execute(sa.text(engine.seed.format(n=ROWS)))
+    with db.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(sa.text(engine.analyze)).close()  # ANALYZE TABLE returns a result
+    db.dispose()
+    db = sa.create_engine(target)
+    with db.begin() as conn:
+        conn.execute(sa.text(f"CREATE TABLE items ({engine.target_columns})"))
         conn.execute(sa.text("CREATE INDEX items_version ON items (version)"))
-    engine.dispose()
+    db.dispose()
 
 
 def config(source: str, target: str) -> str:
@@ -242,6 +352,18 @@ def start_daemon(folder: Path) -> subprocess.Popen[bytes]:
         )  # fmt: skip
 
 
+def stop_daemon(daemon: subprocess.Popen[bytes] | None) -> None:
+    """A daemon still running: SIGTERM (it drains), SIGKILL after 60 s."""
+    if daemon is None or daemon.poll() is not None:
+        return
+    daemon.send_signal(signal.SIGTERM)
+    try:
+        daemon.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        daemon.kill()
+        daemon.wait()
+
+
 def wait_loaded(target: str, daemon: subprocess.Popen[bytes], folder: Path) -> None:
     """Until the target holds every row of the full load (nothing else writes yet)."""
     engine = sa.create_engine(target)
@@ -262,13 +384,15 @@ def wait_loaded(target: str, daemon: subprocess.Popen[bytes], folder: Path) -> N
 
 
 class Writer(threading.Thread):
-    """The application: RATE changes a second in transactions of 100, paced by the clock.
+    """The application: RATE changes a second in transactions of 100, paced by the clock,
+    in ``engine``'s SQL.
 
     ``log`` holds, per transaction, (its highest version, the changes made up
     to and with it, the moment its commit returned), in commit order."""
 
-    def __init__(self, url: str, rows: int) -> None:
+    def __init__(self, engine: Engine, url: str, rows: int) -> None:
         super().__init__(name="bench-writer", daemon=True)
+        self.insert, self.update = sa.text(engine.insert), sa.text(engine.update)
         self.engine = sa.create_engine(url)
         self.halt = threading.Event()
         self.random = random.Random(7)
@@ -312,21 +436,11 @@ class Writer(threading.Thread):
         removed = [self.live[i] for i in gone]
         new = list(range(self.next_id, self.next_id + inserts))
         first = self.version + 1
-        new_versions = list(range(first, first + inserts))
-        changed_versions = list(range(first + inserts, first + inserts + updates))
-        conn.execute(sa.text(
-            "INSERT INTO items SELECT u.id, 'item ' || u.id || ' v' || u.v, u.v % 100000 / 100.0, "
-            "clock_timestamp(), u.v "
-            "FROM unnest(CAST(:ids AS bigint[]), CAST(:vs AS bigint[])) AS u(id, v)"
-        ), {"ids": new, "vs": new_versions})  # fmt: skip
-        conn.execute(sa.text(
-            "UPDATE items SET name = 'item ' || u.id || ' v' || u.v, "
-            "amount = u.v % 100000 / 100.0, changed_at = clock_timestamp(), version = u.v "
-            "FROM unnest(CAST(:ids AS bigint[]), CAST(:vs AS bigint[])) AS u(id, v) "
-            "WHERE items.id = u.id"
-        ), {"ids": changed, "vs": changed_versions})  # fmt: skip
-        conn.execute(sa.text("DELETE FROM items WHERE id = ANY(CAST(:ids AS bigint[]))"),
-                     {"ids": removed})  # fmt: skip
+        new_versions = range(first, first + inserts)
+        changed_versions = range(first + inserts, first + inserts + updates)
+        conn.execute(self.insert, {"rows": rows_json(new, new_versions)})
+        conn.execute(self.update, {"rows": rows_json(changed, changed_versions)})
+        conn.execute(DELETE, {"ids": removed})
         conn.commit()
         committed = time.monotonic()
         for i in gone:  # highest index first: a swap with the last never moves one still to go
@@ -338,6 +452,11 @@ class Writer(threading.Thread):
         self.changes += inserts + updates + deletes
         self.transactions += 1
         self.log.append((self.version, self.changes, committed))
+
+
+def rows_json(ids: list[int], versions: range) -> str:
+    """The ``:rows`` parameter of the writer's statements."""
+    return json.dumps([{"id": i, "v": v} for i, v in zip(ids, versions, strict=True)])
 
 
 class Sampler(threading.Thread):
@@ -365,7 +484,8 @@ class Sampler(threading.Thread):
 
     def stop(self) -> None:
         self.halt.set()
-        self.join(30)
+        if self.is_alive():
+            self.join(30)
 
     def sample(self, conn: sa.Connection) -> None:
         at = time.monotonic()
@@ -404,32 +524,47 @@ def run_cutover(folder: Path, stop_at: float) -> dict[str, Any]:
 
 
 def same_rows(source: str, target: str) -> bool:
-    """An md5 of every row's text in key order, read on each server in UTC."""
-    query = sa.text(
-        "SELECT count(*), md5(string_agg(concat_ws('|', id, name, amount, changed_at, version), "
-        "E'\\n' ORDER BY id)) FROM items"
-    )  # fmt: skip
-    found = []
-    for url in (source, target):
-        engine = sa.create_engine(url)
-        with engine.connect() as conn:
-            conn.execute(sa.text("SET TIME ZONE 'UTC'"))
-            found.append(tuple(conn.execute(query).one()))
-        engine.dispose()
-    print(f"rows: source {found[0][0]:,}, target {found[1][0]:,}; "
-          f"{'equal' if found[0] == found[1] else 'DIFFERENT'}", flush=True)  # fmt: skip
-    return found[0] == found[1]
+    """Whether the two ``items`` hold the same rows: read side by side in key order."""
+    counts, first = [0, 0], None
+    for theirs, ours in zip_longest(table_rows(source), table_rows(target)):
+        counts[0] += theirs is not None
+        counts[1] += ours is not None
+        if theirs != ours and first is None:
+            first = f"first difference: source {theirs}, target {ours}"
+    print(f"rows: source {counts[0]:,}, target {counts[1]:,}; "
+          f"{'equal' if first is None else f'DIFFERENT, {first}'}", flush=True)  # fmt: skip
+    return first is None
 
 
-def leftover_slots(source: str) -> list[str]:
-    """The slots and publications left on the source's server."""
-    engine = sa.create_engine(source)
-    with engine.connect() as conn:
-        left = list(conn.scalars(sa.text(
-            "SELECT slot_name FROM pg_replication_slots UNION ALL "
-            "SELECT pubname FROM pg_publication"
-        )))  # fmt: skip
-    engine.dispose()
+def table_rows(url: str) -> Iterator[tuple[str, ...]]:
+    """``items``' rows in key order, each value as Python's text: the same on both engines
+    for the same value (a timestamp as its UTC instant, a decimal with its scale)."""
+    db = sa.create_engine(url)
+    query = sa.text("SELECT id, name, amount, changed_at, version FROM items ORDER BY id")
+    try:
+        with db.connect() as conn:
+            conn.execute(sa.text(UTC_SESSION[db.dialect.name]))
+            for row in conn.execution_options(stream_results=True, yield_per=10_000).execute(
+                    query):  # fmt: skip
+                yield tuple(value_text(value) for value in row)
+    finally:
+        db.dispose()
+
+
+def value_text(value: Any) -> str:
+    if isinstance(value, datetime):  # MariaDB's in the session's zone, UTC, without one
+        zoned = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return zoned.astimezone(UTC).isoformat()
+    return str(value)
+
+
+def leftovers(engine: Engine, source: str) -> list[str]:
+    """What sluice made on the source and left there: slots and publications, or its
+    watermark table."""
+    db = sa.create_engine(source)
+    with db.connect() as conn:
+        left = list(conn.scalars(sa.text(engine.leftovers)))
+    db.dispose()
     return left
 
 

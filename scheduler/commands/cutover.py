@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -110,6 +111,9 @@ def cutover_command(fail: Callable[[SluiceError], NoReturn]) -> Callable[..., No
             # own sums prove need no Spark, and the flag is set before the JVM starts.
             spark = cast("SparkSession", SessionOnDemand.once(  # it stands in for one
                 lambda: build_session(cfg.spark, app_name="sluice-cutover")))  # fmt: skip
+            if needs_spark_to_verify(cfg):
+                # Its JVM starts while the final pass runs, not after it.
+                threading.Thread(target=lambda: spark.version, daemon=True).start()
             report = run_cutover(spark, cfg, config, apply_deletes=apply_deletes,
                                  wait=parse_duration(wait))  # fmt: skip
         except SluiceError as error:
@@ -179,6 +183,21 @@ def run_cutover(
         report.streams = drop_streams(cfg)
     report.seconds = time.monotonic() - started
     return report
+
+
+def needs_spark_to_verify(cfg: SluiceConfig) -> bool:
+    """Whether verify will compare a table in Spark: one not between two PostgreSQL servers
+    (their own row sums prove those equal without it)."""
+    from config.models import JdbcTargetConfig, SqlSourceConfig, split_target
+
+    for source in cfg.sources.values():
+        if not isinstance(source, SqlSourceConfig):
+            continue
+        target = cfg.targets.get(split_target(source.target)[0])
+        url = target.url if isinstance(target, JdbcTargetConfig) else ""
+        if not (source.url.startswith("postgresql") and url.startswith("postgresql")):
+            return True
+    return False
 
 
 def _others(ledger: Ledger) -> list[str]:

@@ -245,11 +245,12 @@ def describe(view: StreamView) -> str:
     rate = "?" if view.changes_per_s is None else f"{view.changes_per_s:,.1f}"
     wal = "?" if view.retained_bytes is None else human_bytes(view.retained_bytes)
     over = f" (over {human_bytes(view.max_retained_wal)})" if view.over_limit else ""
-    if view.slot is None:
-        names = "binary log"
+    wal = f", WAL {wal}{over}"
+    if view.slot is None:  # a binary log: no slot of sluice's keeps it
+        names, wal = "binary log", ""
     elif view.slot == view.publication:
         names = f"slot and publication {view.slot}"
     else:
         names = f"slot {view.slot}, publication {view.publication}"
-    return (f"{state}, {rate} changes/s, {view.waiting:,} waiting, WAL {wal}{over}, {names}"
+    return (f"{state}, {rate} changes/s, {view.waiting:,} waiting{wal}, {names}"
             f"{'' if view.loaded else ', full load running'}")  # fmt: skip
