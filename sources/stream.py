@@ -187,14 +187,19 @@ class StreamSource(LimitedSource):
         return None
 
     def _acknowledge(self) -> None:
-        """Let the slot forget what the target has applied: every transaction up to the
-        target's recorded position, that one too when all its events are in (the target's
+        """Let the slot forget what the target has applied (see :meth:`_learn_applied`)."""
+        complete = self._learn_applied()
+        if complete > self._acked:
+            self._stream.acknowledge(complete)
+            self._acked = complete
+
+    def _learn_applied(self) -> int:
+        """Read the target's position; the last transaction whose every event it holds: the
+        one at that position when all its events are in, else the one before (the target's
         truth, not a batch's end: a dead batch is not in, and a restart knows only that)."""
-        if self._committed is None:
-            return
-        held = self._committed()
+        held = None if self._committed is None else self._committed()
         if not held:
-            return
+            return 0
         at = cast(Position, tuple(held))
         with self._lock:
             events, committed = self._txns.get(at[0], (-1, 0.0))
@@ -203,12 +208,12 @@ class StreamSource(LimitedSource):
                 del self._txns[lsn]
             if committed:
                 self.applied = (at, committed)
-        if complete > self._acked:
-            self._stream.acknowledge(complete)
-            self._acked = complete
+        return complete
 
     def health(self, now: float | None = None) -> StreamHealth:
-        """The stream as status, the page and the metrics show it (reads the slot's WAL)."""
+        """The stream as status, the page and the metrics show it (reads the slot's WAL and
+        the target's position)."""
+        self._learn_applied()  # not only at the next read: the lag would lag
         with self._lock:
             applied = self.applied[0][0] if self.applied is not None else 0
             waiting = sum(n for lsn, (n, _) in self._txns.items() if lsn > applied)
