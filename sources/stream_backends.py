@@ -92,7 +92,7 @@ class PgBackend:
             query = sa.text(
                 "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
                 "WHERE attrelid = CAST(:t AS regclass) AND attnum > 0 AND NOT attisdropped "
-                "ORDER BY attnum"
+                "AND attgenerated = '' ORDER BY attnum"  # generated: the target computes them
             )
 
             def read() -> dict[str, str]:
@@ -260,7 +260,9 @@ class MariaBackend:
 
             def read() -> dict[str, Any]:
                 with self._db.engine.connect() as conn:
-                    return {c.name: c for c in describe(conn, None, self._table)}
+                    # Generated columns: the target computes them, or has none.
+                    return {c.name: c for c in describe(conn, None, self._table)
+                            if not c.generated}  # fmt: skip
 
             self._columns = self._db.guard(read)
         return self._columns
