@@ -42,6 +42,9 @@ if TYPE_CHECKING:
     from scheduler.probe import Probe
 
 log = logging.getLogger("sluice.daemon")
+
+CUTOVER_WATCH = 0.25
+"""Seconds between two looks at the ledger's cutover flag (one small query)."""
 RESUME_POINTS_EVERY = 10.0
 """Seconds between looks at the incremental sources' resume points."""
 
@@ -224,7 +227,8 @@ class Daemon:
                 self.report_every, lambda: reporter(loop.stats, self.queues, eta()), "progress"
             )
         self.background.keep_leases(self.loop)
-        self.background.every(1.0, self._watch_cutover, "cutover")
+        # Often: the application's writes are stopped while the cutover waits for us.
+        self.background.every(CUTOVER_WATCH, self._watch_cutover, "cutover")
         if self.resume_points is not None:
             self.background.every(RESUME_POINTS_EVERY, self.resume_points.save, "resume-points")
         if self.reloader.watched:

@@ -138,7 +138,7 @@ def cutover_command(fail: Callable[[SluiceError], NoReturn]) -> Callable[..., No
 
 def run_cutover(
     spark: SparkSession, cfg: SluiceConfig, config_path: Path, *, apply_deletes: bool = False,
-    wait: float = 1800.0, poll: float = 1.0,
+    wait: float = 1800.0, poll: float = 0.25,
 ) -> CutoverReport:  # fmt: skip
     """Set the flag, see the final pass through (the daemons', or our own), then verify."""
     from scheduler.commands.streams import drop_streams
