@@ -24,7 +24,14 @@ import sqlalchemy as sa
 
 from tests.chaos.procs import SLUICE, Proc, base_env, sluice
 from tests.conftest import need, spark_missing_reason
-from tests.test_stream_source import Writer, _rows, _slots, _watch_versions, make_source
+from tests.test_stream_source import (
+    Writer,
+    _rows,
+    _slots,
+    _watch_versions,
+    make_source,
+    versions_only_grow,
+)
 
 LONG = os.environ.get("CHAOS") == "long"
 SEED = int(os.environ.get("CHAOS_SEED", "6"))
@@ -51,17 +58,6 @@ targets:
 batch: {{max_items: 300, max_wait: 100ms}}
 lease: {{ttl: 20s}}
 """
-
-
-def _versions_only_grow(target: str) -> None:
-    engine = sa.create_engine(target)
-    with engine.connect() as conn:
-        seen = conn.execute(sa.text("SELECT id, v FROM seen ORDER BY n")).all()
-    engine.dispose()
-    last: dict[int, int] = {}
-    for key, version in seen:
-        assert version >= last.get(key, 0), f"row {key} went back from {last[key]} to {version}"
-        last[key] = version
 
 
 def _held_position(target: str) -> Any:
@@ -126,7 +122,7 @@ def test_a_live_table_streamed_through_kills_and_hot_hot_daemons_ends_equal(
     got, want = _rows(target), _rows(source)
     assert {k: got.get(k) for k in want if got.get(k) != want[k]} == {}
     assert set(got) == set(want)
-    _versions_only_grow(target)
+    versions_only_grow(target)
     if engine_name == "postgresql":
         assert _slots(source) == []
     else:
