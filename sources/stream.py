@@ -40,7 +40,7 @@ from config.sources import StreamConfig
 from sources.abc import Item, LimitedSource
 from sources.budget import Budget
 from sources.sqldb import SourceDatabase
-from sources.stream_backends import Txn, backend_of, names_of, progress_key
+from sources.stream_backends import Txn, backend_of, names_of
 from sources.watermarks import Reconciler, high, low
 from spark_jobs.change_batches import StreamEvent
 
@@ -84,12 +84,6 @@ class StreamHealth:
     caught_up: bool
     loaded: bool
     max_retained_wal: int
-
-
-@dataclass
-class _Chunk:
-    upper: LoadProgress  # the progress once its rows are out
-    rows: int
 
 
 class StreamSource(LimitedSource):
@@ -138,16 +132,11 @@ class StreamSource(LimitedSource):
             self._read_to = 0 if after is None else after[0] - 1  # transactions fed
             self._load = LoadProgress(progress or "")
             self._reconciler = Reconciler(self._key)
-            self._chunks: dict[str, _Chunk] = {}
+            self._chunks: dict[str, LoadProgress] = {}  # read, high mark not seen: progress after
             self._nonce = uuid.uuid4().hex[:12]
             self._seq = 0
             self._out: deque[tuple[Position, StreamEvent, LoadProgress]] = deque()
             self._exhausted = False
-
-    @property
-    def load(self) -> LoadProgress:
-        """The full load's progress as far as this walk has read."""
-        return self._load
 
     @property
     def exhausted(self) -> bool:
@@ -182,9 +171,6 @@ class StreamSource(LimitedSource):
         items = self._spans(limit, epoch)
         self._exhausted = at_end and not self._out and self._load.done and not self._chunks
         return items
-
-    def backlog(self) -> int | None:
-        return None
 
     def _acknowledge(self) -> None:
         """Let the slot forget what the target has applied (see :meth:`_learn_applied`)."""
@@ -263,11 +249,9 @@ class StreamSource(LimitedSource):
         rows = self._stream.chunk(self._load.after, self.cfg.page_size)
         self._stream.mark(high(chunk))
         self._reconciler.chunk(chunk, rows)
-        if len(rows) < self.cfg.page_size:
-            upper = LoadProgress(DONE)
-        else:
-            upper = LoadProgress(progress_key(rows[-1], self._key))
-        self._chunks[chunk] = _Chunk(upper, len(rows))
+        last = rows[-1] if len(rows) == self.cfg.page_size else None
+        self._chunks[chunk] = LoadProgress(
+            DONE if last is None else json.dumps([last[k] for k in self._key]))
 
     def _feed(self, transactions: list[Txn]) -> None:
         """Merge whole transactions past what was read into the ordered events."""
@@ -280,7 +264,7 @@ class StreamSource(LimitedSource):
             events = [StreamEvent.of(e, self._key) for e in merged]
             progress = self._load
             for chunk in closed:
-                progress = self._chunks.pop(chunk).upper
+                progress = self._chunks.pop(chunk)
             with self._lock:
                 for n, event in enumerate(events, 1):
                     at = (txn.end, n)

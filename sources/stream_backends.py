@@ -15,7 +15,6 @@ terms (PostgreSQL's text of each value):
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -273,8 +272,3 @@ def backend_of(name: str, cfg: SqlSourceConfig, db: SourceDatabase) -> Backend:
     if sa.make_url(cfg.url).get_backend_name() == "postgresql":
         return PgBackend(name, cfg, db)
     return MariaBackend(name, cfg, db)
-
-
-def progress_key(row: dict[str, Any], key: tuple[str, ...]) -> str:
-    """A chunk's last key as the load's progress (JSON)."""
-    return json.dumps([row[k] for k in key])
