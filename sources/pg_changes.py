@@ -181,16 +181,22 @@ class PgChangeStream:
                                  {"p": self.names.publication}).scalar())  # fmt: skip
 
     def _slot_exists(self, conn: sa.Connection) -> bool:
-        return bool(conn.execute(sa.text("SELECT 1 FROM pg_replication_slots WHERE slot_name = :s"),
+        return bool(conn.execute(sa.text("SELECT 1 FROM pg_replication_slots WHERE slot_name = :s"
+                                         " AND database = current_database()"),
                                  {"s": self.names.slot}).scalar())  # fmt: skip
 
     def _slot_position(self, conn: sa.Connection) -> int | None:
         """The slot's confirmed position; None when there is no such slot (or it has none)."""
         found = conn.execute(
-            sa.text("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
-                    "WHERE slot_name = :s"), {"s": self.names.slot},
-        ).scalar()  # fmt: skip
-        return None if found is None else lsn_int(found)
+            sa.text("SELECT confirmed_flush_lsn::text, database = current_database() "
+                    "FROM pg_replication_slots WHERE slot_name = :s"), {"s": self.names.slot},
+        ).first()  # fmt: skip
+        if found is not None and not found[1]:
+            # Slot names are the server's, not a database's: another database's stream has it.
+            raise ConfigError(f"{self.label}: replication slot {self.names.slot!r} belongs to "
+                              "another database of the server; name this stream's own with "
+                              "stream: {publication: P, slot: S}")  # fmt: skip
+        return None if found is None or found[0] is None else lsn_int(found[0])
 
     def _quoted(self, name: str) -> str:
         return self._engine.dialect.identifier_preparer.quote(name)

@@ -128,5 +128,8 @@ def test_a_stream_lags_behind_a_slow_target_and_drains_while_a_keyset_source_kee
             daemon.loop.request_stop()
         runner.join(120)
         daemon.close()
+        daemon_stream = daemon.queues.get("items")
+        if daemon_stream is not None:
+            daemon_stream.wrapped.drop()  # type: ignore[attr-defined]  # no slot left behind
         target_engine.dispose()
     assert _rows(target) == _rows(source)
