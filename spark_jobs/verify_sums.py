@@ -1,28 +1,34 @@
 """Prove a target table equal to its source where both servers can count and hash their own
-rows (:mod:`spark_jobs.engines.postgresql.sums`), before any row is read into Spark.
+rows, before any row is read into Spark.
 
-``sluice verify`` asks :func:`proven_equal` first. Between two PostgreSQL
-tables each server sums its rows' record hashes over the verify's scope
-(the source's ``where:`` and done keys, the target's same keys), the two
-sides at once, a big table in key ranges (``parts`` queries a side, within
-the source's connection share). Equal counts and sums: the table is equal,
-and no JVM, no row transfer was needed. Anything else (unequal sums, an
-engine or a config this cannot judge) answers None, and the table is compared
-in Spark, bucket by bucket then key by key (:mod:`spark_jobs.verify`), which
-names the keys that differ.
+``sluice verify`` asks :func:`proven_equal` first. Each server sums its
+rows' hashes over the verify's scope (the source's ``where:`` and done keys,
+the target's same keys), the two sides at once, a big table in key ranges
+(``parts`` queries a side, within the source's connection share). Between two
+PostgreSQL tables a row's hash is its record text's
+(:mod:`spark_jobs.engines.postgresql.sums`); between MySQL/MariaDB and
+PostgreSQL (either way) or two MySQL tables, it is the hash of verify's
+neutral text of each value, which each server prints in its own SQL
+(:mod:`spark_jobs.engines.neutral_sql`). Equal counts and sums: the table is
+equal, and no JVM, no row transfer was needed. Anything else (unequal sums,
+an engine, a column kind or a config this cannot judge) answers None, and
+the table is compared in Spark, bucket by bucket then key by key
+(:mod:`spark_jobs.verify`), which names the keys that differ.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from config.errors import SourceError
 from config.models import ParquetTargetConfig, SqlSourceConfig
-from spark_jobs.engines.base import Kind
+from spark_jobs.engines import engine_of, neutral_sql
+from spark_jobs.engines.base import Column, Kind
+from spark_jobs.engines.postgresql.sums import Sums
 from spark_jobs.extract import SqlReader, split_int_range
 from spark_jobs.jdbc import dialect_name
 from spark_jobs.read_sql import table_columns
@@ -54,47 +60,108 @@ def proven_equal(
     At most ``parts`` queries run on each side at once. Errors of either
     database are raised, as a Spark read's would be.
     """
-    if (
-        source.columns is not None  # the rows that go in are computed by Spark
-        or isinstance(target.config, ParquetTargetConfig)
-        or dialect_name(source.url) != "postgresql"
-        or dialect_name(target.config.url) != "postgresql"
-    ):
+    if isinstance(target.config, ParquetTargetConfig) or not _hashable(source, target.config.url):
         return None
     if scope.nothing:
         return Proof(0)
-    from spark_jobs.engines.postgresql.read import conninfo
-    from spark_jobs.engines.postgresql.sums import Sums, sums_sql, table_sums
-
+    engines = (dialect_name(source.url), dialect_name(target.config.url))
     table = qualified(target)
     mine = table_columns(source.url, source.table)
     try:
-        theirs = {c.name.lower(): c.name for c in table_columns(target.config.url, table)}
+        theirs = {c.name.lower(): c for c in table_columns(target.config.url, table)}
     except SourceError:  # no target table yet
         return None
     if any(c.name.lower() not in theirs for c in mine):
         return None  # Spark's comparison names the missing column
     mirror = SqlSourceConfig(kind="sql", url=target.config.url, table=table,
                              key=list(target.key), target=target.label)  # fmt: skip
-    sides = [(source, [c.name for c in mine]), (mirror, [theirs[c.name.lower()] for c in mine])]
+    sides = [(source, mine), (mirror, [theirs[c.name.lower()] for c in mine])]
     ranges = _ranges(source, mine, target, scope, parts)
-    queries: list[tuple[str, str]] = []
-    for side, names in sides:
+    queries: list[tuple[SqlSourceConfig, str]] = []
+    for (side, columns), other in zip(sides, reversed(engines), strict=True):
         reader = SqlReader(None, side)
         quote = reader.dialect.identifier_preparer.quote
+        values = _row_values(side, columns, other, engines, source.key_columns, quote)
+        if values is None:
+            return None  # a column whose neutral form only Spark prints
         # The target's rows past the done keys count too once no batch is unfinished.
         last = scope.upto if side is source or not scope.target_open else None
         wanted = [(lo, last if i == len(ranges) - 1 else hi) for i, (lo, hi) in enumerate(ranges)]
-        info = conninfo(side.url)
-        queries += [(info, sums_sql(reader.table_sql, [quote(n) for n in names], where))
+        queries += [(side, _sums_sql(side, engines, reader.table_sql, values, where))
                     for where in reader.range_conditions(wanted)]  # fmt: skip
     with ThreadPoolExecutor(len(queries), thread_name_prefix="verify-sums") as pool:
-        found: list[Sums] = list(pool.map(lambda q: table_sums(*q), queries))
+        found: list[Sums] = list(pool.map(lambda q: _table_sums(*q), queries))
     ours, others = found[: len(ranges)], found[len(ranges) :]
     if ours != others:
         log.info("%s: the servers' row sums differ; comparing it row by row", target.label)
         return None
     return Proof(sum(s.rows for s in ours))
+
+
+def provable(source: SqlSourceConfig, target_url: str) -> bool:
+    """Whether :func:`proven_equal` can judge ``source``'s table against a table at
+    ``target_url`` holding the types sluice maps it to (else verify compares it in Spark).
+
+    Looks up the source's columns (between two engines); errors of the database are raised.
+    """
+    if not _hashable(source, target_url):
+        return False
+    if {dialect_name(source.url), dialect_name(target_url)} == {"postgresql"}:
+        return True
+    return all(neutral_sql.provable(c) for c in table_columns(source.url, source.table))
+
+
+def _hashable(source: SqlSourceConfig, target_url: str) -> bool:
+    """Both servers can hash rows, and the source's rows go in as they are (no ``columns:``)."""
+    engines = {dialect_name(source.url), dialect_name(target_url)}
+    return source.columns is None and engines <= set(neutral_sql.DIALECTS)
+
+
+def _row_values(
+    side: SqlSourceConfig, columns: Sequence[Column], other: str, engines: Sequence[str],
+    key: Sequence[str], quote: Callable[[str], str],
+) -> list[str] | None:  # fmt: skip
+    """The SQL of each of ``side``'s ``columns`` as its sums hash it; None: one that cannot be.
+
+    Between two PostgreSQL tables, the columns themselves (the record is hashed);
+    else each value's neutral text, a non-key value between two tables of one
+    engine as its server prints it (as Spark's comparison takes them).
+    """
+    if engines[0] == engines[1] == "postgresql":
+        return [quote(c.name) for c in columns]
+    engine = engine_of(side.url)
+    dialect = neutral_sql.DIALECTS[dialect_name(side.url)]
+    keys = {k.lower() for k in key}
+    values = []
+    for column in columns:
+        raw = engines[0] == engines[1] and column.name.lower() not in keys
+        printed = engine.text_sql(column, quote(column.name))
+        value = neutral_sql.neutral_sql(dialect, column, printed, other, raw)
+        if value is None:
+            return None
+        values.append(value)
+    return values
+
+
+def _sums_sql(side: SqlSourceConfig, engines: Sequence[str], table_sql: str,
+              values: Sequence[str], where: str) -> str:  # fmt: skip
+    if engines[0] == engines[1] == "postgresql":
+        from spark_jobs.engines.postgresql.sums import sums_sql
+
+        return sums_sql(table_sql, values, where)
+    dialect = neutral_sql.DIALECTS[dialect_name(side.url)]
+    return neutral_sql.sums_sql(dialect, table_sql, values, where)
+
+
+def _table_sums(side: SqlSourceConfig, query: str) -> Sums:
+    if dialect_name(side.url) == "postgresql":
+        from spark_jobs.engines.postgresql.read import conninfo
+        from spark_jobs.engines.postgresql.sums import table_sums
+
+        return table_sums(conninfo(side.url), query)
+    from spark_jobs.engines.mysql.sums import table_sums as mysql_sums
+
+    return mysql_sums(side.url, query)
 
 
 def _ranges(
@@ -135,7 +202,15 @@ def _estimate(source: SqlSourceConfig) -> float:
 
     from spark_jobs.jdbc import sql_engine
 
+    args: dict[str, str | None]
+    if dialect_name(source.url) == "postgresql":
+        query = "SELECT reltuples FROM pg_class WHERE oid = to_regclass(:t)"
+        args = {"t": source.table}
+    else:
+        schema, _, name = source.table.rpartition(".")
+        query = ("SELECT table_rows FROM information_schema.tables "
+                 "WHERE table_schema = COALESCE(:s, DATABASE()) AND table_name = :t")  # fmt: skip
+        args = {"s": schema or None, "t": name}
     with sql_engine(source.url).connect() as conn:
-        found = conn.scalar(sa.text("SELECT reltuples FROM pg_class WHERE oid = to_regclass(:t)"),
-                           {"t": source.table})  # fmt: skip
+        found = conn.scalar(sa.text(query), args)
     return -1.0 if found is None else float(found)

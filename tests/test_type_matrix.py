@@ -290,16 +290,25 @@ def test_postgresql_to_mariadb_changes_values_only_as_the_mapping_says(
 def _verify_across(spark: Any, cfg: Any, specs: list[Any], changes: dict[str, Any], target: str,
                    refused: int, mariadb: bool) -> None:  # fmt: skip
     """Across engines: verify finds the target equal under the mapping (the refused rows
-    rejected, not missing), then each value changed behind its back."""
+    rejected, not missing), then each value changed behind its back. The servers' own
+    neutral texts (what their row sums hash) agree where Spark's do, and differ where
+    a value of a kind they print was changed."""
     from scheduler.commands.verify import verify_config
+    from tests.neutral_texts import differing, provable_columns
 
+    source = cfg.sources["matrix"].url
     [equal] = verify_config(spark, cfg).tables
     assert (equal.different, equal.missing, equal.extra, equal.rejected) == (0, 0, 0, refused), \
         equal
+    assert differing(source, target, "matrix") == {}
     changed = tamper(target, "matrix", specs, changes, mariadb=mariadb)
     [found] = verify_config(spark, cfg).tables
     assert (found.different, found.missing, found.extra) == (len(changed), 0, 0), found
     assert {int(k) for [k] in found.first["different"]} <= changed
+    provable = provable_columns(source, "matrix") & provable_columns(target, "matrix")
+    seen = differing(source, target, "matrix")
+    assert set(seen) == {column_name(t) for t in changes} & provable, seen
+    assert all(len(keys) == 1 and int(*keys) in changed for keys in seen.values()), seen
 
 
 def _verify_sees_each_step(spark: Any, cfg: Any, refused: int, read: Any, tampering: Any) -> None:

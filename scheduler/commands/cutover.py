@@ -186,16 +186,21 @@ def run_cutover(
 
 
 def needs_spark_to_verify(cfg: SluiceConfig) -> bool:
-    """Whether verify will compare a table in Spark: one not between two PostgreSQL servers
-    (their own row sums prove those equal without it)."""
+    """Whether verify will compare a table in Spark: one the servers' own row sums cannot
+    prove equal (:func:`spark_jobs.verify_sums.provable`), or one that cannot be asked."""
     from config.models import JdbcTargetConfig, SqlSourceConfig, split_target
+    from spark_jobs.verify_sums import provable
 
     for source in cfg.sources.values():
         if not isinstance(source, SqlSourceConfig):
             continue
         target = cfg.targets.get(split_target(source.target)[0])
-        url = target.url if isinstance(target, JdbcTargetConfig) else ""
-        if not (source.url.startswith("postgresql") and url.startswith("postgresql")):
+        if not isinstance(target, JdbcTargetConfig):
+            return True
+        try:
+            if not provable(source, target.url):
+                return True
+        except Exception:  # noqa: BLE001 - a server that does not answer: verify will tell
             return True
     return False
 
