@@ -317,7 +317,7 @@ def format_summary(summary: RunSummary) -> str:
     ]
     lines.extend(
         f"  source {source:<20} {s.rows_by_source.get(source, 0):>12,} rows "
-        f"({s.items.get(source, 0):,} claimed)"
+        f"({s.items.get(source, 0):,} {'changes read' if source in s.streams else 'claimed'})"
         for source in sorted(set(s.items) | set(s.rows_by_source))
     )
     lines.extend(

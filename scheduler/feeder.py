@@ -127,6 +127,8 @@ class Feeder:
         crash_point("after_claim")
         self.strategy.charge(source, rows)
         self.stats.items[source] = self.stats.items.get(source, 0) + rows
+        if isinstance(self.queues[source].wrapped, StreamSource):
+            self.stats.streams.add(source)
         if manifest is None:
             self.queues[source].ack(batch_id)
             return True

@@ -16,6 +16,8 @@ class RunStats:
     # When the sink could first run an import (its Sink.ready_at; None: still starting).
     sink_ready: Callable[[], float | None] = field(default=lambda: 0.0, repr=False)
     items: dict[str, int] = field(default_factory=dict)
+    # Sources whose items are a stream's changes: a batch writes each key once, so fewer rows.
+    streams: set[str] = field(default_factory=set)
     rows_by_source: dict[str, int] = field(default_factory=dict)
     rows_by_target: dict[str, int] = field(default_factory=dict)
     batches_done: int = 0

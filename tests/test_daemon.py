@@ -304,3 +304,13 @@ def test_sqs_look_up_deletes_only_keys_of_done_or_dead_batches(tmp_path: Path) -
         (1,): False, (2,): False, (3,): True, (4,): False, (5,): True,
     }
     ledger.close()
+
+
+def test_the_summary_counts_a_streams_changes_read_beside_the_rows_written() -> None:
+    from scheduler.daemon import RunSummary, format_summary
+    from scheduler.stats import RunStats
+
+    stats = RunStats(items={"live": 10, "orders": 5}, rows_by_source={"live": 4, "orders": 5},
+                     streams={"live"})  # fmt: skip
+    text = format_summary(RunSummary(stats, 0))
+    assert "4 rows (10 changes read)" in text and "5 rows (5 claimed)" in text, text
