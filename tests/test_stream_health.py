@@ -47,6 +47,7 @@ from sources.pg_changes import StreamNames
 from sources.queueing import QueueingLimitedSource
 from sources.stream import StreamHealth
 from tests.helpers import FakeClock
+from tests.test_dashboard import STREAM_ONLY, queried_metrics
 
 GiB = 2**30
 QUIET = StreamHealth(slot="sluice_items", publication="sluice_items", lag=None, changes_read=0,
@@ -374,6 +375,9 @@ def test_the_page_and_the_metrics_show_each_stream(tmp_path: Path) -> None:
     assert samples[("sluice_stream_max_retained_wal_bytes", "items")] == 10 * GiB
     assert samples[("sluice_stream_caught_up", "items")] == 1
     assert not any(source == "orders" for name, source in samples if "stream" in name)
+    served = {f.name for f in text_string_to_metric_families(text)
+              if f.name.startswith("sluice_stream_")}  # fmt: skip
+    assert served == STREAM_ONLY and served <= set(queried_metrics())  # the dashboard's
 
 
 def test_status_offline_names_the_slot_and_the_position_claimed(tmp_path: Path) -> None:
