@@ -163,6 +163,17 @@ def _modifiers(typname: str, typmod: int) -> tuple[int | None, int | None, int |
     return None, None, None
 
 
+def generation_expressions(conn: sa.Connection, schema: str | None, table: str) -> dict[str, str]:
+    """Each stored generated column of ``table`` → its expression, as ``pg_get_expr`` prints
+    it (what ``GENERATED ALWAYS AS (…) STORED`` takes)."""
+    rel = f"{quote(schema)}.{quote(table)}" if schema else quote(table)
+    found = conn.execute(sa.text(
+        "SELECT a.attname, pg_get_expr(d.adbin, d.adrelid) FROM pg_attribute a "
+        "JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
+        "WHERE a.attrelid = to_regclass(:rel) AND a.attgenerated = 's'"), {"rel": rel})  # fmt: skip
+    return {name: expression for name, expression in found}
+
+
 def create_user_types(conn: sa.Connection, columns: Sequence[Column]) -> None:
     """Create the enums and domains ``columns`` use, unless they exist, dependencies first.
 
