@@ -58,6 +58,18 @@ class TableCatalog:
         )
 
 
+OWN_TABLES = frozenset({
+    # The ledger's: a ledger may live in a source's database.
+    "sluice_sources", "sluice_batches", "sluice_keys", "sluice_poison", "sluice_cutover",
+    "sluice_owners", "sluice_schema_version",
+    # A target's: the database one migration went into may be the next one's source.
+    "_sluice_commits", "_sluice_rejects", "_sluice_streams",
+    # A MariaDB stream's watermark messages, in its source's database.
+    "sluice_watermarks",
+})  # fmt: skip
+"""Tables sluice makes: never a table of a ``tables:`` source, whatever its patterns."""
+
+
 def catalog_from_env(environ: Mapping[str, str]) -> TableCatalog | None:
     """The catalog the daemon handed its import job in ``SLUICE_TABLES``, if any."""
     text = environ.get(CATALOG_ENV)
@@ -110,7 +122,8 @@ def inspect_tables(url: str, patterns: list[str], foreign_keys: bool) -> list[Fo
                 chosen = [
                     table
                     for table in sorted(inspector.get_table_names(schema=schema))
-                    if selected(
+                    if table not in OWN_TABLES
+                    and selected(
                         FoundTable(_name(schema, table, default), schema or default, ()), patterns
                     )  # fmt: skip
                 ]

@@ -82,6 +82,25 @@ def test_patterns_expand_into_a_source_per_table_keyed_by_its_primary_key(
     )
 
 
+def test_sluices_own_tables_are_never_a_groups_tables(small_db: Path) -> None:
+    from config.catalog import OWN_TABLES
+    from scheduler.ledger.migrate import VERSION_TABLE
+    from scheduler.ledger.schema import metadata
+    from sources.binlog_changes import WATERMARKS
+    from spark_jobs.jdbc_tables import STREAMS_TABLE
+    from spark_jobs.target import COMMITS_TABLE, REJECTS_TABLE
+
+    made = {*metadata.tables, VERSION_TABLE, COMMITS_TABLE, REJECTS_TABLE, STREAMS_TABLE,
+            WATERMARKS}  # fmt: skip
+    assert made == OWN_TABLES
+    # A ledger in the source's database, a watermark table, a former target's bookkeeping.
+    with sqlite3.connect(small_db) as conn:
+        for table in ("sluice_batches", "sluice_watermarks", "_sluice_commits"):
+            conn.execute(f"CREATE TABLE {table} (id integer PRIMARY KEY)")
+    cfg = load_config_text(config('["*", "!audit_*"]'), str(small_db.parent / "sluice.yaml"))
+    assert cfg.groups == {"shop": ["shop.customers", "shop.lines", "shop.nokey", "shop.orders"]}
+
+
 def test_a_strategy_naming_the_group_shares_its_weight_between_its_tables(
     small_db: Path,
 ) -> None:
