@@ -71,6 +71,9 @@ class SourceOpener:
         # "sluice reset" although nothing was ever claimed.
         sources: dict[str, LimitedSource] = {}
         try:
+            from sources.stream_backends import check_distinct
+
+            check_distinct({n: s for n, s in cfg.sources.items() if isinstance(s, SqlSourceConfig)})
             for name, src_cfg in cfg.sources.items():
                 sources[name] = self._make_source(name, src_cfg, cfg)
             checkpoints = {

@@ -47,6 +47,10 @@ from spark_jobs.change_batches import StreamEvent
 Position = tuple[int, int]
 
 DONE = "done"
+
+FRESH_END = 2.0
+"""Seconds after a read that reached the source's end that the stream counts as caught up
+(a daemon asks a stream at its end every 0.2 s)."""
 """The full load's progress once every chunk is in the stream."""
 
 
@@ -119,6 +123,7 @@ class StreamSource(LimitedSource):
         self._committed = committed
         self._acked = 0
         self.changes_read = 0
+        self._at_end_seen = 0.0  # when a read last reached the source's end (time.time())
         self.reset(None, "")
 
     # -- the walk ----------------------------------------------------------------
@@ -170,6 +175,8 @@ class StreamSource(LimitedSource):
             self._read_to = max(self._read_to, self._stream.reached)
         items = self._spans(limit, epoch)
         self._exhausted = at_end and not self._out and self._load.done and not self._chunks
+        if self._exhausted:
+            self._at_end_seen = time.time()
         return items
 
     def _acknowledge(self) -> None:
@@ -206,21 +213,31 @@ class StreamSource(LimitedSource):
         return StreamHealth(
             slot=self.names.slot, publication=self.names.publication, lag=self.lag(now),
             changes_read=self.changes_read, waiting=waiting + len(self._out),
-            retained_bytes=self.retained_bytes(), caught_up=self._exhausted,
+            retained_bytes=self.retained_bytes(), caught_up=self._fresh_end(now),
             loaded=self._load.done, max_retained_wal=(self.cfg.stream or StreamConfig())
             .max_retained_wal,
         )
 
     def lag(self, now: float | None = None) -> float | None:
         """Seconds the target is behind the source: the commit time of the oldest change not
-        yet applied against ``now``; 0 when every change read is applied and the walk is at
-        the source's end; None before anything was read."""
+        yet applied against ``now``; 0 when every change read is applied and a read reached
+        the source's end in the last :data:`FRESH_END` seconds (else the time since it did);
+        None before anything was read."""
         with self._lock:
             waiting = [at for lsn, (_, at) in self._txns.items()
                        if self.applied is None or lsn > self.applied[0][0]]  # fmt: skip
         if waiting:
             return max(0.0, (now or time.time()) - min(waiting))
-        return 0.0 if self._exhausted else None
+        if not self._exhausted:
+            return None
+        # At the end when last read: behind by no more than the time since (that read may
+        # be a while ago when the source was not asked again).
+        since = (now or time.time()) - self._at_end_seen
+        return 0.0 if self._fresh_end(now) else since
+
+    def _fresh_end(self, now: float | None = None) -> bool:
+        """The last read reached the source's end, and not long ago."""
+        return self._exhausted and (now or time.time()) - self._at_end_seen <= FRESH_END
 
     def retained_bytes(self) -> int | None:
         """The WAL the slot keeps on the source server (PostgreSQL; None for MariaDB)."""

@@ -16,7 +16,7 @@ terms (PostgreSQL's text of each value):
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -37,6 +37,30 @@ def names_of(name: str, cfg: SqlSourceConfig) -> StreamNames:
         assert cfg.stream.publication is not None  # the config checks both or neither
         return StreamNames(cfg.stream.publication, cfg.stream.slot, owned=False)
     return stream_names(name)
+
+
+def check_distinct(sources: Mapping[str, SqlSourceConfig]) -> None:
+    """Raise :class:`ConfigError` when two PostgreSQL stream sources of one server would use
+    one slot, or two of one database one publication (a name the config gave twice, or
+    sluice's own names of two sources that differ only in case or punctuation, or past
+    63 characters): each would move the other's slot on past changes it never read."""
+    held: dict[tuple[str, ...], str] = {}
+    for name, cfg in sources.items():
+        if cfg.mode != "stream" or sa.make_url(cfg.url).get_backend_name() != "postgresql":
+            continue
+        url = sa.make_url(cfg.url)
+        names = names_of(name, cfg)
+        server = (url.host or "", str(url.port or 5432))
+        for what, key in (("slot", (*server, "slot", names.slot)),
+                          ("publication", (*server, url.database or "", "pub",
+                                           names.publication))):  # fmt: skip
+            other = held.setdefault(key, name)
+            if other != name:
+                raise ConfigError(
+                    f"sources {other} and {name} would share the {what} {key[-1]!r} on "
+                    f"{url.host}: a stream needs its own; name them with stream: "
+                    "{publication: P, slot: S} on one of them"
+                )
 
 
 @dataclass

@@ -462,3 +462,53 @@ targets:
         source.drop()
         source.close()
         engine.dispose()
+
+
+class _AtItsEnd:
+    """A change stream with nothing in it: what a stream source reads when it is at its end
+    (its watermarks come back through it; its table is empty)."""
+
+    what, at_end, reached = "nothing", True, 0
+
+    def __init__(self) -> None:
+        self.marks: list[str] = []
+        self.end = 0
+
+    def open(self) -> None: ...
+    def columns(self) -> list[str]:
+        return ["id"]
+
+    def read(self, after: int, messages: int) -> list[Any]:
+        from sources.stream_backends import Txn
+
+        self.end += 1
+        found, self.marks = self.marks, []
+        return [Txn(self.end, 0.0, [], found)] if found else []
+
+    def acknowledge(self, end: int) -> None: ...
+    def mark(self, content: str) -> None:
+        self.marks.append(content)
+
+    def chunk(self, after: Any, rows: int) -> list[dict[str, Any]]:
+        return []
+
+    def retained_bytes(self) -> None:
+        return None
+
+
+def test_a_stream_is_caught_up_only_while_its_last_read_at_the_end_is_recent() -> None:
+    import time
+
+    from sources.stream import FRESH_END, StreamSource
+
+    cfg = SqlSourceConfig(kind="sql", url="postgresql+psycopg://u@127.0.0.1:1/db",
+                          table="items", key=["id"], mode="stream", target="wh.items")  # fmt: skip
+    stream = StreamSource("items", cfg)
+    stream._stream = _AtItsEnd()  # type: ignore[assignment]  # no server: its end at once
+    assert stream.next_batch(100) == [] and stream.exhausted
+    now = time.time()
+    assert stream.health(now).caught_up and stream.lag(now) == 0.0
+    # Not asked again since (a closed gate, a busy loop): behind by up to that long.
+    later = now + FRESH_END + 8.0
+    assert not stream.health(later).caught_up
+    assert stream.lag(later) == pytest.approx(FRESH_END + 8.0, abs=1.0)

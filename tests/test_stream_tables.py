@@ -107,3 +107,37 @@ batch: {{max_items: 100, max_wait: 50ms}}
                                   f"sluice_shop_{t}" for t in sorted(TABLES)]  # fmt: skip
     else:  # one watermark table for the database's streams
         assert report.streams[0] == "shop.customers: dropped table sluice_watermarks"
+
+
+def test_two_streams_that_would_share_a_slot_or_a_publication_are_refused_by_name() -> None:
+    from config.errors import ConfigError
+    from config.loader import load_config_text
+    from sources.stream_backends import check_distinct
+
+    def sources(first: str, second: str, url2: str = "db") -> dict[str, Any]:
+        text = f"""
+sources:
+  {first}: {{kind: sql, url: 'postgresql+psycopg://u@h/db', table: a, key: id,
+           mode: stream, target: wh.a}}
+  {second}: {{kind: sql, url: 'postgresql+psycopg://u@h/{url2}', table: b, key: id,
+            mode: stream, target: wh.b}}
+targets:
+  wh: {{kind: jdbc, url: 'postgresql+psycopg://u@h/wh'}}
+"""
+        return dict(load_config_text(text, "sluice.yaml").sources)
+
+    with pytest.raises(ConfigError, match=r"sources Items and items would share the slot "
+                                          r"'sluice_items' on h"):  # fmt: skip
+        check_distinct(sources("Items", "items"))
+    named = "{kind: sql, url: 'postgresql+psycopg://u@h/other', table: c, key: id, mode: stream, "
+    found = sources("a", "b", url2="other")
+    check_distinct(found)  # their own names: distinct
+    again = load_config_text(f"""
+sources:
+  a: {named}target: wh.c, stream: {{publication: p1, slot: s}}}}
+  b: {named}target: wh.d, stream: {{publication: p2, slot: s}}}}
+targets:
+  wh: {{kind: jdbc, url: 'postgresql+psycopg://u@h/wh'}}
+""", "sluice.yaml")  # fmt: skip
+    with pytest.raises(ConfigError, match="sources a and b would share the slot 's'"):
+        check_distinct(dict(again.sources))
