@@ -109,7 +109,7 @@ def ensure_table(
         )  # fmt: skip
         with engine.begin() as conn:
             if source is into:
-                create_user_types(conn, [c for c in columns if not c.generated])
+                create_user_types(conn, columns)
             conn.execute(sa.text(f"CREATE TABLE IF NOT EXISTS {name} ({body})"))
     with _made_lock:
         _made.add(ident)

@@ -85,3 +85,20 @@ def test_a_target_that_holds_a_generated_column_as_a_plain_one_is_refused(
     with pytest.raises(TargetError, match=r"'twice' are generated in the source.*never be filled"):
         ensure_table(sa.create_engine(source), "items", into, _target(target))
     into.dispose()
+
+
+@pytest.mark.postgres
+def test_a_generated_column_of_a_type_the_source_defines_gets_its_type_made_too(
+    pg_factory: Any,
+) -> None:
+    source, target = pg_factory.create("gen_dsrc"), pg_factory.create("gen_ddst")
+    _run(source, "CREATE DOMAIN pos AS integer CHECK (VALUE > 0)",
+         "CREATE TABLE items (id int PRIMARY KEY, x int, "
+         "d pos GENERATED ALWAYS AS (x * 2) STORED)")  # fmt: skip
+    into = sa.create_engine(target)
+    ensure_table(sa.create_engine(source), "items", into, _target(target))
+    with into.connect() as conn:
+        shown = conn.scalar(sa.text("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                                    "WHERE attrelid = 'items'::regclass AND attname = 'd'"))
+    assert shown == "pos"
+    into.dispose()

@@ -194,3 +194,52 @@ targets:
         assert proven_equal(s, table, Scope(), 4) is None, extra
         _execute(target, f"DELETE FROM t WHERE id = {extra}")
     assert proven_equal(s, table, Scope(upto=[600]), 4) == Proof(501)
+
+
+def test_a_value_too_long_for_the_server_to_print_whole_sends_the_table_to_spark(
+    mariadb_factory: Any, pg_factory: Any, tmp_path: Path
+) -> None:
+    source, target = mariadb_factory.create("nsum_lsrc"), pg_factory.create("nsum_ldst")
+    engine = sa.create_engine(source)
+    with engine.connect() as conn:
+        packet = int(conn.exec_driver_sql("SELECT @@max_allowed_packet").scalar_one())
+    engine.dispose()
+    # Its hex is past max_allowed_packet: MariaDB prints it as NULL, as a NULL would print.
+    _execute(source, "CREATE TABLE b (id int PRIMARY KEY, data longblob)",
+             f"INSERT INTO b VALUES (1, REPEAT(x'ab', {packet // 2 + 16}))")  # fmt: skip
+    _execute(target, "CREATE TABLE b (id int PRIMARY KEY, data bytea)",
+             "INSERT INTO b VALUES (1, NULL)")  # fmt: skip
+    _, cfg = write_config(tmp_path, f"""
+sources:
+  b: {{kind: sql, url: '{source}', table: b, key: id, target: dst.b}}
+targets:
+  dst: {{kind: jdbc, url: '{target}'}}
+""")  # fmt: skip
+    table = target_table(cfg, Manifest("verify", "b", "dst.b", "keys", 0))
+    assert proven_equal(cfg.sources["b"], table, Scope(), 2) is None
+
+
+def test_the_servers_neutral_texts_do_not_depend_on_how_the_session_reads_backslashes(
+    mariadb_factory: Any,
+) -> None:
+    from spark_jobs.engines import engine_of
+    from spark_jobs.engines.neutral_sql import MYSQL, neutral_sql
+    from spark_jobs.read_sql import table_columns
+
+    url = mariadb_factory.create("nsum_modes")
+    _execute(url, "CREATE TABLE t (id int PRIMARY KEY, at datetime(6), yr year, n int zerofill)",
+             "INSERT INTO t VALUES (1, '2024-01-01 10:00:00.500000', 2024, 7), "
+             "(2, '2024-01-01 10:00:00', 0, 0)")  # fmt: skip
+    columns = table_columns(url, "t")
+    exprs = [neutral_sql(MYSQL, c, engine_of(url).text_sql(c, f"`{c.name}`"), "postgresql")
+             for c in columns]  # fmt: skip
+    query = f"SELECT {', '.join(e for e in exprs if e)} FROM t ORDER BY id"
+    found = []
+    for mode in ("", "NO_BACKSLASH_ESCAPES"):
+        engine = sa.create_engine(url)
+        with engine.connect() as conn:
+            conn.exec_driver_sql(f"SET sql_mode = '{mode}'")
+            found.append([tuple(r) for r in conn.exec_driver_sql(query.replace("%", "%%"))])
+        engine.dispose()
+    assert found[0] == found[1] == [("1", "2024-01-01 10:00:00.5", "2024", "7"),
+                                    ("2", "2024-01-01 10:00:00", "0", "0")]  # fmt: skip

@@ -15,7 +15,9 @@ column is compared in Spark, as before.
 engines: each value as ``<characters>:<text>`` (NULL as ``-``), joined, as
 UTF-8, ``md5``, its first 60 bits as a number. Sums of those over a table's
 rows (:func:`sums_sql`) are equal on both sides when the rows are, whichever
-order a server reads them in.
+order a server reads them in. A row a server could not print whole (MySQL
+gives NULL for a text past its ``max_allowed_packet``) is counted apart, and
+the table is then compared in Spark.
 """
 
 from __future__ import annotations
@@ -48,10 +50,17 @@ class Dialect:
     record: str  # the parts, joined
 
     def literal(self, text: str) -> str:
-        """``text`` as a string literal of this engine."""
-        if self.name == "mysql":  # its sessions here read backslashes as escapes
-            text = text.replace("\\", "\\\\")
+        """``text`` as a string literal of this engine (no backslash in one of MySQL's: it
+        reads them as escapes or not by the session's ``sql_mode``)."""
+        assert self.name != "mysql" or "\\" not in text, text
         return "'" + text.replace("'", "''") + "'"
+
+    def groups(self, *numbers: int) -> str:
+        """A regular expression's replacement by its groups ``numbers``, in order."""
+        if self.name == "mysql":  # \N, the backslash spelt so that no sql_mode reads it
+            parts = [f"CHAR(92 USING utf8mb4), '{n}'" for n in numbers]
+            return f"CONCAT({', '.join(parts)})"
+        return self.literal("".join(f"\\{n}" for n in numbers))
 
 
 POSTGRESQL = Dialect(
@@ -94,7 +103,7 @@ def neutral_sql(
     if kind in (Kind.INT, Kind.UINT, Kind.YEAR):
         if d is POSTGRESQL or (kind != Kind.YEAR and "zerofill" not in column.type.lower()):
             return value  # printed without leading zeros
-        return d.regexp_replace.format(value, d.literal("^(-?)0+([0-9])"), d.literal("\\1\\2"))
+        return d.regexp_replace.format(value, d.literal("^(-?)0+([0-9])"), d.groups(1, 2))
     if kind in (Kind.DECIMAL, Kind.MONEY):
         trimmed = f"TRIM(TRAILING '.' FROM TRIM(TRAILING '0' FROM {value}))"
         cut = f"CASE WHEN {value} LIKE '%.%' THEN {trimmed} ELSE {value} END"
@@ -105,11 +114,11 @@ def neutral_sql(
         return f"LOWER({value})"
     if kind in _TIMES:
         if d is POSTGRESQL:
-            value = d.regexp_replace.format(value, d.literal("\\+00$"), "''")
+            value = d.regexp_replace.format(value, d.literal("[+]00$"), "''")
         # Trailing zeros of a fraction, then a fraction of zeros, before the end or a space.
-        value = d.regexp_replace.format(value, d.literal("(\\.[0-9]*[1-9])0+( |$)"),
-                                        d.literal("\\1\\2"))  # fmt: skip
-        return d.regexp_replace.format(value, d.literal("\\.0*( |$)"), d.literal("\\1"))
+        value = d.regexp_replace.format(value, d.literal("([.][0-9]*[1-9])0+( |$)"),
+                                        d.groups(1, 2))  # fmt: skip
+        return d.regexp_replace.format(value, d.literal("[.]0*( |$)"), d.groups(1))
     if kind == Kind.UUID:
         return f"LOWER({value})"
     if kind == Kind.CHAR:
@@ -118,16 +127,26 @@ def neutral_sql(
 
 
 def row_hash_sql(d: Dialect, values: Sequence[str]) -> str:
-    """SQL of engine ``d`` hashing a row of neutral texts ``values`` (expressions) to 60 bits."""
-    parts = [f"COALESCE({_prefixed(d, v)}, '-')" for v in values]
+    """SQL of engine ``d`` hashing a row of neutral texts ``values`` (expressions) to 60 bits;
+    NULL when the server could not make the row's text (past MySQL's ``max_allowed_packet``,
+    its ``CONCAT`` gives NULL)."""
+    parts = [f"CASE WHEN {v} IS NULL THEN '-' ELSE {_prefixed(d, v)} END" for v in values]
     return d.hash60.format(d.md5.format(d.record.format(d.join.join(parts))))
 
 
-def sums_sql(d: Dialect, table_sql: str, values: Sequence[str], where: str) -> str:
-    """The query counting ``table_sql``'s rows matching ``where`` and summing their
-    :func:`row_hash_sql` hashes (a whole number on both engines)."""
-    return (f"SELECT COUNT(*), COALESCE(SUM({row_hash_sql(d, values)}), 0) "
-            f"FROM {table_sql} WHERE {where}")  # fmt: skip
+def sums_sql(
+    d: Dialect, table_sql: str, values: Sequence[str], where: str,
+    printed: Sequence[tuple[str, str]] = (),
+) -> str:  # fmt: skip
+    """The query counting ``table_sql``'s rows matching ``where``, summing their
+    :func:`row_hash_sql` hashes (a whole number on both engines), and counting the rows
+    the server could not print whole: a hash it could not make, or a value of ``printed``
+    (its column, the SQL printing it) printed as NULL (MySQL: past ``max_allowed_packet``)."""
+    lost = " OR ".join(f"({c} IS NOT NULL AND {t} IS NULL)" for c, t in printed) or "1 = 0"
+    return (f"SELECT COUNT(*), COALESCE(SUM(h), 0), "
+            f"COALESCE(SUM(CASE WHEN h IS NULL OR lost THEN 1 ELSE 0 END), 0) "
+            f"FROM (SELECT {row_hash_sql(d, values)} AS h, ({lost}) AS lost "
+            f"FROM {table_sql} WHERE {where}) AS hashed")  # fmt: skip
 
 
 def _prefixed(d: Dialect, value: str) -> str:

@@ -3,7 +3,7 @@
 
 Each query runs on a connection of its own in a session of fixed forms:
 timestamps printed in UTC (PostgreSQL's side prints them so), text as
-UTF-8, and backslashes as escapes in literals, as the query is written.
+UTF-8. Its literals hold no backslash, so any ``sql_mode`` reads them alike.
 """
 
 from __future__ import annotations
@@ -12,11 +12,9 @@ import sqlalchemy as sa
 
 from spark_jobs.engines.postgresql.sums import Sums
 
-SESSION = (
-    "SET time_zone = '+00:00', NAMES utf8mb4, "
-    "sql_mode = REPLACE(@@sql_mode, 'NO_BACKSLASH_ESCAPES', '')"
-)
-"""The session of a sums query: the forms values print in."""
+SESSION = "SET time_zone = '+00:00', NAMES utf8mb4"
+"""The session of a sums query: the forms values print in (its ``sql_mode`` is the server's,
+as a Spark read's: the source's ``where:`` means the same)."""
 
 
 def table_sums(url: str, query: str) -> Sums:
@@ -43,4 +41,4 @@ def table_sums(url: str, query: str) -> Sums:
         finally:
             cursor.close()
     assert found is not None  # an aggregate without GROUP BY gives one row
-    return Sums(int(found[0]), int(found[1]))
+    return Sums(*(int(v) for v in found))

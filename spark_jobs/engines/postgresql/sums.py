@@ -35,6 +35,8 @@ class Sums:
 
     rows: int
     hashes: int
+    lost: int = 0
+    """Rows the server could not print whole (:func:`spark_jobs.engines.neutral_sql.sums_sql`)."""
 
 
 def sums_sql(table_sql: str, columns: Sequence[str], where: str) -> str:
@@ -59,4 +61,4 @@ def table_sums(info: str, query: str) -> Sums:
     except psycopg.Error as error:
         raise sa.exc.DBAPIError.instance(query, None, error, psycopg.Error) from error
     assert found is not None  # an aggregate without GROUP BY gives one row
-    return Sums(int(found[0]), int(found[1]))
+    return Sums(*(int(v) for v in found))
