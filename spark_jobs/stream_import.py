@@ -120,13 +120,9 @@ def _check_generated(engine: sa.Engine, target: TargetTable, generated: list[str
     source that the target holds as a plain column."""
     if not generated:
         return
-    rel = quote(target.table) if target.schema is None else (
-        f"{quote(target.schema)}.{quote(target.table)}")  # fmt: skip
     with engine.connect() as conn:
-        plain = set(conn.scalars(sa.text(
-            "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(:rel) AND attnum > 0 "
-            "AND NOT attisdropped AND attgenerated = ''"), {"rel": rel}))  # fmt: skip
-    unfilled = [name for name in generated if name in plain]
+        there = engine_of(engine.url).describe(conn, target.schema, target.table)
+    unfilled = [c.name for c in there if c.name in generated and not c.generated]
     if unfilled:
         raise TargetError(
             f"{target.label}: column(s) {', '.join(map(repr, unfilled))} are generated in the "

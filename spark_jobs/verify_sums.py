@@ -19,7 +19,7 @@ the table is compared in Spark, bucket by bucket then key by key
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -81,11 +81,11 @@ def proven_equal(
     for (side, columns), other in zip(sides, reversed(engines), strict=True):
         reader = SqlReader(None, side)
         quote = reader.dialect.identifier_preparer.quote
-        values = _row_values(side, columns, other, engines, source.key_columns, quote)
-        if values is None:
-            return None  # a column whose neutral form only Spark prints
         engine = engine_of(side.url)
         printed = [(quote(c.name), engine.text_sql(c, quote(c.name))) for c in columns]
+        values = _row_values(side, columns, printed, other, engines, source.key_columns)
+        if values is None:
+            return None  # a column whose neutral form only Spark prints
         # The target's rows past the done keys count too once no batch is unfinished.
         last = scope.upto if side is source or not scope.target_open else None
         wanted = [(lo, last if i == len(ranges) - 1 else hi) for i, (lo, hi) in enumerate(ranges)]
@@ -124,25 +124,24 @@ def _hashable(source: SqlSourceConfig, target_url: str) -> bool:
 
 
 def _row_values(
-    side: SqlSourceConfig, columns: Sequence[Column], other: str, engines: Sequence[str],
-    key: Sequence[str], quote: Callable[[str], str],
+    side: SqlSourceConfig, columns: Sequence[Column], printed: Sequence[tuple[str, str]],
+    other: str, engines: Sequence[str], key: Sequence[str],
 ) -> list[str] | None:  # fmt: skip
-    """The SQL of each of ``side``'s ``columns`` as its sums hash it; None: one that cannot be.
+    """The SQL of each of ``side``'s ``columns`` (``printed``: each one's quoted name and the
+    SQL printing it) as its sums hash it; None: one that cannot be.
 
     Between two PostgreSQL tables, the columns themselves (the record is hashed);
     else each value's neutral text, a non-key value between two tables of one
     engine as its server prints it (as Spark's comparison takes them).
     """
     if engines[0] == engines[1] == "postgresql":
-        return [quote(c.name) for c in columns]
-    engine = engine_of(side.url)
+        return [name for name, _ in printed]
     dialect = neutral_sql.DIALECTS[dialect_name(side.url)]
     keys = {k.lower() for k in key}
     values = []
-    for column in columns:
+    for column, (_, text) in zip(columns, printed, strict=True):
         raw = engines[0] == engines[1] and column.name.lower() not in keys
-        printed = engine.text_sql(column, quote(column.name))
-        value = neutral_sql.neutral_sql(dialect, column, printed, other, raw)
+        value = neutral_sql.neutral_sql(dialect, column, text, other, raw)
         if value is None:
             return None
         values.append(value)

@@ -20,6 +20,17 @@ from sinks.abc import MemorySink
 from spark_jobs.manifest import Manifest
 
 
+def run_sql(url: str, *statements: str) -> None:
+    """Run ``statements`` on the database at ``url``, each committed at once."""
+    engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            for statement in statements:
+                conn.exec_driver_sql(statement)
+    finally:
+        engine.dispose()
+
+
 def seed_orders(url: str, rows: int, table: str = "orders") -> None:
     """Create ``table`` with a mix of types (and NULLs) and fill it."""
     engine = sa.create_engine(url)

@@ -19,18 +19,11 @@ from spark_jobs.change_batches import StreamEvent
 from spark_jobs.manifest import Manifest
 from spark_jobs.stream_import import ensure_table
 from spark_jobs.target import TargetTable
+from tests.helpers import run_sql
 
 
 def _target(url: str) -> TargetTable:
     return TargetTable("wh", JdbcTargetConfig(kind="jdbc", url=url), None, "items", ("id",))
-
-
-def _run(url: str, *statements: str) -> None:
-    engine = sa.create_engine(url)
-    with engine.begin() as conn:
-        for statement in statements:
-            conn.exec_driver_sql(statement)
-    engine.dispose()
 
 
 @pytest.mark.postgres
@@ -38,7 +31,7 @@ def test_a_generated_column_from_postgresql_is_generated_again_and_computed(
     pg_factory: Any,
 ) -> None:
     source, target = pg_factory.create("gen_src"), pg_factory.create("gen_dst")
-    _run(source, "CREATE TABLE items (id int PRIMARY KEY, price numeric(8,2), qty int, "
+    run_sql(source, "CREATE TABLE items (id int PRIMARY KEY, price numeric(8,2), qty int, "
                  "total numeric GENERATED ALWAYS AS (price * qty) STORED)")  # fmt: skip
     into = sa.create_engine(target)
     ensure_table(sa.create_engine(source), "items", into, _target(target))
@@ -61,14 +54,14 @@ def test_a_generated_column_postgresql_cannot_compute_is_refused_by_name(
     mariadb_factory: Any, pg_factory: Any,
 ) -> None:
     source, target = mariadb_factory.create("gen_msrc"), pg_factory.create("gen_mdst")
-    _run(source, "CREATE TABLE items (id int PRIMARY KEY, qty int, "
+    run_sql(source, "CREATE TABLE items (id int PRIMARY KEY, qty int, "
                  "twice int AS (qty * 2) PERSISTENT)")  # fmt: skip
     into = sa.create_engine(target)
     with pytest.raises(TargetError, match=r"'twice' of items are generated in the source"):
         ensure_table(sa.create_engine(source), "items", into, _target(target))
     assert not sa.inspect(into).has_table("items")
     # Created by the operator without it: the stream fills the rest.
-    _run(target, "CREATE TABLE items (id int PRIMARY KEY, qty int)")
+    run_sql(target, "CREATE TABLE items (id int PRIMARY KEY, qty int)")
     ensure_table(sa.create_engine(source), "items", into, _target(target))
     into.dispose()
 
@@ -78,9 +71,9 @@ def test_a_target_that_holds_a_generated_column_as_a_plain_one_is_refused(
     pg_factory: Any,
 ) -> None:
     source, target = pg_factory.create("gen_psrc"), pg_factory.create("gen_pdst")
-    _run(source, "CREATE TABLE items (id int PRIMARY KEY, qty int, "
+    run_sql(source, "CREATE TABLE items (id int PRIMARY KEY, qty int, "
                  "twice int GENERATED ALWAYS AS (qty * 2) STORED)")  # fmt: skip
-    _run(target, "CREATE TABLE items (id int PRIMARY KEY, qty int, twice int)")
+    run_sql(target, "CREATE TABLE items (id int PRIMARY KEY, qty int, twice int)")
     into = sa.create_engine(target)
     with pytest.raises(TargetError, match=r"'twice' are generated in the source.*never be filled"):
         ensure_table(sa.create_engine(source), "items", into, _target(target))
@@ -92,7 +85,7 @@ def test_a_generated_column_of_a_type_the_source_defines_gets_its_type_made_too(
     pg_factory: Any,
 ) -> None:
     source, target = pg_factory.create("gen_dsrc"), pg_factory.create("gen_ddst")
-    _run(source, "CREATE DOMAIN pos AS integer CHECK (VALUE > 0)",
+    run_sql(source, "CREATE DOMAIN pos AS integer CHECK (VALUE > 0)",
          "CREATE TABLE items (id int PRIMARY KEY, x int, "
          "d pos GENERATED ALWAYS AS (x * 2) STORED)")  # fmt: skip
     into = sa.create_engine(target)

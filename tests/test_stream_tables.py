@@ -20,19 +20,11 @@ from config.loader import load_config
 from scheduler.commands.cutover import run_cutover
 from scheduler.daemon import Daemon
 from sinks.spark import SparkSink
-from tests.helpers import write_config
+from tests.helpers import run_sql, write_config
 
 pytestmark = [pytest.mark.postgres, pytest.mark.spark]
 
 TABLES = ("orders", "customers")
-
-
-def _run(url: str, *statements: str) -> None:
-    engine = sa.create_engine(url)
-    with engine.begin() as conn:
-        for statement in statements:
-            conn.exec_driver_sql(statement)
-    engine.dispose()
 
 
 def _rows(url: str, table: str) -> dict[str, tuple[Any, ...]]:
@@ -56,7 +48,7 @@ def _change(url: str, round_: int) -> None:
             f"UPDATE {table} SET v = v + 10, note = 'changed {round_}' WHERE id <= 5",
             f"DELETE FROM {table} WHERE id = {20 + round_}",
         ]
-    _run(url, *statements)
+    run_sql(url, *statements)
 
 
 @pytest.mark.parametrize("engine_name", ["postgresql", "mysql"])
@@ -71,7 +63,7 @@ def test_a_group_of_tables_streams_each_and_cuts_over_together(
             if engine_name == "postgresql" else
             "INSERT INTO {t} SELECT seq, seq, concat('row ', seq) FROM seq_1_to_60")  # fmt: skip
     for table in TABLES:
-        _run(source, f"CREATE TABLE {table} (id integer PRIMARY KEY, v bigint, note text)",
+        run_sql(source, f"CREATE TABLE {table} (id integer PRIMARY KEY, v bigint, note text)",
              seed.format(t=table))  # fmt: skip
     path, cfg = write_config(tmp_path, f"""
 ledger: sqlite:///ledger.db

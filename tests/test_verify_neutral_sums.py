@@ -28,7 +28,7 @@ from spark_jobs.manifest import Manifest
 from spark_jobs.read_sql import table_columns
 from spark_jobs.verify_read import Scope
 from spark_jobs.verify_sums import Proof, proven_equal
-from tests.helpers import drain, write_config
+from tests.helpers import drain, run_sql, write_config
 from tests.neutral_texts import differing
 
 pytestmark = [pytest.mark.spark, pytest.mark.mariadb, pytest.mark.postgres]
@@ -67,14 +67,6 @@ def _seed(url: str) -> None:
                    IF(seq % 2 = 0, NULL, CONCAT('a0eebc99-9c0b-4ef8-bb6d-6bb9bd38',
                                                 LPAD(HEX(seq), 4, '0')))
             FROM seq_1_to_{ROWS}""".replace("%", "%%"))  # fmt: skip
-    engine.dispose()
-
-
-def _execute(url: str, *statements: str) -> None:
-    engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        for statement in statements:
-            conn.exec_driver_sql(statement)
     engine.dispose()
 
 
@@ -143,10 +135,10 @@ def test_any_change_of_a_value_or_a_row_leaves_the_table_unproven(
     table = target_table(cfg, Manifest("verify", "awk", "dst.awkward", "keys", 0))
     awk = cfg.sources["awk"]
     assert proven_equal(awk, table, Scope(), 2) is not None
-    _execute(target, change)
+    run_sql(target, change)
     assert proven_equal(awk, table, Scope(), 2) is None, change
     # The deleted row goes from the source too: the two sides are equal again.
-    _execute(*((source, "DELETE FROM awkward WHERE id = 20") if undo is None else (target, undo)))
+    run_sql(*((source, "DELETE FROM awkward WHERE id = 20") if undo is None else (target, undo)))
     assert proven_equal(awk, table, Scope(), 2) is not None
 
 
@@ -154,9 +146,9 @@ def test_a_column_only_spark_compares_sends_the_table_to_spark(
     mariadb_factory: Any, pg_factory: Any, tmp_path: Path
 ) -> None:
     source, target = mariadb_factory.create("nsum_fsrc"), pg_factory.create("nsum_fdst")
-    _execute(source, "CREATE TABLE f (id int PRIMARY KEY, x double)",
+    run_sql(source, "CREATE TABLE f (id int PRIMARY KEY, x double)",
              "INSERT INTO f VALUES (1, 0.1)")  # fmt: skip
-    _execute(target, "CREATE TABLE f (id int PRIMARY KEY, x double precision)",
+    run_sql(target, "CREATE TABLE f (id int PRIMARY KEY, x double precision)",
              "INSERT INTO f VALUES (1, 0.1)")  # fmt: skip
     _, cfg = write_config(tmp_path, f"""
 sources:
@@ -173,10 +165,10 @@ def test_a_big_mariadb_table_is_summed_in_key_ranges_that_cover_both_sides(
     mariadb_factory: Any, pg_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     source, target = mariadb_factory.create("nsum_rsrc"), pg_factory.create("nsum_rdst")
-    _execute(source, "CREATE TABLE t (id bigint PRIMARY KEY, v text)",
+    run_sql(source, "CREATE TABLE t (id bigint PRIMARY KEY, v text)",
              "INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_100_to_1099",
              "ANALYZE TABLE t")  # fmt: skip
-    _execute(target, "CREATE TABLE t (id bigint PRIMARY KEY, v text)",
+    run_sql(target, "CREATE TABLE t (id bigint PRIMARY KEY, v text)",
              "INSERT INTO t SELECT i, 'v' || i FROM generate_series(100, 1099) i")  # fmt: skip
     monkeypatch.setattr(verify_sums, "SPLIT_ROWS", 500)
     _, cfg = write_config(tmp_path, f"""
@@ -190,9 +182,9 @@ targets:
     assert len(verify_sums._ranges(s, table_columns(source, "t"), table, Scope(), 4)) == 4
     assert proven_equal(s, table, Scope(), 4) == Proof(1000)
     for extra in (5, 5000):  # below the first key and past the last: still in a range
-        _execute(target, f"INSERT INTO t VALUES ({extra}, 'x')")
+        run_sql(target, f"INSERT INTO t VALUES ({extra}, 'x')")
         assert proven_equal(s, table, Scope(), 4) is None, extra
-        _execute(target, f"DELETE FROM t WHERE id = {extra}")
+        run_sql(target, f"DELETE FROM t WHERE id = {extra}")
     assert proven_equal(s, table, Scope(upto=[600]), 4) == Proof(501)
 
 
@@ -205,9 +197,9 @@ def test_a_value_too_long_for_the_server_to_print_whole_sends_the_table_to_spark
         packet = int(conn.exec_driver_sql("SELECT @@max_allowed_packet").scalar_one())
     engine.dispose()
     # Its hex is past max_allowed_packet: MariaDB prints it as NULL, as a NULL would print.
-    _execute(source, "CREATE TABLE b (id int PRIMARY KEY, data longblob)",
+    run_sql(source, "CREATE TABLE b (id int PRIMARY KEY, data longblob)",
              f"INSERT INTO b VALUES (1, REPEAT(x'ab', {packet // 2 + 16}))")  # fmt: skip
-    _execute(target, "CREATE TABLE b (id int PRIMARY KEY, data bytea)",
+    run_sql(target, "CREATE TABLE b (id int PRIMARY KEY, data bytea)",
              "INSERT INTO b VALUES (1, NULL)")  # fmt: skip
     _, cfg = write_config(tmp_path, f"""
 sources:
@@ -227,7 +219,7 @@ def test_the_servers_neutral_texts_do_not_depend_on_how_the_session_reads_backsl
     from spark_jobs.read_sql import table_columns
 
     url = mariadb_factory.create("nsum_modes")
-    _execute(url, "CREATE TABLE t (id int PRIMARY KEY, at datetime(6), yr year, n int zerofill)",
+    run_sql(url, "CREATE TABLE t (id int PRIMARY KEY, at datetime(6), yr year, n int zerofill)",
              "INSERT INTO t VALUES (1, '2024-01-01 10:00:00.500000', 2024, 7), "
              "(2, '2024-01-01 10:00:00', 0, 0)")  # fmt: skip
     columns = table_columns(url, "t")
