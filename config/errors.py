@@ -68,6 +68,18 @@ _MYSQL_QUERY_ERRNOS = frozenset({1054, 1365})  # PyMySQL: unknown column, divisi
 _SQLITE_ERROR = 1  # sqlite3's SQLITE_ERROR: no such table or column, syntax (not BUSY, LOCKED)
 
 
+def parent_missing(exc: sa.exc.DBAPIError) -> bool:
+    """Whether a write was refused because a foreign key's parent row is not in the table it
+    refers to (PostgreSQL's 23503, MySQL's 1452): not the row's fault while the parent's
+    batch may still be importing (a table's later passes are not ordered by its keys), so a
+    retry, not a reject."""
+    orig = exc.orig
+    if getattr(orig, "sqlstate", None) == "23503":
+        return True
+    args: tuple[object, ...] = tuple(getattr(orig, "args", ()) or ())
+    return isinstance(exc, sa.exc.IntegrityError) and bool(args) and args[0] == 1452
+
+
 def is_transient(exc: sa.exc.DBAPIError) -> bool:
     """Whether retrying a database error later may succeed: the one rule for sources and jobs.
 
@@ -81,6 +93,8 @@ def is_transient(exc: sa.exc.DBAPIError) -> bool:
     """
     if exc.connection_invalidated:
         return True
+    if parent_missing(exc):
+        return True  # the parent row may be in a batch still importing: it will be there
     if isinstance(exc, _QUERY_ERRORS):
         return False
     if not isinstance(exc, sa.exc.OperationalError):

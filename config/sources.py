@@ -58,6 +58,24 @@ class StreamConfig(Model):
     max_retained_wal: Bytes = 10 * 2**30
 
 
+class SchemaObjectsConfig(Model):
+    """What a target table sluice creates gets of its source table's schema objects (its
+    indexes, constraints, defaults, sequences and identity, triggers and comments), and
+    what ``sluice cutover`` requires of any target table before it says READY.
+
+    ``skip``: objects left out, by name (globs; in a ``tables:`` group also
+    ``TABLE.NAME``; a column's default, identity or on-update attribute by its
+    column's name), listed by ``sluice plan`` and the cutover. ``define``: an
+    object's definition in the target's SQL where sluice has no translation
+    (``{customers_email_check: "CHECK (email LIKE '%@%')"}``). ``build: false``:
+    columns and key only, every other object skipped.
+    """
+
+    build: bool = True
+    skip: list[str] = []
+    define: dict[str, str] = {}
+
+
 class SqlSourceConfig(Model):
     """A table (or schema.table) in a SQL database reached by SQLAlchemy."""
 
@@ -90,6 +108,9 @@ class SqlSourceConfig(Model):
     # Sources whose first pass must be done before this one is fed (a
     # table's foreign-key parents: ``order: foreign_keys`` fills it in).
     depends_on: list[str] = []
+    # The source table's indexes, constraints, defaults… in the target (``schema:`` in YAML:
+    # a field of that name would hide pydantic's own).
+    objects: SchemaObjectsConfig = Field(default=SchemaObjectsConfig(), alias="schema")
 
     @field_validator("cast")
     @classmethod

@@ -22,6 +22,9 @@ class JdbcTargetConfig(Model):
     kind: Literal["jdbc"]
     url: DatabaseUrl
     write: WriteConfig = WriteConfig()
+    # Connections building the tables' indexes and constraints at once after their load
+    # (pg_restore's and pgcopydb's --index-jobs).
+    schema_jobs: int = Field(default=2, gt=0)
 
 
 class ParquetTargetConfig(Model):

@@ -107,7 +107,7 @@ def _models_at(path: KeyPath, data: Any) -> list[type[BaseModel]]:
         for annotation in _members(candidates, node):
             origin = get_origin(annotation)
             if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-                field = annotation.model_fields.get(part) if isinstance(part, str) else None
+                field = _field(annotation, part) if isinstance(part, str) else None
                 following += [field.annotation] if field else []
             elif origin is dict:
                 following.append(get_args(annotation)[1])
@@ -117,6 +117,15 @@ def _models_at(path: KeyPath, data: Any) -> list[type[BaseModel]]:
         node = _child(node, part)
     members = _members(candidates, node)
     return [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
+
+
+def _field(model: type[BaseModel], key: str) -> Any:
+    """The field of ``model`` that the YAML's ``key`` is (a field written under an alias:
+    ``schema:``, which pydantic's own ``schema`` would otherwise shadow)."""
+    for name, info in model.model_fields.items():
+        if (info.alias or name) == key:
+            return info
+    return None
 
 
 def _members(annotations: list[Any], node: Any) -> list[Any]:
@@ -159,7 +168,8 @@ def _problem(detail: _Detail, data: Any, lines: dict[KeyPath, int]) -> Problem:
     if kind == "missing":  # the key is not there: point at the mapping that lacks it
         return Problem(path, "field required", line_at(lines, path[:-1]))
     if kind == "extra_forbidden":
-        fields = sorted({f for model in _models_at(path[:-1], data) for f in model.model_fields})
+        fields = sorted({info.alias or f for model in _models_at(path[:-1], data)
+                         for f, info in model.model_fields.items()})  # fmt: skip
         close = difflib.get_close_matches(str(path[-1]), fields, n=1)
         hint = f"did you mean {close[0]!r}?" if close else f"valid keys: {', '.join(fields)}"
         return Problem(path, f"unknown key; {hint}", line_at(lines, path))

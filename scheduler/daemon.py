@@ -29,6 +29,7 @@ from scheduler.ledger import Ledger
 from scheduler.loop import MainLoop
 from scheduler.reload import ConfigReloader
 from scheduler.resume_points import ResumePoints
+from scheduler.schema_builds import SchemaBuilds, plan_for_run
 from scheduler.signals import SignalHandlers
 from scheduler.source_opener import SourceOpener
 from scheduler.stats import RunStats
@@ -103,6 +104,7 @@ class Daemon:
                                    budgets=self.budgets)
         self._secrets = config_secrets(cfg)
         self._failures: list[str] = []  # appended by refill threads (list.append is atomic)
+        self.schema: SchemaBuilds | None = None
 
     @property
     def cfg(self) -> SluiceConfig:
@@ -193,9 +195,11 @@ class Daemon:
 
     def run(self, *, until_drained: bool = False) -> RunSummary:
         """Run until drained (or stopped); returns the summary and the exit code."""
+        plans = plan_for_run(self.cfg)  # before any source is registered or read
         self.ledger.owners.register()
         self.background.share_budgets(joining=True)
         checkpoints = self.opener.open(self.cfg, self.queues)
+        self.schema = SchemaBuilds(plans, self.queues, self.ledger)
         self.resume_points = ResumePoints.of(self.cfg, self.queues, self.ledger.sources)
         # The sources answered: an in-process sink starts its JVM now, on a
         # thread of its own. Its seconds of start-up are the longest wait
@@ -233,11 +237,15 @@ class Daemon:
             self.background.every(RESUME_POINTS_EVERY, self.resume_points.save, "resume-points")
         if self.reloader.watched:
             self.background.every(2.0, self.reloader.watch, "config-reload")
+        self.background.every(1.0, self.schema.poll, "schema")
         self.background.start()
+        self.schema.start()
         for queue in self.queues.values():
             queue.start()
         try:
             stats = self.loop.run(until_drained=until_drained)
+            if self.loop.until_drained and self.signal is None and not self._failures:
+                self._failures += self.schema.finish().failures  # drained: every object
         except LedgerError as error:
             # A stop asked while the ledger was away ends its waits (and so
             # the writer): that is the stop's outcome, not a failure of the run.
@@ -264,6 +272,8 @@ class Daemon:
     def _shutdown(self) -> None:
         # Refills first, so nothing new lands while we close.
         self.background.stop_schedule()
+        if self.schema is not None:
+            self.schema.stop()
         for queue in self.queues.values():
             queue.stop(timeout=5.0)
         self.background.stop_probe_and_metrics()

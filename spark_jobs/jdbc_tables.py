@@ -18,9 +18,10 @@ from sqlalchemy.dialects import mysql
 from config.errors import TargetError
 from spark_jobs.batch_columns import BatchColumn, is_enum_cast
 from spark_jobs.engines import catalogued, engine_of
+from spark_jobs.engines.base import Kind
 from spark_jobs.engines.ddl import column_type
 from spark_jobs.narrowing import narrowing
-from spark_jobs.target import COMMITS_TABLE, REJECTS_TABLE, TargetTable
+from spark_jobs.target import COMMITS_TABLE, MADE_TABLE, REJECTS_TABLE, TargetTable
 from spark_jobs.target_fit import TargetFit, check_catalogued, missing_column, with_nan_guards
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,62 @@ def rejects_table(metadata: sa.MetaData | None = None) -> sa.Table:
         sa.Column("reason", sa.Text, nullable=False),
         sa.Column("rejected_at", sa.DateTime(timezone=True), nullable=False),
     )
+
+
+def made_table(metadata: sa.MetaData | None = None) -> sa.Table:
+    """``_sluice_tables``: the tables sluice created in this database (schema resolved)."""
+    return sa.Table(
+        MADE_TABLE,
+        metadata or sa.MetaData(),
+        sa.Column("schema_name", sa.String(255), primary_key=True),
+        sa.Column("table_name", sa.String(255), primary_key=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    )
+
+
+def create_made(engine: sa.Engine, table: sa.Table) -> None:
+    """Create ``table`` unless it exists, and record it in ``_sluice_tables`` as sluice's:
+    in the same transaction where DDL is transactional (PostgreSQL), else just before
+    (MySQL: a record without its table is made good by the next creation)."""
+    create_if_missing(engine, made_table())
+    transactional = engine.dialect.name == "postgresql"
+    if not transactional:
+        with engine.begin() as conn:
+            record_made(conn, table.schema, table.name)
+    try:
+        with engine.begin() as conn:
+            if not sa.inspect(conn).has_table(table.name, schema=table.schema):
+                table.create(conn)
+                if transactional:
+                    record_made(conn, table.schema, table.name)
+    except sa.exc.DBAPIError:
+        if not sa.inspect(engine).has_table(table.name, schema=table.schema):
+            raise
+
+
+def record_made(conn: sa.Connection, schema: str | None, table: str) -> None:
+    """Record ``schema.table`` (None: the default schema) as made by sluice, on ``conn``'s
+    transaction; ``_sluice_tables`` must exist."""
+    here = "current_schema()" if conn.dialect.name == "postgresql" else "DATABASE()"
+    if schema is None:
+        schema = conn.execute(sa.text(f"SELECT {here}")).scalar_one()
+    made = made_table()
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as insert_pg
+
+        statement: sa.Executable = insert_pg(made).on_conflict_do_nothing()
+    else:
+        statement = made.insert().prefix_with("IGNORE")
+    conn.execute(statement, {"schema_name": schema, "table_name": table,
+                             "created_at": dt.datetime.now(dt.UTC)})  # fmt: skip
+
+
+def made_tables(conn: sa.Connection) -> set[tuple[str, str]]:
+    """``(schema, table)`` of every table sluice created in ``conn``'s database."""
+    if not sa.inspect(conn).has_table(MADE_TABLE):
+        return set()
+    made = made_table()
+    return {(s, t) for s, t in conn.execute(sa.select(made.c.schema_name, made.c.table_name))}
 
 
 def create_if_missing(engine: sa.Engine, table: sa.Table) -> None:
@@ -150,6 +207,16 @@ def forget_target(engine: sa.Engine, target: TargetTable) -> None:
             del _checked[key]
 
 
+def forget_table(url: str, schema: str, table: str) -> None:
+    """Check ``schema.table`` at ``url`` again on its next batch: its schema objects changed
+    (an identity column the inserts must now override)."""
+    shown = sa.make_url(url).render_as_string(hide_password=True)
+    with _checked_lock:
+        for key in [k for k in _checked if k[0] == shown and k[2] == table
+                    and k[1] in ("", schema)]:  # fmt: skip
+            del _checked[key]
+
+
 def prepare_target(
     engine: sa.Engine,
     target: TargetTable,
@@ -219,10 +286,25 @@ def create_target(engine: sa.Engine, target: TargetTable, columns: Sequence[Batc
     table = sa.Table(
         target.table,
         sa.MetaData(),
-        *[sa.Column(c.name, c.create, primary_key=c.name in target.key) for c in columns],
+        *[sa.Column(c.name, c.create, primary_key=c.name in target.key,
+                    nullable=c.name in target.key or _nullable(c, engine)) for c in columns],
         schema=target.schema,
-    )
-    create_if_missing(engine, table)
+    )  # fmt: skip
+    if catalogued(engine.url):
+        create_made(engine, table)  # its other schema objects follow its load
+    else:
+        create_if_missing(engine, table)
+
+
+def _nullable(column: BatchColumn, engine: sa.Engine) -> bool:
+    """Whether a column sluice creates takes NULL: as its source column does, unless the
+    mapping makes NULLs of values on the way (MySQL's zero dates, in another engine)."""
+    if column.source is None:
+        return True
+    source, described = column.source
+    zero_dates = source.name == "mysql" and engine.dialect.name not in ("mysql", "mariadb") and (
+        described.kind in (Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ))  # fmt: skip
+    return described.nullable or zero_dates
 
 
 def _check_target(

@@ -33,7 +33,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from config.errors import TargetError
+from config.errors import TargetError, parent_missing
 from spark_jobs.engines.ddl import SqlType
 from spark_jobs.jdbc_tables import ROW_COLUMN
 from spark_jobs.manifest import Manifest
@@ -68,7 +68,13 @@ class TooManyRejects(TargetError):
 
 
 def is_row_error(error: sa.exc.DBAPIError) -> bool:
-    """Whether the database refused the data (some row), rather than failed itself."""
+    """Whether the database refused the data (some row), rather than failed itself.
+
+    A row whose foreign key's parent is missing is not refused for good: the
+    batch fails and is retried (:func:`config.errors.parent_missing`).
+    """
+    if parent_missing(error):
+        return False
     if isinstance(error, sa.exc.IntegrityError | sa.exc.DataError):
         return True
     args: tuple[Any, ...] = getattr(error.orig, "args", ())

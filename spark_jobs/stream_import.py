@@ -21,13 +21,14 @@ from config.errors import TargetError
 from config.models import JdbcTargetConfig, SqlSourceConfig
 from spark_jobs.apply_changes import apply_changes
 from spark_jobs.engines import engine_of
+from spark_jobs.engines.base import Column, Engine, Kind
 from spark_jobs.engines.postgresql.catalog import (
     create_user_types,
     generation_expressions,
     quote,
 )
 from spark_jobs.jdbc import sql_engine
-from spark_jobs.jdbc_tables import ensure_own_tables
+from spark_jobs.jdbc_tables import create_if_missing, ensure_own_tables, made_table, record_made
 from spark_jobs.manifest import Manifest
 from spark_jobs.outcomes import BatchImportFailed, reason, transient
 from spark_jobs.target import TargetTable, Written
@@ -104,15 +105,25 @@ def ensure_table(
         body = ", ".join(
             [f"{quote(c.name)} {types[c.name]}" + (
                 f" GENERATED ALWAYS AS ({computed[c.name]}) STORED" if c.generated else "")
+             + ("" if _nullable(c, source) else " NOT NULL")
              for c in columns]
             + [f"PRIMARY KEY ({', '.join(quote(k) for k in target.key)})"]
         )  # fmt: skip
+        create_if_missing(engine, made_table())
         with engine.begin() as conn:
             if source is into:
                 create_user_types(conn, columns)
-            conn.execute(sa.text(f"CREATE TABLE IF NOT EXISTS {name} ({body})"))
+            if not sa.inspect(conn).has_table(target.table, schema=target.schema):
+                conn.execute(sa.text(f"CREATE TABLE {name} ({body})"))
+                record_made(conn, target.schema, target.table)  # its indexes… follow its load
     with _made_lock:
         _made.add(ident)
+
+
+def _nullable(column: Column, source: Engine) -> bool:
+    """NOT NULL where the source column is, but where MySQL's zero dates may become NULL."""
+    dates = (Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ)
+    return column.nullable or (source.name == "mysql" and column.kind in dates)
 
 
 def _check_generated(engine: sa.Engine, target: TargetTable, generated: list[str]) -> None:

@@ -20,6 +20,10 @@ COMMITS_TABLE = "_sluice_commits"
 REJECTS_TABLE = "_sluice_rejects"
 """In a JDBC target, one row per row the target refused, with the reason."""
 
+MADE_TABLE = "_sluice_tables"
+"""In a JDBC target, one row per table sluice created: the tables whose schema objects
+(indexes, constraints, defaults…) sluice builds (see :mod:`spark_jobs.schema`)."""
+
 
 class StaleToken(TargetError):
     """The batch was committed by a newer importer (a higher fencing token)."""

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from config.models import SluiceConfig
     from scheduler.commands.verify import VerifyReport
     from scheduler.ledger import Ledger
+    from spark_jobs.schema.takeover import Readiness
 
 ConfigPath = Annotated[Path, typer.Argument(help="The YAML config file.", show_default=False)]
 Deletes = Annotated[
@@ -61,6 +62,7 @@ class CutoverReport:
     dead_batches: int = 0
     problems: list[str] = field(default_factory=list)
     streams: list[str] = field(default_factory=list)  # the slots dropped once READY
+    schema: Readiness | None = None  # the target's schema objects: built, set, lacking
     seconds: float = 0.0  # from the command to its verdict
 
     @property
@@ -76,6 +78,7 @@ class CutoverReport:
             "final_pass": self.final_pass, "dead_batches": self.dead_batches,
             "problems": self.problems, "streams": self.streams, "seconds": self.seconds,
             "verify": None if self.verify is None else self.verify.to_json(),
+            "schema": None if self.schema is None else self.schema.to_json(),
         }  # fmt: skip
 
 
@@ -123,6 +126,10 @@ def cutover_command(fail: Callable[[SluiceError], NoReturn]) -> Callable[..., No
         else:
             if report.verify is not None:
                 typer.echo(render(report.verify))
+            if report.schema is not None:
+                for line in [*report.schema.built, *report.schema.sequences,
+                             *report.schema.skipped]:  # fmt: skip
+                    typer.echo(f"schema: {line}")
             typer.echo(f"final pass: {report.final_pass}; {report.dead_batches} dead batches")
             for problem in report.problems:
                 typer.echo(f"problem: {problem}")
@@ -145,6 +152,7 @@ def run_cutover(
     from scheduler.commands.verify import verify_config
     from scheduler.ledger import Ledger
     from scheduler.ledger.cutover import request_cutover
+    from spark_jobs.schema.takeover import make_ready
 
     started = time.monotonic()
     by = f"cutover:{socket.gethostname()}:{os.getpid()}"
@@ -173,11 +181,15 @@ def run_cutover(
     finally:
         ledger.close()
     if not report.problems:
+        # The data is final: what waited for it (foreign keys of streams, triggers, the
+        # sequences) goes in, and every table is compared with its source, object by object.
+        report.schema = make_ready(cfg)
         report.verify = verify_config(spark, cfg, apply_deletes=apply_deletes)
         report.problems.extend(
             f"{t.source}: {t.pending} rows not migrated, {t.in_flight} in flight"
             for t in report.verify.tables if t.pending or t.in_flight
         )  # fmt: skip
+        report.problems.extend(report.schema.problems)
     if report.ready:
         # The target takes over: the source's slots would keep its WAL from now on.
         report.streams = drop_streams(cfg)

@@ -23,6 +23,7 @@ from config.errors import SluiceError, SourceError
 from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig
 from config.sources import walks_ranges
 from scheduler.commands.plan_columns import SourceColumns, column_plans, render_columns
+from scheduler.commands.plan_schema import SchemaPlan, render_schema, schema_plan
 from scheduler.commands.readonly import readonly_engine
 from scheduler.ledger import UNFINISHED, LedgerReads, fingerprint
 from scheduler.strategy import build_strategy
@@ -76,12 +77,14 @@ class Plan:
     """How big the batches are, as the plan's heading says it."""
     order: list[str] = field(default_factory=list)
     columns: list[SourceColumns] = field(default_factory=list)
+    schema: SchemaPlan = field(default_factory=SchemaPlan)
 
     @property
     def ok(self) -> bool:
-        """Every backlog could be read, and every column can go into its target."""
+        """Every backlog could be read, every column and schema object can go into its
+        target."""
         return all(source.error is None for source in self.sources) and not any(
-            c.errors for c in self.columns)  # fmt: skip
+            c.errors for c in self.columns) and not self.schema.errors  # fmt: skip
 
 
 def make_plan(cfg: SluiceConfig, ticks: int = 10, config_path: str = "CONFIG") -> Plan:
@@ -93,7 +96,8 @@ def make_plan(cfg: SluiceConfig, ticks: int = 10, config_path: str = "CONFIG") -
     batch = (f"batches chosen by sluice: keyset up to {cfg.batch.max_items:,} rows, fewer for "
              f"wide rows; other sources {cfg.batch.key_items:,} items" if cfg.batch.chosen
              else f"batch.max_items {cfg.batch.max_items:,}")  # fmt: skip
-    return Plan(view, sources, fed, left, batch, order_lines(cfg), column_plans(cfg))
+    return Plan(view, sources, fed, left, batch, order_lines(cfg), column_plans(cfg),
+                schema_plan(cfg))
 
 
 def read_ledger(url: str) -> LedgerView:
@@ -270,4 +274,5 @@ def render(plan: Plan, config_path: str) -> str:
         f"{name} {'?' if name in unknown else f'{n:,}'}" for name, n in plan.left.items()
     ))
     lines += render_columns(plan.columns)
+    lines += render_schema(plan.schema)
     return "\n".join(lines)

@@ -21,7 +21,7 @@ column type. The mapping between engines goes by :class:`Kind`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -29,6 +29,7 @@ from typing import Any
 from pyspark.sql import types as T
 
 from config.errors import TargetError
+from spark_jobs.engines.objects import Placement, Planned, SchemaObject, TableName, TableObjects
 
 
 class Kind(StrEnum):
@@ -233,6 +234,51 @@ class Engine(ABC):
         """``mapped`` (``column``'s type in ``target``, by its kind), with what this engine
         knows that changes on the way (MariaDB's zero dates)."""
         return mapped
+
+    # -- schema objects (indexes, constraints, defaults, sequences…: engines/objects.py) ------
+
+    parallel_indexes = True
+    """Whether one table's indexes are built side by side (PostgreSQL's ``CREATE INDEX``
+    lets them), or one after the other in the source's order (MariaDB's ``ALTER TABLE``
+    takes the table for each, and lists its keys in the order they were added)."""
+
+    def default_schema(self, conn: Any) -> str:
+        """The schema a table named without one is in (MariaDB: the database)."""
+        raise NotImplementedError(f"{self.label} keeps no schema objects of sluice's")
+
+    def read_objects(
+        self, conn: Any, tables: Sequence[tuple[str | None, str]]
+    ) -> dict[tuple[str | None, str], TableObjects]:
+        """The schema objects of each of ``tables`` that exists; none by default."""
+        return {}
+
+    def plan_objects(
+        self, objects: TableObjects, source: Engine, placement: Placement
+    ) -> list[Planned] | None:
+        """What each object of a ``source`` table becomes in this engine's target table at
+        ``placement``; None where this engine builds no schema objects (SQLite)."""
+        return None
+
+    def translate_objects(
+        self, objects: TableObjects, target: Engine, placement: Placement
+    ) -> list[Planned]:
+        """This engine's objects, translated for a ``target`` of another engine."""
+        raise NotImplementedError(f"{self.label} objects have no translation for {target.label}")
+
+    def sequence_positions(self, conn: Any, objects: Sequence[SchemaObject]) -> list[int | None]:
+        """The last value each of ``objects``' sequences (or counters) handed out (None: none
+        yet), in order."""
+        raise NotImplementedError(f"{self.label} keeps no sequences of sluice's")
+
+    def set_sequence(self, conn: Any, table: TableName, obj: SchemaObject,
+                     position: int | None) -> str:  # fmt: skip
+        """Set the sequence (or counter) of ``obj``, a column of ``table`` as this engine's
+        catalogue has it, after ``position`` and the column's largest value; says what."""
+        raise NotImplementedError(f"{self.label} keeps no sequences of sluice's")
+
+    def signature(self, obj: SchemaObject, refers_to: TableName | None = None) -> Hashable:
+        """How this engine's catalogue shows ``obj``, names aside (see the comparison)."""
+        return obj.kind, obj.name
 
     def text_sql(self, column: Column, quoted: str) -> str:
         """SQL printing ``column`` (``quoted``) as this engine's server prints it."""

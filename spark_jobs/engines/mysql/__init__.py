@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
+
 import sqlalchemy as sa
 from pyspark.sql import types as T
 
 from spark_jobs.engines.base import Column, Engine, Kind, Mapped, TypeRule
-from spark_jobs.engines.mysql import catalog, types
+from spark_jobs.engines.mysql import catalog, introspection, schema, types
+from spark_jobs.engines.objects import Placement, Planned, SchemaObject, TableName, TableObjects
 
 
 class MySQL(Engine):
@@ -14,6 +17,7 @@ class MySQL(Engine):
 
     name = "mysql"
     label = "MySQL/MariaDB"
+    parallel_indexes = False
 
     def rule(self, column: Column) -> TypeRule:
         return types.rule(column)
@@ -51,6 +55,42 @@ class MySQL(Engine):
                     "metrics)")
             return Mapped(mapped.type, "; ".join(p for p in (mapped.change, note) if p))
         return mapped
+
+    def default_schema(self, conn: sa.Connection) -> str:
+        return str(conn.execute(sa.text("SELECT DATABASE()")).scalar_one())
+
+    def read_objects(
+        self, conn: sa.Connection, tables: Sequence[tuple[str | None, str]]
+    ) -> dict[tuple[str | None, str], TableObjects]:
+        return introspection.read_objects(conn, tables)
+
+    def plan_objects(
+        self, objects: TableObjects, source: Engine, placement: Placement
+    ) -> list[Planned]:
+        if source.name == self.name:
+            return schema.plan_same(objects, placement)
+        return source.translate_objects(objects, self, placement)
+
+    def translate_objects(
+        self, objects: TableObjects, target: Engine, placement: Placement
+    ) -> list[Planned]:
+        if target.name != "postgresql":
+            return super().translate_objects(objects, target, placement)
+        from spark_jobs.engines.mysql.to_postgresql import translate_objects
+
+        return translate_objects(objects, placement)
+
+    def signature(self, obj: SchemaObject, refers_to: TableName | None = None) -> Hashable:
+        return schema.signature(obj, refers_to)
+
+    def sequence_positions(
+        self, conn: sa.Connection, objects: Sequence[SchemaObject]
+    ) -> list[int | None]:
+        return schema.positions(conn, objects)
+
+    def set_sequence(self, conn: sa.Connection, table: TableName, obj: SchemaObject,
+                     position: int | None) -> str:  # fmt: skip
+        return schema.set_after(conn, table, obj, position)
 
 
 ENGINE = MySQL()

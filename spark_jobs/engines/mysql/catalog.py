@@ -36,10 +36,12 @@ def describe(conn: sa.Connection, schema: str | None, table: str) -> list[Column
     if not rows:
         return []
     checks = " ".join(str(r[0]) for r in conn.execute(_JSON_CHECKS, params).all())
-    return [_column(row, checks) for row in rows]
+    return [column_of(row, checks) for row in rows]
 
 
-def _column(row: Any, checks: str) -> Column:
+def column_of(row: Any, checks: str) -> Column:
+    """One column of an ``information_schema.COLUMNS`` row (``checks``: the table's check
+    clauses, where MariaDB says a ``longtext`` is JSON)."""
     name, data_type, shown = row.COLUMN_NAME, row.DATA_TYPE.lower(), row.COLUMN_TYPE.lower()
     unsigned = " unsigned" in shown
     base = data_type

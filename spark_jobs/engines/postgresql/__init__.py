@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import sqlalchemy as sa
 from pyspark.sql import types as T
 
 from spark_jobs.engines.base import Column, Engine, Kind, Mapped, TypeRule
-from spark_jobs.engines.postgresql import catalog, types
+from spark_jobs.engines.objects import Placement, Planned, SchemaObject, TableName, TableObjects
+from spark_jobs.engines.postgresql import catalog, introspection, schema, sequences, types
 
 _NUMBERS = frozenset({Kind.INT, Kind.UINT, Kind.DECIMAL, Kind.FLOAT, Kind.MONEY, Kind.BOOL})
 
@@ -66,6 +67,33 @@ class PostgreSQL(Engine):
         self, conn: sa.Connection, schema: str | None, name: str, labels: Sequence[str]
     ) -> str:
         return catalog.create_enum(conn, schema, name, labels)
+
+    def default_schema(self, conn: sa.Connection) -> str:
+        return str(conn.execute(sa.text("SELECT current_schema()")).scalar_one())
+
+    def read_objects(
+        self, conn: sa.Connection, tables: Sequence[tuple[str | None, str]]
+    ) -> dict[tuple[str | None, str], TableObjects]:
+        return introspection.read_objects(conn, tables)
+
+    def plan_objects(
+        self, objects: TableObjects, source: Engine, placement: Placement
+    ) -> list[Planned]:
+        if source.name == self.name:
+            return schema.plan_same(objects, placement)
+        return source.translate_objects(objects, self, placement)
+
+    def signature(self, obj: SchemaObject, refers_to: TableName | None = None) -> Hashable:
+        return schema.signature(obj, refers_to)
+
+    def sequence_positions(
+        self, conn: sa.Connection, objects: Sequence[SchemaObject]
+    ) -> list[int | None]:
+        return sequences.positions(conn, objects)
+
+    def set_sequence(self, conn: sa.Connection, table: TableName, obj: SchemaObject,
+                     position: int | None) -> str:  # fmt: skip
+        return sequences.set_after(conn, table, obj, position)
 
 
 ENGINE = PostgreSQL()

@@ -1,0 +1,202 @@
+"""Each source table's schema objects, and what each becomes in its target table.
+
+:func:`plan_schema` reads the objects of every SQL source's table (a few
+queries per source database, whatever the number of tables), asks the target
+engine's schema editor what each becomes where the table goes, and applies
+the source's ``schema:`` settings (``skip``, ``define``, ``build``). Where a
+target table exists it says whose it is: sluice's (recorded in
+``_sluice_tables``: its objects are built), or the operator's (compared only).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+import sqlalchemy as sa
+from sqlalchemy.pool import NullPool
+
+from config.models import JdbcTargetConfig, SluiceConfig, SqlSourceConfig, split_target
+from spark_jobs.engines import catalogued, engine_of
+from spark_jobs.engines.base import Engine
+from spark_jobs.engines.objects import Placement, Planned, Stage, TableName, TableObjects
+from spark_jobs.jdbc_tables import made_tables
+
+
+@dataclass
+class TablePlan:
+    """One source table's objects in its target table.
+
+    ``made``: the target table was made by sluice (its objects are built), is
+    the operator's (compared only), or is not there yet (None: sluice makes it).
+    ``note``: why no object is planned (a ``columns:`` mapping, SQLite).
+    """
+
+    source: str
+    source_url: str
+    source_table: TableName
+    target: str
+    target_url: str
+    target_table: TableName
+    made: bool | None = None
+    planned: list[Planned] = field(default_factory=list)
+    note: str | None = None
+    jobs: int = 2
+
+    @property
+    def problems(self) -> list[str]:
+        """Each object with no way into the target, with the fix."""
+        return [f"{self.source}: {p.label}: {p.problem}" for p in self.planned
+                if p.problem is not None and p.skipped is None]  # fmt: skip
+
+    def due(self, *stages: Stage) -> list[Planned]:
+        """The objects built at ``stages`` (neither skipped nor without a translation)."""
+        return [p for p in self.planned
+                if p.stage in stages and p.skipped is None and p.problem is None]  # fmt: skip
+
+    @property
+    def builds(self) -> bool:
+        """Whether sluice builds this table's objects (it made, or will make, the table)."""
+        return self.made is not False and self.note is None
+
+
+def plan_schema(cfg: SluiceConfig, names: Iterable[str] | None = None) -> list[TablePlan]:
+    """What every SQL source's (or ``names``') table objects become in its target."""
+    wanted = set(cfg.sources) if names is None else set(names)
+    chosen: dict[str, tuple[SqlSourceConfig, JdbcTargetConfig]] = {}
+    for name, src in cfg.sources.items():
+        if not isinstance(src, SqlSourceConfig):
+            continue
+        target = cfg.targets.get(split_target(src.target)[0])
+        if isinstance(target, JdbcTargetConfig):
+            chosen[name] = (src, target)
+    plans = [_plan(name, src, target) for name, (src, target) in chosen.items()]
+    live = [p for p in plans if p.note is None]
+    _resolve_sources(live)
+    _resolve_targets(live)
+    streamed = {(p.source_url, p.source_table) for p in live
+                if chosen[p.source][0].mode == "stream"}  # fmt: skip
+    refs: dict[tuple[str, str], dict[TableName, TableName]] = defaultdict(dict)
+    for p in live:
+        refs[(p.source_url, p.target)][p.source_table] = p.target_table
+    objects = _read_sources(live)
+    for p in live:
+        if p.source not in wanted:
+            continue
+        src, _ = chosen[p.source]
+        placement = Placement(p.target_table, refs[(p.source_url, p.target)],
+                              frozenset(t for u, t in streamed if u == p.source_url))  # fmt: skip
+        source, into = engine_of(p.source_url), engine_of(p.target_url)
+        found = objects.get(p.source_url, {}).get(p.source_table, TableObjects(p.source_table))
+        try:
+            planned = into.plan_objects(found, source, placement)
+        except NotImplementedError:
+            planned = None
+        if planned is None:
+            p.note = (f"from {source.label} into {into.label}: columns and key only (no "
+                      "translation of indexes and constraints yet)")  # fmt: skip
+            continue
+        p.planned = [_configured(item, src, p.source_table[1]) for item in planned]
+    return [p for p in plans if p.source in wanted]
+
+
+def _plan(name: str, src: SqlSourceConfig, target: JdbcTargetConfig) -> TablePlan:
+    _, schema, table = split_target(src.target)
+    source_schema, _, source_table = src.table.rpartition(".")
+    plan = TablePlan(name, src.url, (source_schema, source_table), split_target(src.target)[0],
+                     target.url, (schema or "", table), jobs=target.schema_jobs)  # fmt: skip
+    if not (catalogued(src.url) and catalogued(target.url)):
+        plan.note = "schema objects are copied between PostgreSQL and MariaDB/MySQL only"
+    elif src.columns:
+        plan.note = ("columns: maps the table's columns: its indexes and constraints are "
+                     "yours to make")  # fmt: skip
+    return plan
+
+
+def _connect(url: str) -> sa.Engine:
+    return sa.create_engine(url, poolclass=NullPool)
+
+
+def _resolve_sources(plans: list[TablePlan]) -> None:
+    """Each source table's schema, where the config names none: the database's default."""
+    for url in {p.source_url for p in plans if not p.source_table[0]}:
+        schema = _default_schema(url)
+        for p in plans:
+            if p.source_url == url and not p.source_table[0]:
+                p.source_table = (schema, p.source_table[1])
+
+
+def _resolve_targets(plans: list[TablePlan]) -> None:
+    """Each target table's schema, and whose the table is (sluice's, the operator's, none)."""
+    by_url: dict[str, list[TablePlan]] = defaultdict(list)
+    for p in plans:
+        by_url[p.target_url].append(p)
+    for url, group in by_url.items():
+        engine = _connect(url)
+        try:
+            with engine.connect() as conn:
+                default = engine_of(url).default_schema(conn)
+                made = made_tables(conn)
+                inspector = sa.inspect(conn)
+                present: dict[str, set[str]] = {}
+                for p in group:
+                    schema = p.target_table[0] or default
+                    p.target_table = (schema, p.target_table[1])
+                    if schema not in present:
+                        present[schema] = set(inspector.get_table_names(
+                            schema=None if schema == default else schema))  # fmt: skip
+                    if p.target_table[1] in present[schema]:
+                        p.made = p.target_table in made
+        finally:
+            engine.dispose()
+
+
+def _default_schema(url: str) -> str:
+    engine = _connect(url)
+    try:
+        with engine.connect() as conn:
+            return engine_of(url).default_schema(conn)
+    finally:
+        engine.dispose()
+
+
+def _read_sources(plans: list[TablePlan]) -> dict[str, dict[TableName, TableObjects]]:
+    """Every source table's objects, one connection and a few queries per database."""
+    found: dict[str, dict[TableName, TableObjects]] = {}
+    by_url: dict[str, list[TableName]] = defaultdict(list)
+    for p in plans:
+        by_url[p.source_url].append(p.source_table)
+    for url, tables in by_url.items():
+        engine = _connect(url)
+        try:
+            with engine.connect() as conn:
+                read = engine_of(url).read_objects(conn, sorted(set(tables)))
+        finally:
+            engine.dispose()
+        found[url] = {(s or "", t): objects for (s, t), objects in read.items()}
+    return found
+
+
+def _configured(item: Planned, src: SqlSourceConfig, table: str) -> Planned:
+    """``item`` as the source's ``schema:`` settings have it: skipped, defined, or as it is."""
+    settings = src.objects
+    if item.stage == Stage.CREATE:
+        return item  # the table's columns and key: made with it, whatever the settings
+    if not settings.build:
+        return replace(item, skipped="schema: build: false")
+    names = (item.source.name, f"{table}.{item.source.name}")
+    for pattern in settings.skip:
+        if any(fnmatch.fnmatchcase(n, pattern) for n in names):
+            return replace(item, skipped=f"schema: skip: {pattern}")
+    for name in names:
+        if name in settings.define:
+            text = settings.define[name]
+            return replace(item, statements=(text,), becomes=text, problem=None, signature=None)
+    return item
+
+
+def engine_pair(plan: TablePlan) -> tuple[Engine, Engine]:
+    """The source and target engines of ``plan``."""
+    return engine_of(plan.source_url), engine_of(plan.target_url)
