@@ -10,7 +10,7 @@ ROWS ?= 100000
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export AWS_EC2_METADATA_DISABLED ?= true
 
-.PHONY: demo test lint bench jars java pgloader chromium venv clean
+.PHONY: demo test lint bench jars java pgloader pgcopydb chromium venv clean
 
 demo: venv jars java
 	$(VENV)/bin/sluice demo --rows $(ROWS)
@@ -22,7 +22,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy scheduler sources sinks config spark_jobs
 
-bench: venv jars java pgloader
+bench: venv jars java pgloader pgcopydb
 	$(PY) benchmarks/run.py $(BENCH)
 
 venv: $(STAMP)
@@ -55,6 +55,15 @@ pgloader:
 	  else echo "error: pgloader missing; install the Debian package pgloader" >&2; exit 1; fi; \
 	  echo "installing pgloader"; \
 	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgloader >/dev/null; \
+	}
+
+# The takeover benchmark runs pgcopydb from Debian's package, installed as pgloader is.
+pgcopydb:
+	@command -v pgcopydb >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; \
+	  else echo "error: pgcopydb missing; install the Debian package pgcopydb" >&2; exit 1; fi; \
+	  echo "installing pgcopydb"; \
+	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgcopydb >/dev/null; \
 	}
 
 # The status page's test opens it in headless Chromium, Debian's package, installed as the jars are.

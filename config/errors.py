@@ -68,13 +68,15 @@ _MYSQL_QUERY_ERRNOS = frozenset({1054, 1365})  # PyMySQL: unknown column, divisi
 _SQLITE_ERROR = 1  # sqlite3's SQLITE_ERROR: no such table or column, syntax (not BUSY, LOCKED)
 
 
-def parent_missing(exc: sa.exc.DBAPIError) -> bool:
-    """Whether a write was refused because a foreign key's parent row is not in the table it
-    refers to (PostgreSQL's 23503, MySQL's 1452): not the row's fault while the parent's
-    batch may still be importing (a table's later passes are not ordered by its keys), so a
-    retry, not a reject."""
+def waits_for_other_rows(exc: sa.exc.DBAPIError) -> bool:
+    """Whether a write was refused for another row of the table, not for its own values: a
+    foreign key's parent row that is not there yet (PostgreSQL's 23503, MySQL's 1452), or a
+    unique value another row holds (23505; an upsert settles its key's own conflicts, so
+    this is a secondary unique index). While that row's batch may still be importing (a
+    table's later passes are not ordered by its keys or values), it is a retry, not a
+    reject."""
     orig = exc.orig
-    if getattr(orig, "sqlstate", None) == "23503":
+    if getattr(orig, "sqlstate", None) in ("23503", "23505"):
         return True
     args: tuple[object, ...] = tuple(getattr(orig, "args", ()) or ())
     return isinstance(exc, sa.exc.IntegrityError) and bool(args) and args[0] == 1452
@@ -93,8 +95,8 @@ def is_transient(exc: sa.exc.DBAPIError) -> bool:
     """
     if exc.connection_invalidated:
         return True
-    if parent_missing(exc):
-        return True  # the parent row may be in a batch still importing: it will be there
+    if waits_for_other_rows(exc):
+        return True  # the other row may be in a batch still importing: it will have moved
     if isinstance(exc, _QUERY_ERRORS):
         return False
     if not isinstance(exc, sa.exc.OperationalError):

@@ -109,7 +109,9 @@ def commit_direct(
             try:
                 rows = load(cursor)
             except sa.exc.DBAPIError as error:
-                if not is_row_error(error):
+                # A key the probe did not see (a writer beside us) is the upsert's to settle.
+                duplicate = getattr(error.orig, "sqlstate", None) == "23505"
+                if not (is_row_error(error) or duplicate):
                     raise
                 log.info("batch %s: %s refused a row of the COPY (%s); staging the batch",
                          manifest.batch_id, target.label, reason(error))  # fmt: skip

@@ -33,7 +33,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from config.errors import TargetError, parent_missing
+from config.errors import TargetError, waits_for_other_rows
 from spark_jobs.engines.ddl import SqlType
 from spark_jobs.jdbc_tables import ROW_COLUMN
 from spark_jobs.manifest import Manifest
@@ -70,10 +70,11 @@ class TooManyRejects(TargetError):
 def is_row_error(error: sa.exc.DBAPIError) -> bool:
     """Whether the database refused the data (some row), rather than failed itself.
 
-    A row whose foreign key's parent is missing is not refused for good: the
-    batch fails and is retried (:func:`config.errors.parent_missing`).
+    A row whose foreign key's parent is missing, or whose unique value another
+    row holds, is not refused for good: the batch fails and is retried
+    (:func:`config.errors.waits_for_other_rows`).
     """
-    if parent_missing(error):
+    if waits_for_other_rows(error):
         return False
     if isinstance(error, sa.exc.IntegrityError | sa.exc.DataError):
         return True

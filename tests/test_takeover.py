@@ -244,3 +244,28 @@ retry: {{max_attempts: 30, backoff: 200ms, max_backoff: 1s}}
     assert "rejected rows 0" in ran.stdout
     with sa.create_engine(target).connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM orders")).scalar() == shop.ORDERS - 4
+
+
+@pytest.mark.postgres
+def test_a_row_refused_for_another_rows_sake_is_retried_and_its_own_fault_rejected(
+    pg_factory: Any,
+) -> None:
+    """A missing parent or a unique value another row holds: the other row's batch may still
+    be importing, so the batch is retried. A value the row itself gets wrong is rejected."""
+    from config.errors import is_transient
+    from spark_jobs.rejects_jdbc import is_row_error
+
+    url = pg_factory.create("toerr")
+    run_sql(url, "CREATE TABLE p (id int PRIMARY KEY)",
+            "CREATE TABLE c (id int PRIMARY KEY, p int REFERENCES p, u int UNIQUE CHECK (u > 0))",
+            "INSERT INTO p VALUES (1)", "INSERT INTO c VALUES (1, 1, 1)")  # fmt: skip
+    engine = sa.create_engine(url)
+    found = {}
+    for name, sql in (("orphan", "INSERT INTO c VALUES (2, 9, 2)"),
+                      ("unique", "INSERT INTO c VALUES (3, 1, 1)"),
+                      ("check", "INSERT INTO c VALUES (4, 1, -1)")):  # fmt: skip
+        with pytest.raises(sa.exc.IntegrityError) as raised, engine.begin() as conn:
+            conn.execute(sa.text(sql))
+        found[name] = (is_transient(raised.value), is_row_error(raised.value))
+    engine.dispose()
+    assert found == {"orphan": (True, False), "unique": (True, False), "check": (False, True)}

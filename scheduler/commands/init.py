@@ -90,7 +90,7 @@ def starter_config(source: str, target: str, schema: str | None = None) -> str:
         f"{f' (schema {schema})' if schema else ''},",
         "# one source per table, parents before children. Next:",
         "#   sluice validate sluice.yaml   # every problem, with its line",
-        "#   sluice plan sluice.yaml       # each table's backlog and the order",
+        "#   sluice plan sluice.yaml       # each table's backlog, the order, its schema objects",
         "#   sluice run sluice.yaml --until-drained",
         "ledger: sqlite:///sluice-ledger.db",
         "sources:",
@@ -104,6 +104,9 @@ def starter_config(source: str, target: str, schema: str | None = None) -> str:
         "    target: target",
         "    # Everything sluice opens to this database, together; max_rows_per_s caps its reads.",
         "    limits: {max_connections: 2, max_rows_per_s: null}",
+        "    # Each table's indexes, constraints, defaults, sequences… follow its rows into the",
+        "    # target; sluice plan lists them. skip: [NAME] leaves one out.",
+        "    schema: {skip: []}",
     ]  # fmt: skip
     if keyless:
         out.append(
@@ -130,8 +133,8 @@ def _target(target: str) -> list[str]:
     return [
         "    kind: jdbc",
         f"    url: {_quoted(_with_placeholder(target, 'TARGET_PASSWORD'))}",
-        "    # Missing tables are created with the source's columns and primary key;",
-        "    # foreign keys in the target are yours: create them first to have them enforced.",
+        "    # Missing tables are created as the source defines them: columns and primary key",
+        "    # first, the rest after their rows; tables that exist are compared, not changed.",
     ]
 
 

@@ -77,7 +77,11 @@ def _plan(obj: SchemaObject, table: str, placement: Placement) -> Planned:
         word = {"FULLTEXT": "FULLTEXT ", "SPATIAL": "SPATIAL "}.get(obj.method, "")
         unique = "UNIQUE " if kind == ObjectKind.UNIQUE else ""
         statement = f"ALTER TABLE {table} ADD {unique}{word}INDEX {quote(obj.name)} {obj.body}"
-        return Planned(obj, Stage.LOADED, (statement,), same, signature(obj))
+        # A unique one waits for the cutover: MariaDB's ON DUPLICATE KEY UPDATE updates the
+        # row that holds any unique value of the incoming one, so a later pass's upsert of
+        # a row whose unique value moved would overwrite another row.
+        stage = Stage.CUTOVER if kind == ObjectKind.UNIQUE else Stage.LOADED
+        return Planned(obj, stage, (statement,), same, signature(obj))
     if kind == ObjectKind.CHECK:
         statement = f"ALTER TABLE {table} ADD CONSTRAINT {quote(obj.name)} CHECK ({obj.body})"
         return Planned(obj, Stage.LOADED, (statement,), same, signature(obj))

@@ -78,7 +78,8 @@ def _translate(obj: SchemaObject, table: str, placement: Placement,
     if kind == ObjectKind.NOT_NULL:
         late = column is not None and column.kind in _DATES  # its zero dates became NULL
         statement = f"ALTER TABLE {table} ALTER COLUMN {_q(obj.name)} SET NOT NULL"
-        return Planned(obj, Stage.LOADED if late else Stage.CREATE, (statement,), "NOT NULL",
+        becomes = "NOT NULL, once loaded (its zero dates arrive as NULL)" if late else "NOT NULL"
+        return Planned(obj, Stage.LOADED if late else Stage.CREATE, (statement,), becomes,
                        signature(obj))  # fmt: skip
     if kind == ObjectKind.PRIMARY_KEY:
         if any(obj.prefixes):
