@@ -95,8 +95,6 @@ def is_transient(exc: sa.exc.DBAPIError) -> bool:
     """
     if exc.connection_invalidated:
         return True
-    if waits_for_other_rows(exc):
-        return True  # the other row may be in a batch still importing: it will have moved
     if isinstance(exc, _QUERY_ERRORS):
         return False
     if not isinstance(exc, sa.exc.OperationalError):
@@ -106,3 +104,11 @@ def is_transient(exc: sa.exc.DBAPIError) -> bool:
         return False
     errno = orig.args[0] if orig is not None and orig.args else None
     return errno not in _MYSQL_QUERY_ERRNOS
+
+
+def write_is_transient(exc: sa.exc.DBAPIError) -> bool:
+    """Whether retrying a batch's write into a target may succeed: :func:`is_transient`, and
+    a row refused for another row's sake (:func:`waits_for_other_rows`), which may be in a
+    batch still importing. Only for target writes: the ledger's own unique keys are how
+    two daemons find out they raced, never something to wait out."""
+    return waits_for_other_rows(exc) or is_transient(exc)

@@ -40,6 +40,10 @@ log = logging.getLogger("sluice.loop")
 _REST = 1.0
 
 
+BURST = 8
+"""The most batches one tick feeds (a Spark job takes up to 8 small batches together)."""
+
+
 class Feeder:
     """Feeds one batch at a time from the buffers to the sink, through the ledger.
 
@@ -85,21 +89,45 @@ class Feeder:
         self.strategy = build_strategy(cfg)
         self.order.reconfigure(cfg)
 
+    burst = BURST  # the most batches one call feeds (a test of turns feeds one at a time)
+
     def feed_once(self) -> bool:
-        """Feed one batch if there is room and a source has one ready; False: none fed."""
+        """Feed the batches there is room for (up to :attr:`burst`), each from the source the
+        strategy picks among those with one ready; False: none fed."""
         room = self.throttle.room()
-        if room <= 0:
-            return False
-        ready = {
-            name: q.buffered for name, q in self.queues.items()
-            if self._ready(q, self._wanted(name, room)) and self.inflight.admits(name)
-            and not self.order.holds(name) and not self._stream_busy(name)
-        }  # fmt: skip
-        source = self.strategy.pick(ready)
-        if source is None:
-            return False
+        # Who is ready is found once for several batches: with 1,000 small tables, finding
+        # it took the loop longer than claiming a batch.
+        ready = {name: q.buffered for name, q in self.queues.items() if self._may_feed(name, room)}
+        fed = 0
+        while ready and fed < self.burst:
+            source = self.strategy.pick(ready)
+            if source is None:
+                break
+            if fed and not self._may_feed(source, self.throttle.room()):
+                del ready[source]
+                continue
+            if not self._feed(source):
+                break
+            fed += 1
+            ready[source] = self.queues[source].buffered
+            if not ready[source]:
+                del ready[source]
+        return fed > 0
+
+    def _may_feed(self, name: str, room: int) -> bool:
+        """There is ``room``, and source ``name`` has a batch ready that it may feed now."""
+        queue = self.queues[name]
+        # An empty buffer is the first look: of 1,000 tables, few have rows at any moment.
+        return room > 0 and bool(queue.buffered) and self._ready(
+            queue, self._wanted(name, room)) and self.inflight.admits(name) and not (
+            self.order.holds(name) or self._stream_busy(name))  # fmt: skip
+
+    def _feed(self, source: str) -> bool:
+        """Take a batch of ``source``'s buffer, claim it and hand it to the sink; False when
+        none was taken."""
+        room = self.throttle.room()
         batch_id = uuid.uuid4().hex
-        size = min(self._wanted(source, room), ready[source])
+        size = min(self._wanted(source, room), self.queues[source].buffered)
         share = self._tail_share(source, size)
         # A range of more rows than the room goes alone when nothing else is
         # in flight: waiting would not make more room. Nor when the batch was

@@ -74,6 +74,7 @@ class MainLoop:
         self._next_retry_check = 0.0
         self._last_poke: dict[str, float] = {}
         self._next_global_check = 0.0
+        self._next_poke = 0.0
         self.until_drained = False  # set by run(until_drained=True) or drain_then_stop()
         self._final: FinalPass | None = None  # a cutover's (drain_then_stop)
         self._adopted: SimpleQueue[Manifest] = SimpleQueue()
@@ -210,8 +211,10 @@ class MainLoop:
                         continue
                     if self.until_drained and self._drained():
                         break
-                    poke_exhausted(self.queues, self.cfg, self._last_poke, self.clock(),
-                                   self.until_drained)  # fmt: skip
+                    if self.clock() >= self._next_poke:  # a lock per buffer: not each tick
+                        self._next_poke = self.clock() + STREAM_POLL
+                        poke_exhausted(self.queues, self.cfg, self._last_poke, self.clock(),
+                                       self.until_drained)  # fmt: skip
                     self.wake.wait(self._idle_timeout())
         except LedgerError as error:
             # The ledger is gone (for longer than the grace, or a stop came
@@ -289,13 +292,27 @@ class MainLoop:
         return not self.ledger.reads.batches(UNFINISHED + ("failed",), self.queues)
 
     def _idle_timeout(self) -> float:
-        ages = [q.oldest_age() for q in self.queues.values()]
-        waits = [self.cfg.batch.max_wait - age for age in ages if age is not None]
-        budgets = self.inflight.budgets
-        rested = None if budgets is None else budgets.wait_s()  # a rate's bucket refills
-        if rested is not None:
-            waits.append(rested)
-        return max(0.01, min([1.0, *waits]))
+        budgets = self.inflight.budgets  # a rate's bucket refills
+        return idle_timeout(self.queues, self.cfg.batch.max_wait, self.throttle.room(),
+                            None if budgets is None else budgets.wait_s())  # fmt: skip
+
+
+def idle_timeout(queues: Mapping[str, QueueingLimitedSource], max_wait: float, room: int,
+                 rested: float | None) -> float:  # fmt: skip
+    """Seconds the loop may sleep: until a buffered item's ``max_wait`` is over, a rate's
+    bucket has refilled (``rested``), or a second at most (a batch's end or a refill wakes
+    it sooner)."""
+    # Only buffers that hold something have an age (a lock each otherwise, every tick);
+    # and none matters while there is no room: a batch's end wakes the loop.
+    ages = [q.oldest_age() for q in queues.values() if q.buffered] if room > 0 else []
+    # A wait already over and not fed was held back by something else (no room, the
+    # order, the sink's share): what frees it wakes the loop (a batch's end) or is looked
+    # at within a second. Waking every 10 ms for it had the loop spin through 1,000
+    # tables' buffers while 1,000 partial batches waited for import slots.
+    waits = [w for w in (max_wait - age for age in ages if age is not None) if w > 0]
+    if rested is not None:
+        waits.append(rested)
+    return max(0.01, min([1.0, *waits]))
 
 
 STREAM_POLL = 0.2

@@ -71,7 +71,9 @@ class FirstPasses:
             return
         self._next_check = now + CHECK_EVERY
         parents = {p for ps in self.parents.values() for p in ps if p not in self.done}
-        at_end = [p for p in sorted(parents) if p in self.queues and self.queues[p].exhausted]
+        # Settled, not only exhausted: a batch the loop took from a buffer is in the ledger
+        # only once its claim is written.
+        at_end = [p for p in sorted(parents) if p in self.queues and self.queues[p].settled]
         if not at_end:
             return
         unfinished = {m.source for m in self.ledger.reads.batches((*UNFINISHED, "failed"), at_end)}

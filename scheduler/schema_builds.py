@@ -87,6 +87,7 @@ class SchemaBuilds:
         self._idle.set()
         self._pending = 0
         self._lock = threading.Lock()
+        self._asking = threading.Lock()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -98,32 +99,36 @@ class SchemaBuilds:
     def poll(self) -> None:
         """Look for tables whose first pass is done (a background job, every second)."""
         waiting = sorted(self._watched - self.done)
-        at_end = [s for s in waiting if s in self.queues and self.queues[s].exhausted]
+        # Settled, not only exhausted: a batch the loop took from the buffer may not be in
+        # the ledger yet.
+        at_end = [s for s in waiting if s in self.queues and self.queues[s].settled]
+        done = set()
         if at_end:
             unfinished = {m.source for m in self.ledger.reads.batches(
                 (*UNFINISHED, "failed"), at_end)}  # fmt: skip
-            for source in at_end:
-                if source not in unfinished:
-                    self.done.add(source)
-        self._ask()
+            done = {source for source in at_end if source not in unfinished}
+        self._ask(done)
 
-    def _ask(self) -> None:
-        loaded = [self.plans[s] for s in sorted(self.done & set(self.plans) - self._loaded)]
-        if loaded:
-            self._loaded.update(p.source for p in loaded)
-            self._submit(loaded, (Stage.LOADED,))
-        keyed = [p for s, p in sorted(self.plans.items())
-                 if s not in self._keyed and p.due(Stage.PARENTS)
-                 and {s, *self._parents.get(s, ())} <= self.done]  # fmt: skip
-        if keyed:
-            self._keyed.update(p.source for p in keyed)
-            self._submit(keyed, (Stage.PARENTS,))
+    def _ask(self, done: set[str]) -> None:
+        """Mark ``done`` and ask for the builds that makes due (one asker at a time: the poll
+        and :meth:`finish` may ask at once)."""
+        with self._asking:
+            self.done |= done
+            loaded = [self.plans[s] for s in sorted(self.done & set(self.plans) - self._loaded)]
+            if loaded:
+                self._loaded.update(p.source for p in loaded)
+                self._submit(loaded, (Stage.LOADED,))
+            keyed = [p for s, p in sorted(self.plans.items())
+                     if s not in self._keyed and p.due(Stage.PARENTS)
+                     and {s, *self._parents.get(s, ())} <= self.done]  # fmt: skip
+            if keyed:
+                self._keyed.update(p.source for p in keyed)
+                self._submit(keyed, (Stage.PARENTS,))
 
     def finish(self, timeout: float | None = None) -> BuildReport:
         """Build what is left of every table (the run is drained: every first pass is done)
         and wait for the builds; what they built and what failed."""
-        self.done.update(self._watched)
-        self._ask()
+        self._ask(set(self._watched))
         self.start()
         self._idle.wait(timeout)
         return self.report
@@ -141,21 +146,30 @@ class SchemaBuilds:
 
     def _run(self) -> None:
         while True:
-            item = self._work.get()
-            if item is None:
+            items = [self._work.get()]
+            # What was asked meanwhile goes in the same builds: the catalogues are read once
+            # for all of its tables (1,000 small tables end their first pass within seconds).
+            while not self._work.empty():
+                items.append(self._work.get_nowait())
+            work = [item for item in items if item is not None]
+            for stage in (Stage.LOADED, Stage.PARENTS):
+                plans = [p for plans, stages in work if stage in stages for p in plans]
+                if plans:
+                    self._build_now(plans, stage)
+            with self._lock:
+                self._pending -= len(work)
+                if self._pending == 0:
+                    self._idle.set()
+            if len(work) < len(items):
                 return
-            plans, stages = item
-            try:
-                self.report.add(self._build(plans, stages))
-            except Exception as error:  # noqa: BLE001 - a target away: the cutover builds it
-                text = f"{', '.join(p.source for p in plans)}: schema objects not built: {error}"
-                log.error("%s (the cutover builds what is missing)", text)
-                self.report.failed.append(text)
-            finally:
-                with self._lock:
-                    self._pending -= 1
-                    if self._pending == 0:
-                        self._idle.set()
+
+    def _build_now(self, plans: list[TablePlan], stage: Stage) -> None:
+        try:
+            self.report.add(self._build(plans, (stage,)))
+        except Exception as error:  # noqa: BLE001 - a target away: the cutover builds it
+            text = f"{', '.join(p.source for p in plans)}: schema objects not built: {error}"
+            log.error("%s (the cutover builds what is missing)", text)
+            self.report.failed.append(text)
 
 
 def _parents(plans: list[TablePlan]) -> dict[str, set[str]]:

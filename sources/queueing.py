@@ -54,6 +54,18 @@ class RefillHealth:
     reads_begun: int = 0  # reads of the source begun so far, each numbered
     last_read_ok: int = 0  # the number of the last read that succeeded
 
+    @staticmethod
+    def of(worker: RefillWorker, buffer: ItemBuffer, hook_errors: int) -> RefillHealth:
+        """The health of ``buffer`` and its ``worker`` (under the buffer's lock)."""
+        return RefillHealth(
+            buffered=buffer.rows(), held=buffer.held_count(), parked=buffer.parked_count(),
+            refilling=worker.busy, errors=worker.errors,
+            consecutive_errors=worker.consecutive_errors, last_error=worker.last_error,
+            last_refill_at=worker.last_refill_at, exhausted=worker.at_end and buffer.rows() == 0,
+            hook_errors=hook_errors, failed=None if worker.failure is None else str(worker.failure),
+            reads_begun=worker.begun, last_read_ok=worker.last_ok_begun,
+        )
+
 
 class QueueingLimitedSource:
     """Buffers up to ``capacity`` items of ``wrapped``; refills at ``replenish_below``.
@@ -216,6 +228,12 @@ class QueueingLimitedSource:
             return self._worker.at_end and self._buffer.rows() == 0 and not self._worker.busy
 
     @property
+    def settled(self) -> bool:
+        """Exhausted, and every batch this process fed of it has ended (its first pass, as far
+        as this process can tell: a batch taken from the buffer is not in the ledger yet)."""
+        return self.exhausted and self._buffer.held_count() == 0
+
+    @property
     def at_end(self) -> bool:
         """The last refill reached the end of the source (items may still be buffered)."""
         return self._worker.at_end
@@ -243,17 +261,7 @@ class QueueingLimitedSource:
     def health(self) -> RefillHealth:
         """A consistent snapshot of the buffer and its refills."""
         with self._lock:
-            worker = self._worker
-            return RefillHealth(
-                buffered=self._buffer.rows(), held=self._buffer.held_count(),
-                parked=self._buffer.parked_count(), refilling=worker.busy,
-                errors=worker.errors, consecutive_errors=worker.consecutive_errors,
-                last_error=worker.last_error, last_refill_at=worker.last_refill_at,
-                exhausted=self._worker.at_end and self._buffer.rows() == 0,
-                hook_errors=self._hook_errors,
-                failed=None if worker.failure is None else str(worker.failure),
-                reads_begun=worker.begun, last_read_ok=worker.last_ok_begun,
-            )
+            return RefillHealth.of(self._worker, self._buffer, self._hook_errors)
 
     def stop(self, timeout: float | None = None) -> bool:
         """Stop refilling: cancel a pending retry at once, wait up to ``timeout``.

@@ -110,9 +110,9 @@ class RangeQueue:
             return self._free()
 
     def rows(self) -> int:
-        """Rows in the queued ranges."""
-        with self._lock:
-            return self._queued_rows
+        """Rows in the queued ranges, as last written (no lock: the loop asks every buffer
+        each tick, and a count a moment old only decides whether to look closer)."""
+        return self._queued_rows
 
     def held_count(self) -> int:
         """Rows in ranges held by batches not yet acknowledged or released."""

@@ -20,6 +20,7 @@ from spark_jobs.batch_columns import BatchColumn, is_enum_cast
 from spark_jobs.engines import catalogued, engine_of
 from spark_jobs.engines.base import Kind
 from spark_jobs.engines.ddl import column_type
+from spark_jobs.engines.postgresql.introspection import has_unique_key
 from spark_jobs.narrowing import narrowing
 from spark_jobs.target import COMMITS_TABLE, MADE_TABLE, REJECTS_TABLE, TargetTable
 from spark_jobs.target_fit import TargetFit, check_catalogued, missing_column, with_nan_guards
@@ -96,17 +97,17 @@ def create_made(engine: sa.Engine, table: sa.Table) -> None:
     """Create ``table`` unless it exists, and record it in ``_sluice_tables`` as sluice's:
     in the same transaction where DDL is transactional (PostgreSQL), else just before
     (MySQL: a record without its table is made good by the next creation)."""
-    create_if_missing(engine, made_table())
+    ensure_own_tables(engine)  # _sluice_tables among them
     transactional = engine.dialect.name == "postgresql"
     if not transactional:
         with engine.begin() as conn:
             record_made(conn, table.schema, table.name)
     try:
+        # Two imports making the same table: one wins, the other's transaction fails here.
         with engine.begin() as conn:
-            if not sa.inspect(conn).has_table(table.name, schema=table.schema):
-                table.create(conn)
-                if transactional:
-                    record_made(conn, table.schema, table.name)
+            table.create(conn)
+            if transactional:
+                record_made(conn, table.schema, table.name)
     except sa.exc.DBAPIError:
         if not sa.inspect(engine).has_table(table.name, schema=table.schema):
             raise
@@ -163,6 +164,8 @@ def ensure_own_tables(engine: sa.Engine) -> None:
             return
     create_if_missing(engine, commits_table())
     create_if_missing(engine, rejects_table())
+    if catalogued(engine.url):
+        create_if_missing(engine, made_table())
     with _own_tables_lock:
         _own_tables_ready.add(url)
 
@@ -253,7 +256,8 @@ def prepare_target(
         fit = _check_target(inspector, engine, target, columns, void)
     if engine.dialect.name == "sqlite":
         fit = with_nan_guards(fit, columns)
-    if not _key_is_unique(inspector, target):
+    # A table made here has the key as its primary key: no need to look.
+    if not created and not _key_is_unique(inspector, engine, target):
         raise TargetError(
             f"{target.label}: no primary key or unique constraint on {list(target.key)}; "
             "the upsert needs one"
@@ -343,9 +347,12 @@ def _check_target(
     return TargetFit(null_columns, tuple(narrowings))
 
 
-def _key_is_unique(inspector: sa.Inspector, target: TargetTable) -> bool:
+def _key_is_unique(inspector: sa.Inspector, engine: sa.Engine, target: TargetTable) -> bool:
     """The upsert's conflict target needs a primary key or unique constraint/index."""
     table, schema = target.table, target.schema
+    if engine.dialect.name == "postgresql":  # one query: three reflections took ~50 ms
+        with engine.connect() as conn:
+            return has_unique_key(conn, schema, table, target.key)
     unique: list[Sequence[str | None]] = [
         inspector.get_pk_constraint(table, schema=schema)["constrained_columns"]
     ]

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 from pyspark.errors import AnalysisException, PySparkException
 
-from config.errors import SluiceError, is_transient
+from config.errors import SluiceError, write_is_transient
 
 
 @dataclass(frozen=True)
@@ -73,5 +73,5 @@ def transient(error: Exception) -> bool:
         # expression of columns: does not resolve): retrying cannot help.
         return not isinstance(error, AnalysisException)
     if isinstance(error, sa.exc.DBAPIError):
-        return is_transient(error)
+        return write_is_transient(error)
     return True

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from spark_jobs.batch_columns import BatchColumn
 from spark_jobs.engines import engine_of
 from spark_jobs.engines.base import Kind, UnsupportedColumn
+from spark_jobs.engines.ddl import like
 from spark_jobs.engines.fit import fits
 from spark_jobs.narrowing import Narrowing, NotANumber, ZeroDate, narrowing
 from spark_jobs.target import TargetTable
@@ -82,10 +83,15 @@ def check_catalogued(
     with engine.connect() as conn:
         described = catalogue.describe(conn, target.schema, target.table)
     existing = {c.name: c for c in described}
-    reflected = {
-        c["name"]: c["type"]
-        for c in sa.inspect(engine).get_columns(target.table, schema=target.schema)
-    }
+    if catalogue.name == "postgresql":
+        # The plain types the catalogue knows the columns by: what the narrowing checks
+        # compare (SQLAlchemy's reflection of the same took ~30 ms a table).
+        reflected = {c.name: like(c) or sa.types.NullType() for c in described}
+    else:  # MySQL's unsigned integers have ranges of their own, which reflection knows
+        reflected = {
+            c["name"]: c["type"]
+            for c in sa.inspect(engine).get_columns(target.table, schema=target.schema)
+        }
     narrowings: list[Narrowing | ZeroDate] = []
     casts: dict[str, str] = {}
     skipped: set[str] = set()

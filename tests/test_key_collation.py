@@ -238,6 +238,8 @@ def test_two_daemons_racing_on_one_table_claim_every_row_once(
     # turns, not timing, decide who claims what.
     a = daemons(words_url, "a", page=10, batch=30, inline=True)
     b = daemons(words_url, "b", page=20, batch=40, inline=True)
+    for daemon in (a, b):
+        daemon.loop.feeder.burst = 1  # a turn is one batch
     turns = [a, b, a, b, a, b, a]
     fed = 0
     for _ in range(ROWS):

@@ -83,7 +83,7 @@ def build_stage(plans: Iterable[TablePlan], stages: Iterable[Stage],
     ``schema_jobs`` by default). Returns what was built and what failed;
     raises only what the target's catalogue cannot be read for.
     """
-    wanted = (*stages, Stage.CREATE)  # a column's NOT NULL a table made before lacks
+    wanted = tuple(stages)
     report = BuildReport()
     by_url: dict[str, list[TablePlan]] = defaultdict(list)
     for plan in plans:

@@ -176,6 +176,26 @@ def relation(schema: str | None, table: str) -> str:
     return f"{quote(schema)}.{quote(table)}" if schema else quote(table)
 
 
+def has_unique_key(conn: sa.Connection, schema: str | None, table: str,
+                   key: Iterable[str]) -> bool:  # fmt: skip
+    """Whether ``table`` has a primary key or a unique index (whole, on plain columns) on
+    exactly the columns ``key``: what an upsert's conflict target needs."""
+    return bool(conn.execute(_UNIQUE_KEY, {"rel": relation(schema, table),
+                                           "key": sorted(key)}).scalar())  # fmt: skip
+
+
+_UNIQUE_KEY = sa.text(
+    """
+    SELECT EXISTS (
+        SELECT 1 FROM pg_index i
+        WHERE i.indrelid = to_regclass(:rel) AND i.indisunique AND i.indpred IS NULL
+          AND i.indexprs IS NULL
+          AND ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = i.indrelid
+                    AND a.attnum = ANY(i.indkey) ORDER BY a.attname COLLATE "C") = CAST(:key AS text[]))
+    """
+)
+
+
 def read_objects(
     conn: sa.Connection, tables: Sequence[tuple[str | None, str]]
 ) -> dict[tuple[str | None, str], TableObjects]:
