@@ -75,6 +75,11 @@ class _Item:
     statements: Sequence[str]
 
 
+BUILD_MEMORY = "512MB"
+"""PostgreSQL's ``maintenance_work_mem`` for each connection that builds an index or
+validates a constraint (``schema_jobs`` of them at once)."""
+
+
 def build_stage(plans: Iterable[TablePlan], stages: Iterable[Stage],
                 jobs: int | None = None) -> BuildReport:  # fmt: skip
     """Build the objects of ``stages`` that the tables sluice made among ``plans`` lack.
@@ -203,6 +208,9 @@ def _execute(engine: sa.Engine, statements: Sequence[str]) -> None:
         if conn.dialect.name == "postgresql":
             # A build waits for the imports writing into the table, not for ever.
             conn.exec_driver_sql("SET LOCAL lock_timeout = '10min'")
+            # An index of 10 M rows sorts in memory, not in temporary files (the server's
+            # 64 MB default); at most schema_jobs builds hold it at once.
+            conn.exec_driver_sql(f"SET LOCAL maintenance_work_mem = '{BUILD_MEMORY}'")
         for statement in statements:
             conn.exec_driver_sql(_escaped(conn, statement))
 
