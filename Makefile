@@ -15,8 +15,12 @@ export AWS_EC2_METADATA_DISABLED ?= true
 demo: venv jars java
 	$(VENV)/bin/sluice demo --rows $(ROWS)
 
+# Two workers, a test module each at a time (its fixtures stay together): the
+# tests wait on servers as much as they compute, and each worker has its own
+# databases, SparkSession and moto_server. TEST_WORKERS=0 runs them in one process.
+TEST_WORKERS ?= 2
 test: venv jars java chromium
-	$(PY) -m pytest
+	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 lint: venv
 	$(VENV)/bin/ruff check .
