@@ -10,7 +10,6 @@ paid once for them all.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Hashable, Sequence
 
 import sqlalchemy as sa
@@ -153,7 +152,6 @@ def _tables_straight_in(
     """
     loads: list[DirectLoad] = []
     made: list[tuple[SqlSourceConfig, TargetTable, sa.Engine]] = []
-    started = time.monotonic()
     for batches in tables:
         source = source_of(cfg, batches[0])
         assert isinstance(source, SqlSourceConfig)
@@ -179,11 +177,8 @@ def _tables_straight_in(
     tasks = min(m.read_parts or source.read.num_partitions
                 for load, (source, _, _) in zip(loads, made, strict=True)
                 for m in load.manifests)  # fmt: skip
-    readied = time.monotonic()
     try:
         written = load_directly(spark, loads, tasks)
-        log.debug("%d tables: made ready in %.3f s, loaded in %.3f s", len(loads),
-                  readied - started, time.monotonic() - readied)  # fmt: skip
     except Exception as error:  # noqa: BLE001 - each batch then tries on its own
         log.info("batches %s: imported one by one: %s",
                  ", ".join(m.batch_id for m in every), reason(error))  # fmt: skip

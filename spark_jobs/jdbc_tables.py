@@ -20,7 +20,6 @@ from spark_jobs.batch_columns import BatchColumn, is_enum_cast
 from spark_jobs.engines import catalogued, engine_of
 from spark_jobs.engines.base import Kind
 from spark_jobs.engines.ddl import column_type
-from spark_jobs.engines.postgresql.introspection import has_unique_key
 from spark_jobs.narrowing import narrowing
 from spark_jobs.target import COMMITS_TABLE, MADE_TABLE, REJECTS_TABLE, TargetTable
 from spark_jobs.target_fit import TargetFit, check_catalogued, missing_column, with_nan_guards
@@ -350,9 +349,10 @@ def _check_target(
 def _key_is_unique(inspector: sa.Inspector, engine: sa.Engine, target: TargetTable) -> bool:
     """The upsert's conflict target needs a primary key or unique constraint/index."""
     table, schema = target.table, target.schema
-    if engine.dialect.name == "postgresql":  # one query: three reflections took ~50 ms
-        with engine.connect() as conn:
-            return has_unique_key(conn, schema, table, target.key)
+    found = (engine_of(engine.url).has_unique_key(engine, schema, table, list(target.key))
+             if catalogued(engine.url) else None)  # fmt: skip
+    if found is not None:
+        return found
     unique: list[Sequence[str | None]] = [
         inspector.get_pk_constraint(table, schema=schema)["constrained_columns"]
     ]

@@ -83,11 +83,10 @@ def check_catalogued(
     with engine.connect() as conn:
         described = catalogue.describe(conn, target.schema, target.table)
     existing = {c.name: c for c in described}
-    if catalogue.name == "postgresql":
-        # The plain types the catalogue knows the columns by: what the narrowing checks
-        # compare (SQLAlchemy's reflection of the same took ~30 ms a table).
+    if catalogue.describes_plain_types:
+        # What the narrowing checks compare (SQLAlchemy's reflection took ~30 ms a table).
         reflected = {c.name: like(c) or sa.types.NullType() for c in described}
-    else:  # MySQL's unsigned integers have ranges of their own, which reflection knows
+    else:
         reflected = {
             c["name"]: c["type"]
             for c in sa.inspect(engine).get_columns(target.table, schema=target.schema)

@@ -242,6 +242,17 @@ class Engine(ABC):
     lets them), or one after the other in the source's order (MariaDB's ``ALTER TABLE``
     takes the table for each, and lists its keys in the order they were added)."""
 
+    describes_plain_types = False
+    """Whether :meth:`describe` knows each column's plain type (``ddl.like``) as well as
+    SQLAlchemy's reflection does for the narrowing checks (not MySQL's: reflection knows
+    the ranges of its unsigned integers)."""
+
+    def has_unique_key(self, engine: Any, schema: str | None, table: str,
+                       key: Sequence[str]) -> bool | None:  # fmt: skip
+        """Whether ``table`` has a primary key or unique index on exactly ``key`` (what an
+        upsert's conflict target needs), in one query; None: SQLAlchemy's reflection says."""
+        return None
+
     def default_schema(self, conn: Any) -> str:
         """The schema a table named without one is in (MariaDB: the database)."""
         raise NotImplementedError(f"{self.label} keeps no schema objects of sluice's")

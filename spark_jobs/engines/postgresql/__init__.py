@@ -71,6 +71,13 @@ class PostgreSQL(Engine):
     def default_schema(self, conn: sa.Connection) -> str:
         return str(conn.execute(sa.text("SELECT current_schema()")).scalar_one())
 
+    describes_plain_types = True
+
+    def has_unique_key(self, engine: sa.Engine, schema: str | None, table: str,
+                       key: Sequence[str]) -> bool:  # fmt: skip
+        with engine.connect() as conn:  # three reflections took ~50 ms a table
+            return introspection.has_unique_key(conn, schema, table, key)
+
     def read_objects(
         self, conn: sa.Connection, tables: Sequence[tuple[str | None, str]]
     ) -> dict[tuple[str | None, str], TableObjects]:

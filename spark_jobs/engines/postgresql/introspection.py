@@ -191,7 +191,8 @@ _UNIQUE_KEY = sa.text(
         WHERE i.indrelid = to_regclass(:rel) AND i.indisunique AND i.indpred IS NULL
           AND i.indexprs IS NULL
           AND ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = i.indrelid
-                    AND a.attnum = ANY(i.indkey) ORDER BY a.attname COLLATE "C") = CAST(:key AS text[]))
+                    AND a.attnum = ANY(i.indkey) ORDER BY a.attname COLLATE "C")
+              = CAST(:key AS text[]))
     """
 )
 
