@@ -222,6 +222,8 @@ class KeyQueries:
 
     def _typed(self, values: KeyTuple) -> list[Any]:
         """A position as its columns' types (read back from the ledger, a uuid is text)."""
+        if not any(isinstance(v, str) for v in values):
+            return list(values)  # typed_key parses text only: no types to look up (a reflection)
         if self._types is None:
             names = [c.name for c in self._order_cols]
             self._types = self._db.guard(

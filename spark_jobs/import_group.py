@@ -34,9 +34,10 @@ from spark_jobs.import_job import (
 from spark_jobs.jdbc import sql_engine
 from spark_jobs.manifest import Manifest
 from spark_jobs.outcomes import ImportResult, reason
-from spark_jobs.read_sql import has_native_reader
-from spark_jobs.target import TargetTable, Written
+from spark_jobs.read_sql import has_native_reader, tables_columns
+from spark_jobs.target import Commit, TargetTable, Written
 from spark_jobs.transforms import for_target
+from spark_jobs.write import committed_batches
 from spark_jobs.write_direct import DirectLoad, direct_load, load_directly
 from spark_jobs.write_jdbc import (
     forget_if_refused,
@@ -109,9 +110,12 @@ def run_imports(
     """
     outcomes: dict[str, ImportResult | BaseException] = {}
     tables: dict[tuple[str, str], list[Manifest]] = {}
+    known = _commits(cfg, manifests)
     for manifest in manifests:
         try:
-            done = committed_before(spark, target_table(cfg, manifest), manifest)
+            target = target_table(cfg, manifest)
+            url = target.config.url if isinstance(target.config, JdbcTargetConfig) else ""
+            done = committed_before(spark, target, manifest, known.get(url))
         except Exception as error:  # noqa: BLE001 - this batch's outcome
             outcomes[manifest.batch_id] = error
             continue
@@ -138,6 +142,29 @@ def run_imports(
     return results
 
 
+def _commits(cfg: SluiceConfig, manifests: Sequence[Manifest]) -> dict[str, dict[str, Commit]]:
+    """The commits of ``manifests`` the targets hold, by target URL, one query per target
+    database (a small table's batch asked its own otherwise); a database missing here
+    (a Parquet target, one that failed to answer) is asked batch by batch."""
+    ids: dict[str, tuple[TargetTable, list[str]]] = {}
+    for manifest in manifests:
+        try:
+            target = target_table(cfg, manifest)
+        except ConfigError:
+            continue  # its own outcome says what is wrong
+        if isinstance(target.config, JdbcTargetConfig):
+            ids.setdefault(target.config.url, (target, []))[1].append(manifest.batch_id)
+    found: dict[str, dict[str, Commit]] = {}
+    for url, (target, batch_ids) in ids.items():
+        try:
+            commits = committed_batches(target, batch_ids)
+        except sa.exc.SQLAlchemyError:
+            continue  # each batch asks on its own, and fails with its own error
+        if commits is not None:
+            found[url] = commits
+    return found
+
+
 def _tables_straight_in(
     spark: SparkSession, cfg: SluiceConfig, tables: list[list[Manifest]]
 ) -> dict[str, ImportResult | BaseException]:
@@ -152,6 +179,7 @@ def _tables_straight_in(
     """
     loads: list[DirectLoad] = []
     made: list[tuple[SqlSourceConfig, TargetTable, sa.Engine]] = []
+    _look_up_columns([source_of(cfg, batches[0]) for batches in tables])
     for batches in tables:
         source = source_of(cfg, batches[0])
         assert isinstance(source, SqlSourceConfig)
@@ -188,6 +216,20 @@ def _tables_straight_in(
         forget_if_refused(engine, target, results)
         outcomes.update(_outcomes(spark, source, target, list(load.manifests), results))
     return outcomes
+
+
+def _look_up_columns(sources: Sequence[SqlSourceConfig | SqsSourceConfig]) -> None:
+    """The columns of the tables ``sources`` read, looked up on one connection per source
+    database; best effort (each table's read says what went wrong)."""
+    by_url: dict[str, list[str]] = {}
+    for source in sources:
+        if isinstance(source, SqlSourceConfig) and source.table:
+            by_url.setdefault(source.url, []).append(source.table)
+    for url, names in by_url.items():
+        try:
+            tables_columns(url, names)
+        except sa.exc.SQLAlchemyError as error:
+            log.debug("columns of %d tables not looked up at once: %s", len(names), error)
 
 
 def _straight_in(

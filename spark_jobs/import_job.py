@@ -34,7 +34,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -57,7 +57,7 @@ from spark_jobs.manifest import Manifest
 from spark_jobs.outcomes import BatchImportFailed, ImportResult, reason, transient
 from spark_jobs.spark_names import quoted
 from spark_jobs.stream_import import import_changes
-from spark_jobs.target import TargetTable, Written, stale_token_error
+from spark_jobs.target import Commit, TargetTable, Written, stale_token_error
 from spark_jobs.transforms import for_target, target_engine
 from spark_jobs.write import committed_batch, sweep_stages, write_batch
 
@@ -104,15 +104,21 @@ def import_new(
 
 
 def committed_before(
-    spark: SparkSession, target: TargetTable, manifest: Manifest
-) -> ImportResult | None:
+    spark: SparkSession, target: TargetTable, manifest: Manifest,
+    known: Mapping[str, Commit] | None = None,
+) -> ImportResult | None:  # fmt: skip
     """The result of a batch the target already holds (``skipped``), or None.
 
     After a crash between the target commit and the ledger, re-running the
     batch only reconciles. A commit with a newer token is another importer's:
-    raises ``StaleToken``.
+    raises ``StaleToken``. ``known``: the commits of a group of batches asked
+    at once (:func:`~spark_jobs.write.committed_batches`), this one among them
+    if it has one; None: asked here.
     """
-    commit = committed_batch(target, manifest.batch_id, spark)
+    if known is not None:
+        commit = known.get(manifest.batch_id)
+    else:
+        commit = committed_batch(target, manifest.batch_id, spark)
     if commit is None:
         return None
     if commit.token > manifest.token:

@@ -275,7 +275,8 @@ def create_target(engine: sa.Engine, target: TargetTable, columns: Sequence[Batc
                    if c.source is not None and c.source[0] is catalogue]  # fmt: skip
         enums = [c for c in columns if c.source is not None and is_enum_cast(
             target.cast.get(c.name))]  # fmt: skip
-        if sources or enums:
+        # Most tables use built-in types only: no transaction of their own for nothing.
+        if any(c.user_types for c in sources) or enums:
             with engine.begin() as conn:
                 catalogue.prepare_types(conn, sources)
                 created = {

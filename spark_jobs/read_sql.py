@@ -65,6 +65,28 @@ def table_columns(url: str, table: str) -> list[Column]:
     return found
 
 
+def tables_columns(url: str, tables: Sequence[str]) -> None:
+    """Look up the columns of those of ``tables`` not known yet, on one connection: what
+    :func:`table_columns` then answers from memory (a batch of many small tables read
+    each table's on a connection of its own). A table not found is left for
+    :func:`table_columns` to say so."""
+    with _columns_lock:
+        wanted = [t for t in dict.fromkeys(tables) if _columns.get((url, t)) is None]
+    if len(wanted) < 2:
+        return
+    engine = engine_of(url)
+    found: dict[str, list[Column]] = {}
+    with looker_engine(url).connect() as conn:
+        for table in wanted:
+            schema, _, name = table.rpartition(".")
+            columns = engine.describe(conn, schema or None, name)
+            if columns:
+                found[table] = columns
+    with _columns_lock:
+        for table, columns in found.items():
+            _columns[(url, table)] = columns
+
+
 def forget_columns(url: str, table: str) -> None:
     """Look ``table``'s columns up again on the next read (a batch failed: it may have changed)."""
     with _columns_lock:

@@ -10,12 +10,14 @@ commit landed but whose ledger update did not.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.sql import DataFrame, SparkSession
 
 from config.models import ParquetTargetConfig
 from spark_jobs.manifest import Manifest
 from spark_jobs.target import Commit, StaleToken, TargetTable, Written, stale_token_error
-from spark_jobs.write_jdbc import jdbc_commit, sweep_jdbc_stages, write_jdbc
+from spark_jobs.write_jdbc import jdbc_commit, jdbc_commits, sweep_jdbc_stages, write_jdbc
 from spark_jobs.write_parquet import parquet_commit, sweep_parquet_stages, write_parquet
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "TargetTable",
     "Written",
     "committed_batch",
+    "committed_batches",
     "stale_token_error",
     "sweep_stages",
     "write_batch",
@@ -54,6 +57,15 @@ def committed_batch(
     if isinstance(target.config, ParquetTargetConfig):
         return parquet_commit(target, batch_id, spark)
     return jdbc_commit(target, batch_id)
+
+
+def committed_batches(target: TargetTable, batch_ids: Sequence[str]) -> dict[str, Commit] | None:
+    """The commits of those of ``batch_ids`` the target holds, asked at once; None where
+    only :func:`committed_batch` can tell (a Parquet target, a database whose own tables
+    this process has not made sure of yet)."""
+    if isinstance(target.config, ParquetTargetConfig):
+        return None
+    return jdbc_commits(target, batch_ids)
 
 
 def sweep_stages(

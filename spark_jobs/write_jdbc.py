@@ -235,6 +235,48 @@ def jdbc_commit(target: TargetTable, batch_id: str) -> Commit | None:
         return _commit(row)
 
 
+def jdbc_commits(target: TargetTable, batch_ids: Sequence[str]) -> dict[str, Commit] | None:
+    """The commits of ``batch_ids`` that ``_sluice_commits`` records, in one query; None
+    until this process has made sure of sluice's own tables (:func:`jdbc_commit` asks the
+    catalogue first). What :func:`jdbc_commit` says of each, for a group of batches."""
+    cfg = target.config
+    assert isinstance(cfg, JdbcTargetConfig)
+    engine = sql_engine(cfg.url)
+    if not own_tables_known(engine):
+        return None
+    commits, rejects = commits_table(), rejects_table()
+    found: dict[str, Commit] = {}
+    with engine.connect() as conn:
+        for start in range(0, len(batch_ids), _IN_LIST):
+            chunk = list(batch_ids[start:start + _IN_LIST])
+            rejected = (
+                sa.select(rejects.c.batch_id, sa.func.count().label("rejected"))
+                .where(rejects.c.batch_id.in_(chunk))
+                .group_by(rejects.c.batch_id)
+                .subquery()
+            )
+            query = (
+                sa.select(commits.c.batch_id, commits.c.token, commits.c.rows,
+                          sa.func.coalesce(rejected.c.rejected, 0).label("rejected"))
+                .outerjoin(rejected, rejected.c.batch_id == commits.c.batch_id)
+                .where(commits.c.batch_id.in_(chunk))
+            )  # fmt: skip
+            try:
+                rows = conn.execute(query).all()
+            except sa.exc.DBAPIError:
+                forget_target(engine, target)  # a table dropped under us: ask the catalog again
+                raise
+            for row in rows:
+                commit = _commit(row)
+                if commit is not None:
+                    found[row.batch_id] = commit
+    return found
+
+
+_IN_LIST = 200
+"""Batch ids asked at most in one query of :func:`jdbc_commits`."""
+
+
 def _commit(row: sa.Row[Any] | None) -> Commit | None:
     if row is None or row.rows < 0:  # < 0: a placeholder, never committed
         return None

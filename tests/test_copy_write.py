@@ -26,8 +26,8 @@ from spark_jobs.extract import extract
 from spark_jobs.import_group import TABLES, group_key, run_imports
 from spark_jobs.import_job import ImportResult, apply_columns, target_table
 from spark_jobs.manifest import Manifest
-from spark_jobs.target import StaleToken
-from spark_jobs.write import write_batch
+from spark_jobs.target import Commit, StaleToken
+from spark_jobs.write import committed_batch, committed_batches, write_batch
 from tests.helpers import wait_until
 from tests.test_import_job import (
     ORDERS_DDL,
@@ -106,6 +106,10 @@ def test_rows_the_table_refuses_in_a_copy_are_set_aside_and_the_rest_commits(
         long_notes
     )
     assert scalar(pg_target, "SELECT count(*) FROM orders WHERE length(note) > 12") == 0
+    # A group of batches asks the commits at once, and reads the same as one by one.
+    target = target_table(cfg, rng("r-1", None, [120], items=120))
+    assert committed_batches(target, ["r-1", "r-2"]) == {"r-1": committed_batch(target, "r-1")}
+    assert committed_batch(target, "r-1") == Commit(1, 120 - long_notes, long_notes)
 
 
 def test_ranges_waiting_together_load_in_one_spark_job_each_batch_on_its_own(

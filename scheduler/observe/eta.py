@@ -173,9 +173,10 @@ class BacklogCounter:
     def _run(self) -> None:
         while not self._stop.is_set():
             now = self.clock()
-            due = [n for n in self.queues
-                   if n in self._asked or (c := self._counts.get(n)) is None
-                   or now - c.at >= max(self.every, c.took / COUNT_SHARE)]  # fmt: skip
+            due = [n for n, q in list(self.queues.items())
+                   if n in self._asked or (self._read_once(q) and (
+                       (c := self._counts.get(n)) is None
+                       or now - c.at >= max(self.every, c.took / COUNT_SHARE)))]  # fmt: skip
             for name in due:
                 if self._stop.is_set():
                     return
@@ -183,6 +184,14 @@ class BacklogCounter:
                 self.count_now(name)
             self._wake.wait(1.0)
             self._wake.clear()
+
+    @staticmethod
+    def _read_once(queue: QueueingLimitedSource) -> bool:
+        """Whether ``queue``'s source has been read once. Not counted before: the counts of
+        a thousand sources at start held the key-query connections their first reads
+        waited for, and a source drained by then costs no query."""
+        health = queue.health()
+        return health.last_refill_at is not None or health.exhausted
 
     def _count(self, name: str, queue: QueueingLimitedSource) -> BacklogCount:
         started = self.clock()
