@@ -1,4 +1,4 @@
-# sluice: make demo | make test | make lint | make bench | make jars
+# sluice: make demo | make test | make check | make lint | make bench | make jars
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -10,7 +10,7 @@ ROWS ?= 100000
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export AWS_EC2_METADATA_DISABLED ?= true
 
-.PHONY: demo test lint bench jars java pgloader pgcopydb chromium venv clean
+.PHONY: demo test check lint bench jars java pgloader pgcopydb chromium venv clean
 
 demo: venv jars java
 	$(VENV)/bin/sluice demo --rows $(ROWS)
@@ -21,6 +21,11 @@ demo: venv jars java
 TEST_WORKERS ?= 2
 test: venv jars java chromium
 	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
+# The inner loop: lint and types, then the tests that need neither Spark nor a
+# whole run of seconds (pytest -m "not spark and not slow"); make test runs them all.
+check: lint
+	$(PY) -m pytest -q -m "not spark and not slow" $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 lint: venv
 	$(VENV)/bin/ruff check .

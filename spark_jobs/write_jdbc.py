@@ -262,7 +262,7 @@ def jdbc_commits(target: TargetTable, batch_ids: Sequence[str]) -> dict[str, Com
                 .where(commits.c.batch_id.in_(chunk))
             )  # fmt: skip
             try:
-                rows = conn.execute(query).all()
+                rows: Sequence[Any] = conn.execute(query).all()
             except sa.exc.DBAPIError:
                 forget_target(engine, target)  # a table dropped under us: ask the catalog again
                 raise

@@ -220,6 +220,7 @@ sources:
 
 @pytest.mark.postgres
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_a_where_that_fails_on_some_row_ends_the_run_with_exit_1(
     tmp_path: Path, shop: str
 ) -> None:

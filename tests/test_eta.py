@@ -104,6 +104,7 @@ def test_a_source_run_dry_is_counted_again_and_says_done() -> None:
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_the_eta_follows_a_rate_halved_by_a_reload_within_20_percent(tmp_path: Path) -> None:
     rows = 24_000
     seed_orders(f"sqlite:///{tmp_path / 'shop.db'}", rows)

@@ -358,6 +358,7 @@ def test_slow_key_queries_halve_the_rate_and_fast_ones_win_it_back() -> None:
 
 @pytest.mark.postgres
 @pytest.mark.timeout(180)
+@pytest.mark.slow
 def test_a_source_whose_key_queries_slow_down_is_read_slower_until_they_are_fast(  # type: ignore[no-untyped-def]
     tmp_path: Path, pg_factory
 ) -> None:

@@ -26,6 +26,8 @@ import sqlalchemy as sa
 from tests import takeover_shop as shop
 from tests.helpers import run_sql
 
+pytestmark = pytest.mark.slow  # whole runs of the CLI
+
 SLUICE = str(Path(sys.executable).with_name("sluice"))
 ENV = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
 
