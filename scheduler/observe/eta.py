@@ -166,9 +166,13 @@ class BacklogCounter:
 
     def count_now(self, only: str | None = None) -> None:
         """Count every source (or ``only``) on this thread; errors are kept, not raised."""
+        if only is not None:  # one look-up: counting each of 1,000 sources walked them all
+            queue = self.queues.get(only)
+            if queue is not None:
+                self._counts[only] = self._count(only, queue)
+            return
         for name, queue in list(self.queues.items()):
-            if only is None or name == only:
-                self._counts[name] = self._count(name, queue)
+            self._counts[name] = self._count(name, queue)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -195,9 +199,10 @@ class BacklogCounter:
 
     def _count(self, name: str, queue: QueueingLimitedSource) -> BacklogCount:
         started = self.clock()
-        if queue.exhausted and name not in self.sweeps:
-            # Its last read found nothing past its mark: no query (a schema of 1,000 tables
-            # drained one by one would count them all again, against its key queries).
+        if queue.at_end and not queue.refilling and name not in self.sweeps:
+            # Its last read reached its end: what is left is in hand, no query (a schema of
+            # 1,000 tables, each read in one range, would count them all, two queries each,
+            # against its key queries).
             buffered, held, done = self._in_hand(name, queue)
             return BacklogCount(buffered + held, done, self.clock(), took=0.0)
         try:
