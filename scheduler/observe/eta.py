@@ -166,13 +166,11 @@ class BacklogCounter:
 
     def count_now(self, only: str | None = None) -> None:
         """Count every source (or ``only``) on this thread; errors are kept, not raised."""
-        if only is not None:  # one look-up: counting each of 1,000 sources walked them all
-            queue = self.queues.get(only)
+        # ``only`` is looked up: counting each of 1,000 sources walked them all.
+        for name in list(self.queues) if only is None else [only]:
+            queue = self.queues.get(name)
             if queue is not None:
-                self._counts[only] = self._count(only, queue)
-            return
-        for name, queue in list(self.queues.items()):
-            self._counts[name] = self._count(name, queue)
+                self._counts[name] = self._count(name, queue)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -191,11 +189,9 @@ class BacklogCounter:
 
     @staticmethod
     def _read_once(queue: QueueingLimitedSource) -> bool:
-        """Whether ``queue``'s source has been read once. Not counted before: the counts of
-        a thousand sources at start held the key-query connections their first reads
-        waited for, and a source drained by then costs no query."""
-        health = queue.health()
-        return health.last_refill_at is not None or health.exhausted
+        """Whether ``queue``'s source was read once: counts of 1,000 sources before held the
+        key-query connections their first reads waited for."""
+        return queue.health().last_refill_at is not None or queue.exhausted
 
     def _count(self, name: str, queue: QueueingLimitedSource) -> BacklogCount:
         started = self.clock()
