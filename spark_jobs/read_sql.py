@@ -48,43 +48,32 @@ _native: weakref.WeakKeyDictionary[DataFrame, object] = weakref.WeakKeyDictionar
 def table_columns(url: str, table: str) -> list[Column]:
     """The columns of ``table`` (``schema.table`` or ``table``) at ``url``, as its engine
     describes them; looked up at most every :data:`SCHEMA_TTL` seconds."""
-    key = (url, table)
-    with _columns_lock:
-        known = _columns.get(key)
-    if known is not None:
-        return known
-    engine = engine_of(url)
-    schema, _, name = table.rpartition(".")
-    # A connection of its own, closed at once: none kept idle against a connection limit.
-    with looker_engine(url).connect() as conn:
-        found = engine.describe(conn, schema or None, name)
+    found = tables_columns(url, [table]).get(table)
     if not found:
         raise SourceError(f"table {table} not found in the source database")
-    with _columns_lock:
-        _columns[key] = found
     return found
 
 
-def tables_columns(url: str, tables: Sequence[str]) -> None:
-    """Look up the columns of those of ``tables`` not known yet, on one connection: what
-    :func:`table_columns` then answers from memory (a batch of many small tables read
-    each table's on a connection of its own). A table not found is left for
-    :func:`table_columns` to say so."""
+def tables_columns(url: str, tables: Sequence[str]) -> dict[str, list[Column]]:
+    """The columns of each of ``tables`` found at ``url`` (as :func:`table_columns`), those
+    not known yet looked up on one connection: a batch of many small tables looked each
+    table up on a connection of its own. A table not found is left out."""
     with _columns_lock:
-        wanted = [t for t in dict.fromkeys(tables) if _columns.get((url, t)) is None]
-    if len(wanted) < 2:
-        return
-    engine = engine_of(url)
-    found: dict[str, list[Column]] = {}
-    with looker_engine(url).connect() as conn:
-        for table in wanted:
-            schema, _, name = table.rpartition(".")
-            columns = engine.describe(conn, schema or None, name)
-            if columns:
-                found[table] = columns
-    with _columns_lock:
-        for table, columns in found.items():
-            _columns[(url, table)] = columns
+        known = {t: _columns.get((url, t)) for t in dict.fromkeys(tables)}
+    wanted = [t for t, columns in known.items() if columns is None]
+    if wanted:
+        engine = engine_of(url)
+        # A connection of its own, closed at once: none kept idle against a connection limit.
+        with looker_engine(url).connect() as conn:
+            for table in wanted:
+                schema, _, name = table.rpartition(".")
+                known[table] = engine.describe(conn, schema or None, name)
+        with _columns_lock:
+            for table in wanted:
+                columns = known[table]
+                if columns:
+                    _columns[(url, table)] = columns
+    return {t: columns for t, columns in known.items() if columns}
 
 
 def forget_columns(url: str, table: str) -> None:

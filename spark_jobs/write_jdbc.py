@@ -208,7 +208,7 @@ def jdbc_commit(target: TargetTable, batch_id: str) -> Commit | None:
     cfg = target.config
     assert isinstance(cfg, JdbcTargetConfig)
     engine = sql_engine(cfg.url)
-    commits, rejects = commits_table(), rejects_table()
+    commits = commits_table()
     with engine.connect() as conn:
         # Asked before every batch: the catalog only until this process has
         # made sure both tables exist (then one query answers).
@@ -216,60 +216,56 @@ def jdbc_commit(target: TargetTable, batch_id: str) -> Commit | None:
             inspector = sa.inspect(conn)
             if not inspector.has_table(commits.name):
                 return None
-            if not inspector.has_table(rejects.name):
+            if not inspector.has_table(rejects_table().name):
                 query = sa.select(commits.c.token, commits.c.rows, sa.literal(0).label("rejected"))
                 row = conn.execute(query.where(commits.c.batch_id == batch_id)).one_or_none()
                 return _commit(row)
-        rejected = (
-            sa.select(sa.func.count())
-            .where(rejects.c.batch_id == batch_id)
-            .scalar_subquery()
-            .label("rejected")
-        )
-        query = sa.select(commits.c.token, commits.c.rows, rejected)
-        try:
-            row = conn.execute(query.where(commits.c.batch_id == batch_id)).one_or_none()
-        except sa.exc.DBAPIError:
-            forget_target(engine, target)  # a table dropped under us: ask the catalog again
-            raise
-        return _commit(row)
+        return _commits_of(conn, target, [batch_id]).get(batch_id)
 
 
 def jdbc_commits(target: TargetTable, batch_ids: Sequence[str]) -> dict[str, Commit] | None:
-    """The commits of ``batch_ids`` that ``_sluice_commits`` records, in one query; None
-    until this process has made sure of sluice's own tables (:func:`jdbc_commit` asks the
-    catalogue first). What :func:`jdbc_commit` says of each, for a group of batches."""
+    """What :func:`jdbc_commit` says of each of ``batch_ids`` that has a commit, asked at
+    once; None until this process has made sure of sluice's own tables (:func:`jdbc_commit`
+    asks the catalogue first)."""
     cfg = target.config
     assert isinstance(cfg, JdbcTargetConfig)
     engine = sql_engine(cfg.url)
     if not own_tables_known(engine):
         return None
+    with engine.connect() as conn:
+        return _commits_of(conn, target, batch_ids)
+
+
+def _commits_of(
+    conn: sa.Connection, target: TargetTable, batch_ids: Sequence[str]
+) -> dict[str, Commit]:
+    """The commits of those of ``batch_ids`` that ``_sluice_commits`` records, with their
+    rejects counted; both tables must exist."""
     commits, rejects = commits_table(), rejects_table()
     found: dict[str, Commit] = {}
-    with engine.connect() as conn:
-        for start in range(0, len(batch_ids), _IN_LIST):
-            chunk = list(batch_ids[start:start + _IN_LIST])
-            rejected = (
-                sa.select(rejects.c.batch_id, sa.func.count().label("rejected"))
-                .where(rejects.c.batch_id.in_(chunk))
-                .group_by(rejects.c.batch_id)
-                .subquery()
-            )
-            query = (
-                sa.select(commits.c.batch_id, commits.c.token, commits.c.rows,
-                          sa.func.coalesce(rejected.c.rejected, 0).label("rejected"))
-                .outerjoin(rejected, rejected.c.batch_id == commits.c.batch_id)
-                .where(commits.c.batch_id.in_(chunk))
-            )  # fmt: skip
-            try:
-                rows: Sequence[Any] = conn.execute(query).all()
-            except sa.exc.DBAPIError:
-                forget_target(engine, target)  # a table dropped under us: ask the catalog again
-                raise
-            for row in rows:
-                commit = _commit(row)
-                if commit is not None:
-                    found[row.batch_id] = commit
+    for start in range(0, len(batch_ids), _IN_LIST):
+        chunk = list(batch_ids[start:start + _IN_LIST])
+        rejected = (
+            sa.select(rejects.c.batch_id, sa.func.count().label("rejected"))
+            .where(rejects.c.batch_id.in_(chunk))
+            .group_by(rejects.c.batch_id)
+            .subquery()
+        )
+        query = (
+            sa.select(commits.c.batch_id, commits.c.token, commits.c.rows,
+                      sa.func.coalesce(rejected.c.rejected, 0).label("rejected"))
+            .outerjoin(rejected, rejected.c.batch_id == commits.c.batch_id)
+            .where(commits.c.batch_id.in_(chunk))
+        )  # fmt: skip
+        try:
+            rows: Sequence[Any] = conn.execute(query).all()
+        except sa.exc.DBAPIError:
+            forget_target(conn.engine, target)  # a table dropped under us: ask the catalog again
+            raise
+        for row in rows:
+            commit = _commit(row)
+            if commit is not None:
+                found[row.batch_id] = commit
     return found
 
 
