@@ -107,15 +107,19 @@ class Fair(Node):
         self._index = {
             name: i for i, child in enumerate(self.children) for name in child.sources()
         }
+        # Children that are single sources, by name: a pick then looks at the sources
+        # ready (often few of 1,000 tables) instead of asking every child.
+        self._leaves = (
+            {c.name: i for i, c in enumerate(self.children) if isinstance(c, Leaf)}
+            if all(isinstance(c, Leaf) for c in self.children) else None
+        )  # fmt: skip
 
     def sources(self) -> list[str]:
         return list(self._index)
 
     def pick(self, ready: Mapping[str, int]) -> str | None:
         best: int | None = None
-        for i, child in enumerate(self.children):
-            if not child.has_items(ready):
-                continue
+        for i in self._with_items(ready):
             # An idle child comes back at the current virtual time, never behind it.
             self.vtimes[i] = max(self.vtimes[i], self.vtime)
             if best is None or self.vtimes[i] < self.vtimes[best]:
@@ -123,6 +127,13 @@ class Fair(Node):
         if best is None:
             return None
         return self.children[best].pick(ready)
+
+    def _with_items(self, ready: Mapping[str, int]) -> list[int]:
+        """The children with items ready, in their order (the first of equals is picked)."""
+        if self._leaves is None:
+            return [i for i, child in enumerate(self.children) if child.has_items(ready)]
+        leaves = self._leaves
+        return sorted(leaves[name] for name, n in ready.items() if n > 0 and name in leaves)
 
     def charge(self, source: str, items: int) -> None:
         i = self._index[source]
@@ -209,6 +220,7 @@ class ShareGuard(Node):
         self.shares = dict(shares or {})
         self.aging = aging
         self._order = inner.sources()
+        self._rank = {name: i for i, name in enumerate(self._order)}
         # Only bounds that can bind are checked on each pick: the hot path stays short.
         self._maxes = {name: b.max for name, b in self.shares.items() if b.max < 1}
         self._mins = {name: b.min for name, b in self.shares.items() if b.min > 0}
@@ -257,7 +269,9 @@ class ShareGuard(Node):
 
     def _decide(self, ready: Mapping[str, int]) -> tuple[str | None, str, list[str]]:
         """The choice, why, and the sources the tree below may choose from."""
-        candidates = [name for name in self._order if ready.get(name, 0) > 0]
+        rank = self._rank
+        candidates = sorted((name for name, n in ready.items() if n > 0 and name in rank),
+                            key=rank.__getitem__)  # fmt: skip
         if not candidates:
             return None, "nothing ready", []
         capped = [name for name in candidates if self._over_max(name)] if self._maxes else []

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Hashable, Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
+from pyspark.sql import types as T
 
 from config.errors import ConfigError
 from config.models import JdbcTargetConfig, SluiceConfig, SqlSourceConfig, SqsSourceConfig
@@ -42,6 +44,7 @@ from spark_jobs.write_direct import DirectLoad, direct_load, load_directly
 from spark_jobs.write_jdbc import (
     forget_if_refused,
     ready_to_load_straight_in,
+    targets_ready,
     write_jdbc_straight_in,
 )
 
@@ -180,14 +183,21 @@ def _tables_straight_in(
     loads: list[DirectLoad] = []
     made: list[tuple[SqlSourceConfig, TargetTable, sa.Engine]] = []
     _look_up_columns([source_of(cfg, batches[0]) for batches in tables])
+    reads: list[tuple[list[Manifest], SqlSourceConfig, TargetTable, T.StructType, Any]] = []
     for batches in tables:
         source = source_of(cfg, batches[0])
         assert isinstance(source, SqlSourceConfig)
         target = target_table(cfg, batches[0])
         try:
-            schema, queries = native_ranges(source, batches, target_engine_of(target),
-                                            target.zero_dates)
-            prepared = ready_to_load_straight_in(schema, target, batches)
+            reads.append((batches, source, target, *native_ranges(
+                source, batches, target_engine_of(target), target.zero_dates)))
+        except Exception as error:  # noqa: BLE001 - each batch then tries on its own
+            log.info("batches %s: imported one by one: %s",
+                     ", ".join(m.batch_id for m in batches), reason(error))  # fmt: skip
+    ready = targets_ready([(schema, target) for _, _, target, schema, _ in reads])
+    for (batches, source, target, schema, queries), exists in zip(reads, ready, strict=True):
+        try:
+            prepared = ready_to_load_straight_in(schema, target, batches, exists)
             if prepared is None:
                 continue
             load = direct_load(prepared.engine, target, batches, prepared.names, queries,

@@ -6,7 +6,6 @@ against the batch), sluice's own ``_sluice_commits``, ``_sluice_rejects`` and
 from __future__ import annotations
 
 import datetime as dt
-import decimal
 import logging
 import threading
 from collections.abc import Collection, Sequence
@@ -20,9 +19,8 @@ from spark_jobs.batch_columns import BatchColumn, is_enum_cast
 from spark_jobs.engines import catalogued, engine_of
 from spark_jobs.engines.base import Kind
 from spark_jobs.engines.ddl import column_type
-from spark_jobs.narrowing import narrowing
 from spark_jobs.target import COMMITS_TABLE, MADE_TABLE, REJECTS_TABLE, TargetTable
-from spark_jobs.target_fit import TargetFit, check_catalogued, missing_column, with_nan_guards
+from spark_jobs.target_fit import TargetFit, check_catalogued, check_reflected, with_nan_guards
 
 log = logging.getLogger(__name__)
 
@@ -112,9 +110,9 @@ def create_made(engine: sa.Engine, table: sa.Table) -> None:
             raise
 
 
-def record_made(conn: sa.Connection, schema: str | None, table: str) -> None:
-    """Record ``schema.table`` (None: the default schema) as made by sluice, on ``conn``'s
-    transaction; ``_sluice_tables`` must exist."""
+def record_made(conn: sa.Connection, schema: str | None, *tables: str) -> None:
+    """Record ``schema``'s ``tables`` (None: the default schema) as made by sluice, on
+    ``conn``'s transaction, in one statement; ``_sluice_tables`` must exist."""
     here = "current_schema()" if conn.dialect.name == "postgresql" else "DATABASE()"
     if schema is None:
         schema = conn.execute(sa.text(f"SELECT {here}")).scalar_one()
@@ -125,8 +123,9 @@ def record_made(conn: sa.Connection, schema: str | None, table: str) -> None:
         statement: sa.Executable = insert_pg(made).on_conflict_do_nothing()
     else:
         statement = made.insert().prefix_with("IGNORE")
-    conn.execute(statement, {"schema_name": schema, "table_name": table,
-                             "created_at": dt.datetime.now(dt.UTC)})  # fmt: skip
+    now = dt.datetime.now(dt.UTC)
+    conn.execute(statement, [{"schema_name": schema, "table_name": table, "created_at": now}
+                             for table in tables])  # fmt: skip
 
 
 def made_tables(conn: sa.Connection) -> set[tuple[str, str]]:
@@ -182,12 +181,14 @@ _checked: dict[tuple[str, ...], TargetFit] = {}
 _checked_lock = threading.Lock()
 
 
-def _check_key(
+def fit_key(
     engine: sa.Engine,
     target: TargetTable,
     columns: Sequence[BatchColumn],
     null_columns: Collection[str] = (),
 ) -> tuple[str, ...]:
+    """What a batch's fit to its target is remembered by: the database, the table, the key
+    and each column's name, carrier and source type."""
     url = engine.url.render_as_string(hide_password=True)
     shape = [
         f"{c.name}:{'void' if c.name in null_columns else repr(c.stage)}:{c.type_text}"
@@ -204,7 +205,7 @@ def forget_target(engine: sa.Engine, target: TargetTable) -> None:
     with _own_tables_lock:
         _own_tables_ready.discard(engine.url.render_as_string(hide_password=True))
     with _checked_lock:
-        prefix = _check_key(engine, target, [])[:3]
+        prefix = fit_key(engine, target, [])[:3]
         for key in [k for k in _checked if k[:3] == prefix]:
             del _checked[key]
 
@@ -224,24 +225,25 @@ def prepare_target(
     target: TargetTable,
     columns: Sequence[BatchColumn],
     null_columns: Collection[str] = (),
+    exists: bool | None = None,
 ) -> TargetFit:
     """Create the target table, or check that the batch's columns fit the one there.
 
     ``null_columns`` are null in every row of the batch: their type in
     ``columns`` is only what a new table gets; an existing column of any
-    type takes them. Whether the table exists is asked every time; whether
-    the columns fit is remembered for the process once it passed (a dozen
-    catalog queries per batch otherwise), until :func:`forget_target`.
+    type takes them. Whether the table exists is asked every time, unless
+    ``exists`` says it was just now (:func:`spark_jobs.load.targets.make_ready`);
+    whether the columns fit is remembered for the process once it passed (a
+    dozen catalog queries per batch otherwise), until :func:`forget_target`.
     Raises :class:`~spark_jobs.engines.base.UnsupportedColumn` (terminal) for
     a column that cannot go in, naming both types.
     """
     void = frozenset(null_columns)
-    inspector = sa.inspect(engine)
     created = False
-    if not inspector.has_table(target.table, schema=target.schema):
+    if not exists and not sa.inspect(engine).has_table(target.table, schema=target.schema):
         create_target(engine, target, columns)
         created = True
-    key = _check_key(engine, target, columns, void)
+    key = fit_key(engine, target, columns, void)
     with _checked_lock:
         fit = _checked.get(key)
     if fit is not None:
@@ -252,52 +254,82 @@ def prepare_target(
     elif created:
         fit = TargetFit(void)
     else:
-        fit = _check_target(inspector, engine, target, columns, void)
+        fit = check_reflected(sa.inspect(engine), engine, target, columns, void)
     if engine.dialect.name == "sqlite":
         fit = with_nan_guards(fit, columns)
     # A table made here has the key as its primary key: no need to look.
-    if not created and not _key_is_unique(inspector, engine, target):
+    if not created and not _key_is_unique(sa.inspect(engine), engine, target):
         raise TargetError(
             f"{target.label}: no primary key or unique constraint on {list(target.key)}; "
             "the upsert needs one"
         )
+    remember_fit(key, fit)
+    return fit
+
+
+def remember_fit(key: tuple[str, ...], fit: TargetFit) -> None:
+    """Remember that a batch of the shape ``key`` (:func:`fit_key`) fits as ``fit``."""
     with _checked_lock:
         _checked[key] = fit
-    return fit
+
+
+def fit_known(key: tuple[str, ...]) -> bool:
+    """Whether a batch of the shape ``key`` (:func:`fit_key`) is known to fit."""
+    with _checked_lock:
+        return key in _checked
 
 
 def create_target(engine: sa.Engine, target: TargetTable, columns: Sequence[BatchColumn]) -> None:
     """Create the target table in the types the catalogue maps the batch's columns to
     (the types its source defines, first, where the target is of the same engine)."""
-    if catalogued(engine.url):
+    # Most tables use built-in types only: no transaction of their own for nothing.
+    if not of_built_in_types(engine, target, columns):
         catalogue = engine_of(engine.url)
         sources = [c.source[1] for c in columns
                    if c.source is not None and c.source[0] is catalogue]  # fmt: skip
         enums = [c for c in columns if c.source is not None and is_enum_cast(
             target.cast.get(c.name))]  # fmt: skip
-        # Most tables use built-in types only: no transaction of their own for nothing.
-        if any(c.user_types for c in sources) or enums:
-            with engine.begin() as conn:
-                catalogue.prepare_types(conn, sources)
-                created = {
-                    c.name: column_type(catalogue.create_enum(
-                        conn, target.schema, f"{target.table}_{c.name}", c.source[1].labels,
-                    ), c.source[1])
-                    for c in enums if c.source is not None
-                }  # fmt: skip
-            columns = [replace(c, create=created[c.name]) if c.name in created else c
-                       for c in columns]  # fmt: skip
-    table = sa.Table(
+        with engine.begin() as conn:
+            catalogue.prepare_types(conn, sources)
+            created = {
+                c.name: column_type(catalogue.create_enum(
+                    conn, target.schema, f"{target.table}_{c.name}", c.source[1].labels,
+                ), c.source[1])
+                for c in enums if c.source is not None
+            }  # fmt: skip
+        columns = [replace(c, create=created[c.name]) if c.name in created else c
+                   for c in columns]  # fmt: skip
+    table = new_table(engine, target, columns)
+    if catalogued(engine.url):
+        create_made(engine, table)  # its other schema objects follow its load
+    else:
+        create_if_missing(engine, table)
+
+
+def of_built_in_types(engine: sa.Engine, target: TargetTable,
+                      columns: Sequence[BatchColumn]) -> bool:  # fmt: skip
+    """Whether the table for ``columns`` needs no type of the target database's own made
+    first (a user type of the source's, an enum a cast makes)."""
+    if not catalogued(engine.url):
+        return True
+    catalogue = engine_of(engine.url)
+    return not any(
+        (c.source[0] is catalogue and c.source[1].user_types) or is_enum_cast(
+            target.cast.get(c.name))
+        for c in columns if c.source is not None
+    )  # fmt: skip
+
+
+def new_table(engine: sa.Engine, target: TargetTable, columns: Sequence[BatchColumn]) -> sa.Table:
+    """The target table as sluice creates it for ``columns``: their columns, the key as its
+    primary key (its other schema objects follow its load)."""
+    return sa.Table(
         target.table,
         sa.MetaData(),
         *[sa.Column(c.name, c.create, primary_key=c.name in target.key,
                     nullable=c.name in target.key or _nullable(c, engine)) for c in columns],
         schema=target.schema,
     )  # fmt: skip
-    if catalogued(engine.url):
-        create_made(engine, table)  # its other schema objects follow its load
-    else:
-        create_if_missing(engine, table)
 
 
 def _nullable(column: BatchColumn, engine: sa.Engine) -> bool:
@@ -309,42 +341,6 @@ def _nullable(column: BatchColumn, engine: sa.Engine) -> bool:
     zero_dates = source.name == "mysql" and engine.dialect.name not in ("mysql", "mariadb") and (
         described.kind in (Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ))  # fmt: skip
     return described.nullable or zero_dates
-
-
-def _check_target(
-    inspector: sa.Inspector,
-    engine: sa.Engine,
-    target: TargetTable,
-    columns: Sequence[BatchColumn],
-    null_columns: frozenset[str],
-) -> TargetFit:
-    existing = {c["name"]: c for c in inspector.get_columns(target.table, schema=target.schema)}
-    narrowings = []
-    for column in columns:
-        found = existing.get(column.name)
-        if found is None:
-            raise missing_column(target, column.name)
-        if column.name in null_columns:
-            continue  # NULL fits a column of any type
-        values = column.values if column.values is not None else column.stage
-        if not _compatible(found["type"], values, engine.dialect.name):
-            raise TargetError(
-                f"{target.label}: column {column.name!r} is {found['type']} in the table "
-                f"but {values.compile(engine.dialect)} in the batch"
-            )
-        narrowed = narrowing(column.name, found["type"], values, engine.dialect)
-        if narrowed is not None:
-            if isinstance(column.stage, sa.Text) and not isinstance(values, sa.Text):
-                narrowed = replace(narrowed, staged_as="REAL")  # a float staged as text
-            narrowings.append(narrowed)
-    batch_names = {c.name for c in columns}
-    for name, info in existing.items():
-        if name not in batch_names and not info["nullable"] and info.get("default") is None:
-            raise TargetError(
-                f"{target.label}: column {name!r} is NOT NULL without a default, "
-                "and the batch has no value for it"
-            )
-    return TargetFit(null_columns, tuple(narrowings))
 
 
 def _key_is_unique(inspector: sa.Inspector, engine: sa.Engine, target: TargetTable) -> bool:
@@ -362,31 +358,3 @@ def _key_is_unique(inspector: sa.Inspector, engine: sa.Engine, target: TargetTab
         i["column_names"] for i in inspector.get_indexes(table, schema=schema) if i["unique"]
     ]
     return any({c for c in cols if c} == set(target.key) for cols in unique)
-
-
-def _family(type_: sa.types.TypeEngine) -> str | None:
-    try:
-        python_type = type_.python_type
-    except NotImplementedError:
-        return None
-    for family, types in _FAMILIES:
-        if issubclass(python_type, types):
-            return family
-    return None
-
-
-_FAMILIES: tuple[tuple[str, type | tuple[type, ...]], ...] = (
-    ("bool", bool),
-    ("number", (int, float, decimal.Decimal)),
-    ("text", str),
-    ("time", (dt.datetime, dt.date, dt.time)),
-    ("binary", bytes),
-)
-
-
-def _compatible(table_type: sa.types.TypeEngine, batch_type: sa.types.TypeEngine, db: str) -> bool:
-    a, b = _family(table_type), _family(batch_type)
-    if a is None or b is None or a == b:
-        return True
-    # MySQL's BOOL is a TINYINT and SQLite has no booleans: both are numbers there.
-    return db != "postgresql" and {a, b} == {"bool", "number"}

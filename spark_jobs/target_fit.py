@@ -13,15 +13,18 @@ parse is a rejected row. A column whose values can never be the table's
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sqlalchemy as sa
 
+from config.errors import TargetError
 from spark_jobs.batch_columns import BatchColumn
 from spark_jobs.engines import engine_of
-from spark_jobs.engines.base import Kind, UnsupportedColumn
+from spark_jobs.engines.base import Column, Kind, UnsupportedColumn
 from spark_jobs.engines.ddl import like
 from spark_jobs.engines.fit import fits
 from spark_jobs.narrowing import Narrowing, NotANumber, ZeroDate, narrowing
@@ -61,8 +64,6 @@ class TargetFit:
         return [n for n in names if n not in self.skipped]
 
 
-
-
 def missing_column(target: TargetTable, name: str) -> UnsupportedColumn:
     """The error of a batch column the target table does not have."""
     return UnsupportedColumn(
@@ -76,12 +77,14 @@ def check_catalogued(
     target: TargetTable,
     columns: Sequence[BatchColumn],
     null_columns: Collection[str],
+    described: Sequence[Column] | None = None,
 ) -> TargetFit:
     """The fit of the batch's ``columns`` to a target table that exists, as its engine's
-    catalogue describes the table."""
+    catalogue describes the table (``described``, when the caller has just asked)."""
     catalogue = engine_of(engine.url)
-    with engine.connect() as conn:
-        described = catalogue.describe(conn, target.schema, target.table)
+    if described is None:
+        with engine.connect() as conn:
+            described = catalogue.describe(conn, target.schema, target.table)
     existing = {c.name: c for c in described}
     if catalogue.describes_plain_types:
         # What the narrowing checks compare (SQLAlchemy's reflection took ~30 ms a table).
@@ -165,3 +168,69 @@ def with_nan_guards(fit: TargetFit, columns: Sequence[BatchColumn]) -> TargetFit
     guards = tuple(NotANumber(name) for name in floats if name not in fit.null_columns)
     return replace(fit, narrowings=(*fit.narrowings, *guards),
                    floats_as_text=fit.floats_as_text | frozenset(floats))  # fmt: skip
+
+
+def check_reflected(
+    inspector: sa.Inspector,
+    engine: sa.Engine,
+    target: TargetTable,
+    columns: Sequence[BatchColumn],
+    null_columns: frozenset[str],
+) -> TargetFit:
+    """The fit of the batch's ``columns`` to a target table that exists, as SQLAlchemy
+    reflects it (an engine without a catalogue of sluice's: SQLite)."""
+    existing = {c["name"]: c for c in inspector.get_columns(target.table, schema=target.schema)}
+    narrowings = []
+    for column in columns:
+        found = existing.get(column.name)
+        if found is None:
+            raise missing_column(target, column.name)
+        if column.name in null_columns:
+            continue  # NULL fits a column of any type
+        values = column.values if column.values is not None else column.stage
+        if not _compatible(found["type"], values, engine.dialect.name):
+            raise TargetError(
+                f"{target.label}: column {column.name!r} is {found['type']} in the table "
+                f"but {values.compile(engine.dialect)} in the batch"
+            )
+        narrowed = narrowing(column.name, found["type"], values, engine.dialect)
+        if narrowed is not None:
+            if isinstance(column.stage, sa.Text) and not isinstance(values, sa.Text):
+                narrowed = replace(narrowed, staged_as="REAL")  # a float staged as text
+            narrowings.append(narrowed)
+    batch_names = {c.name for c in columns}
+    for name, info in existing.items():
+        if name not in batch_names and not info["nullable"] and info.get("default") is None:
+            raise TargetError(
+                f"{target.label}: column {name!r} is NOT NULL without a default, "
+                "and the batch has no value for it"
+            )
+    return TargetFit(null_columns, tuple(narrowings))
+
+
+def _family(type_: sa.types.TypeEngine) -> str | None:
+    try:
+        python_type = type_.python_type
+    except NotImplementedError:
+        return None
+    for family, types in _FAMILIES:
+        if issubclass(python_type, types):
+            return family
+    return None
+
+
+_FAMILIES: tuple[tuple[str, type | tuple[type, ...]], ...] = (
+    ("bool", bool),
+    ("number", (int, float, decimal.Decimal)),
+    ("text", str),
+    ("time", (dt.datetime, dt.date, dt.time)),
+    ("binary", bytes),
+)
+
+
+def _compatible(table_type: sa.types.TypeEngine, batch_type: sa.types.TypeEngine, db: str) -> bool:
+    a, b = _family(table_type), _family(batch_type)
+    if a is None or b is None or a == b:
+        return True
+    # MySQL's BOOL is a TINYINT and SQLite has no booleans: both are numbers there.
+    return db != "postgresql" and {a, b} == {"bool", "number"}

@@ -36,6 +36,7 @@ from spark_jobs.jdbc_tables import (
     prepare_target,
     rejects_table,
 )
+from spark_jobs.load.targets import Wanted, make_ready
 from spark_jobs.manifest import Manifest
 from spark_jobs.spark_names import quoted
 from spark_jobs.staging import (
@@ -70,11 +71,49 @@ class Prepared:
         return [c.name for c in self.columns]
 
 
-def prepare_target_for(schema: T.StructType, target: TargetTable) -> Prepared:
+def prepare_target_for(
+    schema: T.StructType, target: TargetTable, exists: bool | None = None
+) -> Prepared:
     """Check a batch's columns (``schema``) against the target, create or fit its table and
-    sluice's own."""
+    sluice's own (``exists``: the table is there and its fit known, :func:`targets_ready`)."""
+    wanted = _wanted(schema, target)
+    engine = sql_engine(_jdbc(target).url)
+    fit = prepare_target(engine, target, wanted.columns, wanted.void, exists)
+    ensure_own_tables(engine)
+    sweep_committed_stages(engine)
+    columns = [sa.Column(c.name, c.stage) for c in wanted.columns if c.name not in fit.skipped]
+    return Prepared(engine, columns, [n for n in wanted.void if n not in fit.skipped], fit)
+
+
+def targets_ready(batches: Sequence[tuple[T.StructType, TargetTable]]) -> list[bool]:
+    """Which of the target tables of ``batches`` (each a batch's columns and its target)
+    are ready for them, made ready together where they can be
+    (:func:`~spark_jobs.load.targets.make_ready`); best effort: a table that is not is made
+    ready by :func:`prepare_target_for` on its own, which says what is wrong."""
+    ready = [False] * len(batches)
+    by_url: dict[str, list[tuple[int, Wanted]]] = {}
+    for i, (schema, target) in enumerate(batches):
+        try:
+            by_url.setdefault(_jdbc(target).url, []).append((i, _wanted(schema, target)))
+        except TargetError:
+            continue
+    for url, wanted in by_url.items():
+        found = make_ready(sql_engine(url), [w for _, w in wanted])
+        for (i, _), is_ready in zip(wanted, found, strict=True):
+            ready[i] = is_ready
+    return ready
+
+
+def _jdbc(target: TargetTable) -> JdbcTargetConfig:
     cfg = target.config
     assert isinstance(cfg, JdbcTargetConfig)
+    return cfg
+
+
+def _wanted(schema: T.StructType, target: TargetTable) -> Wanted:
+    """What a batch of columns ``schema`` wants of its target table: its columns as they
+    are written, those null in all of its rows; raises :class:`TargetError` for columns
+    that cannot be written (the key missing, a name of sluice's own)."""
     names = schema.names
     missing_key = [k for k in target.key if k not in names]
     if missing_key:
@@ -85,16 +124,10 @@ def prepare_target_for(schema: T.StructType, target: TargetTable) -> Prepared:
     if ROW_COLUMN in names:
         raise TargetError(f"{target.label}: the column name {ROW_COLUMN!r} is sluice's own")
     written = T.StructType([f for f in schema.fields if f.name not in zero_columns(names)])
-    batch = batch_columns(written, cfg.url, target.key, target.cast)
     # Null in every row (an SQS field no message of the batch carries): the
     # commit writes NULL into whatever type the table's column has.
     void = [f.name for f in schema.fields if isinstance(f.dataType, T.NullType)]
-    engine = sql_engine(cfg.url)
-    fit = prepare_target(engine, target, batch, void)
-    ensure_own_tables(engine)
-    sweep_committed_stages(engine)
-    columns = [sa.Column(c.name, c.stage) for c in batch if c.name not in fit.skipped]
-    return Prepared(engine, columns, [n for n in void if n not in fit.skipped], fit)
+    return Wanted(target, batch_columns(written, _jdbc(target).url, target.key, target.cast), void)
 
 
 def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Written:
@@ -180,12 +213,15 @@ def write_jdbc_straight_in(
 
 
 def ready_to_load_straight_in(
-    schema: T.StructType, target: TargetTable, manifests: Sequence[Manifest]
+    schema: T.StructType,
+    target: TargetTable,
+    manifests: Sequence[Manifest],
+    exists: bool | None = None,
 ) -> Prepared | None:
     """The target made ready for batches of ``schema`` loaded straight in, older attempts'
     stages dropped; None when the table would change values (the staged path sets them
-    aside)."""
-    prepared = prepare_target_for(schema, target)
+    aside). ``exists``: as :func:`prepare_target_for` takes it."""
+    prepared = prepare_target_for(schema, target, exists)
     if prepared.fit.narrowings:
         return None
     for manifest in manifests:
