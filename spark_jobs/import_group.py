@@ -201,7 +201,8 @@ def _tables_straight_in(
             if prepared is None:
                 continue
             load = direct_load(prepared.engine, target, batches, prepared.names, queries,
-                               [[i] for i in range(len(batches))])  # fmt: skip
+                               [[i] for i in range(len(batches))],
+                               prepared.fit.built_in)  # fmt: skip
         except Exception as error:  # noqa: BLE001 - each batch then tries on its own
             log.info("batches %s: imported one by one: %s",
                      ", ".join(m.batch_id for m in batches), reason(error))  # fmt: skip

@@ -53,6 +53,10 @@ class TargetFit:
     always: frozenset[str] = frozenset()
     floats_as_text: frozenset[str] = frozenset()
     """Floating-point columns staged as text (MySQL, which stores no NaN)."""
+    built_in: Mapping[str, str] | None = None
+    """The table's columns of built-in types (:attr:`Column.built_in
+    <spark_jobs.engines.base.Column.built_in>`), each type as the catalogue spells it: what a
+    source's binary COPY may go into as it comes. None: not described."""
 
     @property
     def overriding(self) -> bool:
@@ -142,8 +146,9 @@ def check_catalogued(
                 f"{target.label}: column {name!r} is NOT NULL without a default, "
                 "and the batch has no value for it"
             )
+    built_in = {c.name: c.type for c in described if c.built_in}
     return TargetFit(frozenset(null_columns), tuple(narrowings), casts, frozenset(skipped),
-                     frozenset(always), floats_as_text)  # fmt: skip
+                     frozenset(always), floats_as_text, built_in)  # fmt: skip
 
 
 def _no_default(engine: sa.Engine, target: TargetTable, name: str) -> bool:

@@ -15,7 +15,7 @@ import json
 import logging
 import pickle
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -144,14 +144,16 @@ def direct_load(
     names: Sequence[str],
     queries: Any,
     reads: Sequence[Sequence[int]],
+    built_in: Mapping[str, str] | None = None,
 ) -> DirectLoad | None:
     """The direct load of ``manifests`` into ``target`` through ``engine``'s bulk path,
-    their rows read by the native ``queries`` (``reads``: see :class:`DirectLoad`);
+    their rows read by the native ``queries`` (``reads``: see :class:`DirectLoad`;
+    ``built_in``: as :attr:`~spark_jobs.target_fit.TargetFit.built_in` says, when known);
     None when the database has no bulk path."""
     bulk = bulk_load(engine)
     if bulk is None:
         return None
-    verbatim = bulk is PG_COPY and same_types(engine, target, queries, names)
+    verbatim = bulk is PG_COPY and same_types(engine, target, queries, names, built_in)
     url = engine.url.render_as_string(hide_password=False)
     return DirectLoad(url, target, tuple(manifests), tuple(names), bulk, queries,
                       tuple(tuple(r) for r in reads), verbatim)  # fmt: skip

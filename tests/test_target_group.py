@@ -74,3 +74,19 @@ def test_a_failed_creation_makes_none_of_the_group(pg_target: str) -> None:
     assert targets_ready([(SCHEMA, t) for t in targets]) == [False, False]
     with sql_engine(pg_target).connect() as conn:
         assert conn.execute(sa.text("SELECT to_regclass('fine')")).scalar() is None
+
+
+def test_a_fit_names_the_columns_a_binary_copy_may_go_into_as_it_comes(pg_target: str) -> None:
+    """Built-in types only, each as the catalogue spells it: an enum, an array of it and a
+    domain are the database's own (their binary form may carry their OIDs)."""
+    with sql_engine(pg_target).begin() as conn:
+        conn.execute(sa.text("CREATE TYPE mood AS ENUM ('ok', 'sad')"))
+        conn.execute(sa.text("CREATE DOMAIN money2 AS numeric(12,2) CHECK (VALUE > -1)"))
+        conn.execute(sa.text("CREATE TABLE typed (id bigint PRIMARY KEY, tags text[], "
+                             "at timestamp(3), m mood, ms mood[], amount money2)"))  # fmt: skip
+    schema = T.StructType([T.StructField(n, T.StringType()) for n in ("tags", "at", "m", "ms")])
+    schema = T.StructType([T.StructField("id", T.LongType(), False), *schema.fields,
+                           T.StructField("amount", T.DecimalType(12, 2))])  # fmt: skip
+    fit = prepare_target_for(schema, _target(pg_target, "typed")).fit
+    assert fit.built_in == {"id": "bigint", "tags": "text[]",
+                            "at": "timestamp(3) without time zone"}  # fmt: skip

@@ -90,7 +90,9 @@ class Column:
     ``enum('a','b')``). ``base``: the name the engine's rules know it by
     (a domain's base type, an array's element type for ``array``).
     ``generated``: computed by the database (never written); ``identity``:
-    ``always`` or ``by default`` for identity columns.
+    ``always`` or ``by default`` for identity columns. ``built_in``: of a type
+    every database of the engine has as its own, whose binary form is the same
+    in all of them (PostgreSQL: an OID below ``FirstNormalObjectId``).
     """
 
     name: str
@@ -108,6 +110,7 @@ class Column:
     labels: tuple[str, ...] = ()
     user_types: tuple[UserType, ...] = ()
     dims: int = 0
+    built_in: bool = False
 
     def renamed(self, name: str) -> Column:
         """The same column under another name (a ``columns:`` mapping that only renames)."""

@@ -19,6 +19,10 @@ import sqlalchemy as sa
 from spark_jobs.engines.base import Column, Kind, UserType
 from spark_jobs.engines.postgresql.types import kind_of
 
+FIRST_NORMAL_OID = 16384
+"""PostgreSQL's first OID of an object a database defines (``FirstNormalObjectId``): a
+type below it is built in, the same in every database, and so is its binary form."""
+
 _MAX_NAME = 63
 """PostgreSQL's identifiers are cut past 63 bytes (NAMEDATALEN - 1)."""
 
@@ -122,7 +126,7 @@ class _Types:
             identity={"a": "always", "d": "by default"}.get(row.attidentity or ""),
             precision=precision, scale=scale, length=length, element=element,
             labels=tuple(self.labels.get(oid, ())), user_types=tuple(reversed(made_of)),
-            dims=dims,
+            dims=dims, built_in=row.atttypid < FIRST_NORMAL_OID,
         )  # fmt: skip
 
     def _ddl(self, oid: int, shown: str) -> str:

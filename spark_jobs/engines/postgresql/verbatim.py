@@ -9,19 +9,16 @@ form may carry its OID (an array's element type), which differs between database
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 import sqlalchemy as sa
 
 from spark_jobs.engines.postgresql.binarycopy import quoted
+from spark_jobs.engines.postgresql.catalog import FIRST_NORMAL_OID
 from spark_jobs.engines.postgresql.read import Queries, copy_binary
 from spark_jobs.target import TargetTable
-
-_BUILT_IN = 16384
-"""PostgreSQL's first OID of an object a database defines (``FirstNormalObjectId``): a
-type below it is built in, the same in every database, and so is its binary form."""
 
 _TYPES = sa.text(
     "SELECT attname, atttypid, format_type(atttypid, atttypmod) FROM pg_attribute "
@@ -29,7 +26,13 @@ _TYPES = sa.text(
 )
 
 
-def same_types(engine: sa.Engine, target: TargetTable, queries: Any, names: Sequence[str]) -> bool:
+def same_types(
+    engine: sa.Engine,
+    target: TargetTable,
+    queries: Any,
+    names: Sequence[str],
+    built_in: Mapping[str, str] | None = None,
+) -> bool:
     """Whether the batch may go from the source's binary COPY into the target's as it comes.
 
     A PostgreSQL source read natively (``queries``), whose columns are
@@ -38,19 +41,21 @@ def same_types(engine: sa.Engine, target: TargetTable, queries: Any, names: Sequ
     database defines (an enum's array, a composite) carries its OID, which
     differs from database to database; and a narrower modifier would round
     what the staged path sets aside. Anything else is parsed and encoded.
+    ``built_in``: the target's columns of built-in types and their types, as
+    the catalogue described them when the batch's fit was checked (the
+    database is asked otherwise).
     """
     if not isinstance(queries, Queries) or not queries.verbatim or queries.columns is None:
         return False
     if [name for name, _ in queries.columns] != list(names):
         return False
-    quote = engine.dialect.identifier_preparer.quote
-    table = ".".join(quote(p) for p in (target.schema, target.table) if p)
-    with engine.connect() as conn:
-        theirs = {row[0]: (row[1], row[2]) for row in conn.execute(_TYPES, {"table": table})}
-    return all(
-        name in theirs and theirs[name][0] < _BUILT_IN and theirs[name][1] == shown
-        for name, shown in queries.columns
-    )
+    if built_in is None:
+        quote = engine.dialect.identifier_preparer.quote
+        table = ".".join(quote(p) for p in (target.schema, target.table) if p)
+        with engine.connect() as conn:
+            built_in = {row[0]: row[2] for row in conn.execute(_TYPES, {"table": table})
+                        if row[1] < FIRST_NORMAL_OID}  # fmt: skip
+    return all(built_in.get(name) == shown for name, shown in queries.columns)
 
 
 def copy_verbatim(
