@@ -128,3 +128,36 @@ def test_a_small_read_goes_through_psycopg(pg_url: str) -> None:
     next(large)
     assert [p for p in _children() if _name(p) == "psql"]
     large.close()
+
+
+def test_small_reads_share_one_session_and_a_lost_one_is_replaced(pg_url: str) -> None:
+    """Reads through psycopg (fewer rows than ``PSQL_ROWS``) reuse this process's idle
+    connection: 1,000 small tables are not 1,000 sessions. One the server ended meanwhile
+    is replaced, and the read gives all of its rows; one given up mid-read is not kept."""
+    info = conninfo(pg_url)
+
+    def backend() -> bytes:
+        return b"".join(module.copy_out(info, "COPY (SELECT pg_backend_pid()) TO STDOUT",
+                                        SESSION, rows=1))  # fmt: skip
+
+    first = backend()
+    assert backend() == first
+    admin = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": int(first)})
+
+    def gone() -> bool:
+        with admin.connect() as conn:
+            return not conn.execute(sa.text("SELECT 1 FROM pg_stat_activity WHERE pid = :pid"),
+                                    {"pid": int(first)}).first()  # fmt: skip
+
+    wait_until(gone, "the ended session to be gone")
+    admin.dispose()
+    again = backend()
+    assert again != first
+    assert b"".join(module.copy_out(info, f"COPY ({ROWS} LIMIT 10) TO STDOUT", SESSION,
+                                    rows=10)).count(b"\n") == 10  # fmt: skip
+    chunks = module.copy_out(info, f"COPY ({ROWS}) TO STDOUT", SESSION, rows=1)
+    next(chunks)
+    chunks.close()  # given up: its session is closed, not kept half read
+    assert backend() != again

@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -71,19 +72,72 @@ def copy_out(info: str, statement: str, options: str, rows: int | None = None) -
 def _through_psycopg(info: str, statement: str, options: str) -> Iterator[bytes]:
     import psycopg
 
+    conn: Any = None
+    done = False
     try:
-        conn = psycopg.connect(info, options=options, autocommit=True)
-        with conn, conn.cursor() as cursor, cursor.copy(statement) as copy:
-            chunk = bytearray()
-            for row in copy:  # libpq hands over one row per message
-                chunk += row
-                if len(chunk) >= PIPE_BYTES:
-                    yield bytes(chunk)
-                    chunk.clear()
-            if chunk:
-                yield bytes(chunk)
+        conn, reused = _connection(info, options)
+        given = False
+        try:
+            for chunk in _copied(conn, statement):
+                given = True
+                yield chunk
+        except psycopg.OperationalError:
+            if given or not reused:
+                raise
+            # The idle connection was lost meanwhile (the server restarted, a timeout):
+            # nothing was handed over yet, so a new one reads it all again.
+            conn.close()
+            conn, _ = _connection(info, options, fresh=True)
+            yield from _copied(conn, statement)
+        done = True
     except psycopg.Error as error:
         raise sa.exc.DBAPIError.instance(statement, None, error, psycopg.Error) from error
+    finally:
+        if done:
+            _keep(info, options, conn)
+        elif conn is not None:
+            conn.close()  # a read that failed or was given up: its session's state is unknown
+
+
+def _copied(conn: Any, statement: str) -> Iterator[bytes]:
+    """``statement``'s output on ``conn``, its rows joined into chunks."""
+    with conn.cursor() as cursor, cursor.copy(statement) as copy:
+        chunk = bytearray()
+        for row in copy:  # libpq hands over one row per message
+            chunk += row
+            if len(chunk) >= PIPE_BYTES:
+                yield bytes(chunk)
+                chunk.clear()
+        if chunk:
+            yield bytes(chunk)
+
+
+_idle: dict[tuple[str, str], Any] = {}
+"""One idle connection per database and session settings, kept by this process for its next
+read: a schema of 1,000 small tables read each table on a new connection, and each new
+PostgreSQL session is a process the server forks and warms up (~1,100 of them a run)."""
+_idle_lock = threading.Lock()
+
+
+def _connection(info: str, options: str, fresh: bool = False) -> tuple[Any, bool]:
+    """A connection to ``info`` in autocommit, its session set by ``options``: the one kept
+    idle, unless ``fresh``; and whether it was."""
+    import psycopg
+
+    with _idle_lock:
+        kept = None if fresh else _idle.pop((info, options), None)
+    if kept is not None and not kept.closed:
+        return kept, True
+    return psycopg.connect(info, options=options, autocommit=True), False
+
+
+def _keep(info: str, options: str, conn: Any) -> None:
+    """Keep ``conn`` for the next read of its database, closing the one kept before."""
+    with _idle_lock:
+        before = _idle.get((info, options))
+        _idle[(info, options)] = conn
+    if before is not None and before is not conn:
+        before.close()
 
 
 def _through_psql(program: str, info: str, statement: str, options: str) -> Iterator[bytes]:
