@@ -314,3 +314,31 @@ def test_the_summary_counts_a_streams_changes_read_beside_the_rows_written() -> 
                      streams={"live"})  # fmt: skip
     text = format_summary(RunSummary(stats, 0))
     assert "4 rows (10 changes read)" in text and "5 rows (5 claimed)" in text, text
+
+
+def test_sources_that_wait_for_a_parent_start_their_refills_after_it() -> None:
+    """A parent named after its children still gets the database's key queries first."""
+    from config.loader import load_config_text
+    from scheduler.daemon import start_parents_first
+
+    url = "postgresql+psycopg://u@127.0.0.1:1/db"
+    cfg = load_config_text(f"""
+ledger: 'sqlite:///:memory:'
+sources:
+  a_child: {{kind: sql, url: '{url}', table: c1, key: id, target: wh.c1, depends_on: [z_parent]}}
+  b_child: {{kind: sql, url: '{url}', table: c2, key: id, target: wh.c2, depends_on: [z_parent]}}
+  z_parent: {{kind: sql, url: '{url}', table: p, key: id, target: wh.p}}
+targets:
+  wh: {{kind: parquet, path: /tmp/unused}}
+""")  # fmt: skip
+    started: list[str] = []
+
+    class Queue:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def start(self) -> None:
+            started.append(self.name)
+
+    start_parents_first(cfg, {name: Queue(name) for name in cfg.sources})  # type: ignore[misc]
+    assert started == ["z_parent", "a_child", "b_child"]

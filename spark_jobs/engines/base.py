@@ -256,6 +256,11 @@ class Engine(ABC):
         upsert's conflict target needs), in one query; None: SQLAlchemy's reflection says."""
         return None
 
+    def row_estimates(self, conn: Any, tables: Sequence[str]) -> dict[str, float]:
+        """The rows the database's statistics count in each of ``tables`` (``schema.table``
+        or ``table``) that it has statistics of, in one query; none by default."""
+        return {}
+
     def default_schema(self, conn: Any) -> str:
         """The schema a table named without one is in (MariaDB: the database)."""
         raise NotImplementedError(f"{self.label} keeps no schema objects of sluice's")

@@ -68,6 +68,16 @@ class PostgreSQL(Engine):
     ) -> str:
         return catalog.create_enum(conn, schema, name, labels)
 
+    def row_estimates(self, conn: sa.Connection, tables: Sequence[str]) -> dict[str, float]:
+        # reltuples is -1 for a table never analyzed (or vacuumed): no statistics.
+        found = conn.execute(sa.text(
+            "SELECT t.name, c.reltuples FROM unnest(CAST(:names AS text[])) AS t(name) "
+            "JOIN pg_class c ON c.oid = to_regclass(t.name) WHERE c.reltuples >= 0"),
+            {"names": [".".join(catalog.quote(p) for p in t.rsplit(".", 1)) for t in tables]},
+        ).all()  # fmt: skip
+        by_quoted = {".".join(catalog.quote(p) for p in t.rsplit(".", 1)): t for t in tables}
+        return {by_quoted[name]: float(rows) for name, rows in found}
+
     def default_schema(self, conn: sa.Connection) -> str:
         return str(conn.execute(sa.text("SELECT current_schema()")).scalar_one())
 
