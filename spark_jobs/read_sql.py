@@ -64,10 +64,12 @@ def tables_columns(url: str, tables: Sequence[str]) -> dict[str, list[Column]]:
     if wanted:
         engine = engine_of(url)
         # A connection of its own, closed at once: none kept idle against a connection limit.
+        names = {table: (table.rpartition(".")[0] or None, table.rpartition(".")[2])
+                 for table in wanted}  # fmt: skip
         with looker_engine(url).connect() as conn:
-            for table in wanted:
-                schema, _, name = table.rpartition(".")
-                known[table] = engine.describe(conn, schema or None, name)
+            found = engine.describe_many(conn, list(names.values()))
+        for table in wanted:
+            known[table] = found.get(names[table], [])
         with _columns_lock:
             for table in wanted:
                 columns = known[table]

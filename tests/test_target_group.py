@@ -90,3 +90,25 @@ def test_a_fit_names_the_columns_a_binary_copy_may_go_into_as_it_comes(pg_target
     fit = prepare_target_for(schema, _target(pg_target, "typed")).fit
     assert fit.built_in == {"id": "bigint", "tags": "text[]",
                             "at": "timestamp(3) without time zone"}  # fmt: skip
+
+
+def test_tables_described_together_are_described_as_one_by_one(pg_target: str) -> None:
+    from spark_jobs.engines import engine_of
+
+    with sql_engine(pg_target).begin() as conn:
+        conn.execute(sa.text("CREATE SCHEMA odd"))
+        conn.execute(sa.text("CREATE TYPE mood AS ENUM ('ok', 'sad')"))
+        conn.execute(sa.text('CREATE TABLE odd."We.ird" (id int PRIMARY KEY, m mood[], '
+                             "n numeric(9,3) GENERATED ALWAYS AS (id * 2) STORED)"))  # fmt: skip
+        conn.execute(sa.text("CREATE TABLE plain (id bigint GENERATED ALWAYS AS IDENTITY, "
+                             "at timestamptz NOT NULL, note text)"))  # fmt: skip
+    catalogue = engine_of(pg_target)
+    names = [("odd", "We.ird"), (None, "plain"), (None, "missing")]
+    with sql_engine(pg_target).connect() as conn:
+        together = catalogue.describe_many(conn, names)
+        alone = {name: catalogue.describe(conn, *name) for name in names}
+    assert set(together) == {("odd", "We.ird"), (None, "plain")}
+    assert alone[(None, "missing")] == []
+    assert all(together[name] == alone[name] for name in together)
+    assert [c.name for c in together[(None, "plain")]] == ["id", "at", "note"]
+    assert together[("odd", "We.ird")][1].user_types  # the enum of its array

@@ -209,6 +209,13 @@ class Engine(ABC):
         """The columns of ``schema.table`` (None: the default schema) on the SQLAlchemy
         connection ``conn``, in order; empty when there is no such table."""
 
+    def describe_many(
+        self, conn: Any, tables: Sequence[tuple[str | None, str]]
+    ) -> dict[tuple[str | None, str], list[Column]]:
+        """:meth:`describe` of each of ``tables`` (``(schema, table)``) that exists."""
+        found = {(schema, table): self.describe(conn, schema, table) for schema, table in tables}
+        return {name: columns for name, columns in found.items() if columns}
+
     def kind_of_type(self, type_sql: str) -> Kind:
         """The kind of a column type of this engine written as SQL (a ``cast:`` override);
         ``other`` for one the catalogue does not name."""

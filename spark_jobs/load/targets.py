@@ -70,10 +70,11 @@ def make_ready(engine: sa.Engine, wanted: Sequence[Wanted]) -> list[bool]:
     try:
         ensure_own_tables(engine)
         with engine.begin() as conn:
+            there = catalogue.describe_many(conn, list(tables))
             missing = []
-            for (schema, table), i in tables.items():
+            for name, i in tables.items():
                 w = wanted[i]
-                if catalogue.describe(conn, schema, table):
+                if name in there:
                     ready[i] = fit_known(fit_key(engine, w.target, w.columns, w.void))
                 elif of_built_in_types(engine, w.target, w.columns):
                     missing.append(i)
@@ -83,7 +84,9 @@ def make_ready(engine: sa.Engine, wanted: Sequence[Wanted]) -> list[bool]:
                 by_schema.setdefault(wanted[i].target.schema, []).append(wanted[i].target.table)
             for schema, names in by_schema.items():
                 record_made(conn, schema, *names)
-            made = {i: catalogue.describe(conn, wanted[i].target.schema, wanted[i].target.table)
+            now = catalogue.describe_many(
+                conn, [(wanted[i].target.schema, wanted[i].target.table) for i in missing])
+            made = {i: now.get((wanted[i].target.schema, wanted[i].target.table), [])
                     for i in missing}  # fmt: skip
     except sa.exc.SQLAlchemyError as error:
         log.debug("%d target tables left to be made ready one by one: %s", len(tables), error)

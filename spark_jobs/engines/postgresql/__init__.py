@@ -60,6 +60,11 @@ class PostgreSQL(Engine):
     def describe(self, conn: sa.Connection, schema: str | None, table: str) -> list[Column]:
         return catalog.describe(conn, schema, table)
 
+    def describe_many(
+        self, conn: sa.Connection, tables: Sequence[tuple[str | None, str]]
+    ) -> dict[tuple[str | None, str], list[Column]]:
+        return catalog.describe_many(conn, tables)
+
     def prepare_types(self, conn: sa.Connection, columns: Sequence[Column]) -> None:
         catalog.create_user_types(conn, columns)
 

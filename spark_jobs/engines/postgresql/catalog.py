@@ -28,11 +28,13 @@ _MAX_NAME = 63
 
 _COLUMNS = sa.text(
     """
-    SELECT a.attname, a.atttypid, a.atttypmod, a.attnotnull, a.attgenerated <> '' AS generated,
-           a.attidentity, format_type(a.atttypid, a.atttypmod) AS shown
-    FROM pg_attribute a
-    WHERE a.attrelid = to_regclass(:rel) AND a.attnum > 0 AND NOT a.attisdropped
-    ORDER BY a.attnum
+    SELECT t.rel, a.attname, a.atttypid, a.atttypmod, a.attnotnull,
+           a.attgenerated <> '' AS generated, a.attidentity,
+           format_type(a.atttypid, a.atttypmod) AS shown
+    FROM unnest(CAST(:rels AS text[])) AS t(rel)
+    JOIN pg_attribute a ON a.attrelid = to_regclass(t.rel)
+    WHERE a.attnum > 0 AND NOT a.attisdropped
+    ORDER BY t.rel, a.attnum
     """
 )
 _TYPES = sa.text(
@@ -63,13 +65,26 @@ def quote(name: str) -> str:
 def describe(conn: sa.Connection, schema: str | None, table: str) -> list[Column]:
     """The columns of ``schema.table`` (None: the search path's) in their order; empty when
     there is no such table."""
-    rel = f"{quote(schema)}.{quote(table)}" if schema else quote(table)
-    rows = conn.execute(_COLUMNS, {"rel": rel}).all()
+    return describe_many(conn, [(schema, table)]).get((schema, table), [])
+
+
+def describe_many(
+    conn: sa.Connection, tables: Sequence[tuple[str | None, str]]
+) -> dict[tuple[str | None, str], list[Column]]:
+    """:func:`describe` of each of ``tables`` that exists, in two or three queries whatever
+    their number (a group of small tables described each on its own paid a round trip and a
+    type look-up a table)."""
+    rels = {(f"{quote(schema)}.{quote(table)}" if schema else quote(table)): (schema, table)
+            for schema, table in tables}  # fmt: skip
+    rows = conn.execute(_COLUMNS, {"rels": list(rels)}).all()
     if not rows:
-        return []
+        return {}
     types = _Types(conn)
     types.load({row.atttypid for row in rows})
-    return [types.column(row) for row in rows]
+    found: dict[tuple[str | None, str], list[Column]] = {}
+    for row in rows:
+        found.setdefault(rels[row.rel], []).append(types.column(row))
+    return found
 
 
 class _Types:
