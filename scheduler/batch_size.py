@@ -190,7 +190,8 @@ def largest_batches(
     fixed cost over more rows. Other sources hold their items (keys,
     messages) in their buffers: :data:`~config.settings.KEY_BATCH` items.
     A table whose width cannot be sampled (empty, or its database away)
-    gets ``max_items``.
+    gets ``max_items``; so does a table taken whole (:func:`_small_tables`), whose
+    source then plans its range in one query (:attr:`SqlSource.few_rows`).
     """
     if not cfg.batch.chosen:
         return {}
@@ -204,6 +205,8 @@ def largest_batches(
             largest[name] = cfg.batch.key_items
             continue
         width = None
+        if isinstance(wrapped, SqlSource):
+            wrapped.few_rows = name in small
         if isinstance(wrapped, SqlSource) and name not in small:
             try:
                 width = wrapped.row_bytes()

@@ -69,13 +69,17 @@ class KeyQueries:
 
         return self._db.guard(run)
 
-    def range_end(self, after: KeyTuple | None, size: int) -> tuple[KeyTuple, int] | None:
+    def range_end(
+        self, after: KeyTuple | None, size: int, few: bool = False
+    ) -> tuple[KeyTuple, int] | None:
         """The last key and the row count of the next ``size`` rows past ``after``.
 
         By the key's index, in the key's own order, for a key of any type (no
         aggregate: ``max(uuid)`` does not exist): the ``size``-th key past
         ``after``, one query; where fewer rows are left, the last of them and
-        their count, one more. None when no row is left.
+        their count, one more. ``few``: fewer than ``size`` rows are likely
+        left (a small table), so the second query alone, whose answer is
+        right either way. None when no row is left.
         """
         nth = self.select(after, 1).offset(max(0, size - 1))
         inner = self.select(after, size).subquery()
@@ -88,7 +92,7 @@ class KeyQueries:
 
         def run() -> tuple[tuple[Any, ...] | None, int]:
             with self._db.engine.connect() as conn:
-                row = conn.execute(nth).first()
+                row = None if few else conn.execute(nth).first()
                 if row is not None:
                     return tuple(row), size
                 row = conn.execute(last).first()

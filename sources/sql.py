@@ -80,6 +80,9 @@ class SqlSource(LimitedSource):
         # Rows per planned range (keyset): the page size, unless the daemon
         # needs smaller ranges (a batch, or the gate's room, is smaller).
         self.range_rows = max(1, range_rows or cfg.page_size)
+        # Keyset: the database's statistics count fewer rows than a range holds (a schema's
+        # small tables): a range's end is found by counting what is left, one query.
+        self.few_rows = False
         self._db = SourceDatabase(name, cfg, engine, budget)
         self._queries = KeyQueries(cfg, self._db)
         self._position = after
@@ -204,7 +207,7 @@ class SqlSource(LimitedSource):
                 self._exhausted = False  # full ranges so far: the buffer asks again at once
                 return items
             size = min(self.range_rows, left)
-            end = self._queries.range_end(self._position, size)
+            end = self._queries.range_end(self._position, size, few=self.few_rows)
             if end is None:
                 self._exhausted = True
                 return items
