@@ -76,12 +76,10 @@ class SourceOpener:
             check_distinct({n: s for n, s in cfg.sources.items() if isinstance(s, SqlSourceConfig)})
             for name, src_cfg in cfg.sources.items():
                 sources[name] = self._make_source(name, src_cfg, cfg)
-            checkpoints = {
-                name: self.ledger.sources.register(
-                    name, fingerprint(src_cfg), config_path=self.config_path
-                )
-                for name, src_cfg in cfg.sources.items()
-            }
+            checkpoints = self.ledger.sources.register_all(
+                {name: fingerprint(src_cfg) for name, src_cfg in cfg.sources.items()},
+                config_path=self.config_path,
+            )
         except BaseException:
             for source in sources.values():
                 source.close()

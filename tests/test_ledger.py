@@ -33,6 +33,17 @@ def test_source_identity_is_checked(ledger_url: str) -> None:
     assert ledger.sources.register("orders", "b" * 64) == Checkpoint(None, 0)
 
 
+def test_many_sources_are_registered_together_as_one_by_one(ledger_url: str) -> None:
+    ledger = Ledger(ledger_url)
+    digests = {f"t{i:03d}": f"{i % 10}" * 64 for i in range(300)}
+    assert ledger.sources.register_all(digests) == dict.fromkeys(digests, Checkpoint(None, 0))
+    first, after_first = ledger.claim_range("b1", "t007", "w.t007", Checkpoint(None, 0), [5], 5)
+    again = ledger.sources.register_all(digests)
+    assert again["t007"] == after_first and again["t008"] == Checkpoint(None, 0)
+    with pytest.raises(FingerprintMismatch, match="sluice reset s.yaml --source t299"):
+        ledger.sources.register_all({**digests, "t299": "x" * 64}, config_path="s.yaml")
+
+
 def test_range_claims_chain_and_a_stale_checkpoint_loses(ledger_url: str) -> None:
     ledger = Ledger(ledger_url)
     start = ledger.sources.register("orders", "f" * 64)

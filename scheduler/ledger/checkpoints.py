@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,35 +67,40 @@ class SourceBook:
 
     def register(self, name: str, digest: str, *, config_path: str = "CONFIG") -> Checkpoint:
         """Record a source (first run) or check it is the one recorded before."""
+        return self.register_all({name: digest}, config_path=config_path)[name]
+
+    def register_all(
+        self, digests: Mapping[str, str], *, config_path: str = "CONFIG"
+    ) -> dict[str, Checkpoint]:
+        """:meth:`register` each source (name → its fingerprint), their writes queued at once:
+        the writer commits them in a few transactions (1,000 sources, each waiting for its
+        own, took ~1 s of the start)."""
         t = sources_table
 
-        def write(conn: sa.Connection) -> Any:
-            row = conn.execute(sa.select(t).where(t.c.name == name)).first()
-            if row is None:
-                conn.execute(
-                    t.insert().values(
-                        name=name, fingerprint=digest, high_water=None, version=0,
-                        updated_at=self.clock(),
+        def registering(name: str, digest: str) -> Callable[[sa.Connection], Any]:
+            def write(conn: sa.Connection) -> Any:
+                row = conn.execute(sa.select(t).where(t.c.name == name)).first()
+                if row is None:
+                    conn.execute(
+                        t.insert().values(
+                            name=name, fingerprint=digest, high_water=None, version=0,
+                            updated_at=self.clock(),
+                        )
                     )
-                )
-            return row
+                return row
 
-        try:
-            row = self.writer.call(write)
-        except sa.exc.IntegrityError:
-            # Another daemon starting on the same config inserted it first: read its row.
-            row = self.writer.call(write)
-        if row is None:
-            return Checkpoint(None, 0)
-        if row.fingerprint != digest:
-            raise FingerprintMismatch(
-                f"source {name!r} changed (url, table, key, mode or where) since the ledger "
-                f"recorded its progress; to start it over run: "
-                f"sluice reset {config_path} --source {name}"
-            )
-        return Checkpoint(
-            decode_key(row.high_water), row.version, decode_position(row.resume_after)
-        )
+            return write
+
+        queued = {name: self.writer.submit(registering(name, d)) for name, d in digests.items()}
+        found: dict[str, Checkpoint] = {}
+        for name, future in queued.items():
+            try:
+                row = future.result()
+            except sa.exc.IntegrityError:
+                # Another daemon starting on the same config inserted it first: read its row.
+                row = self.writer.call(registering(name, digests[name]))
+            found[name] = _checkpoint(name, digests[name], row, config_path)
+        return found
 
     def save_resume_point(self, name: str, after: Sequence[Any] | None) -> None:
         """Record where a restart resumes an incremental source's walk (None: the start).
@@ -144,3 +149,16 @@ class SourceBook:
             "recorded_at": self.clock(),
         }
         self.writer.call(lambda conn: conn.execute(poison_table.insert().values(**values)))
+
+
+def _checkpoint(name: str, digest: str, row: Any, config_path: str) -> Checkpoint:
+    """A registered source's checkpoint from its row as it was (None: just recorded)."""
+    if row is None:
+        return Checkpoint(None, 0)
+    if row.fingerprint != digest:
+        raise FingerprintMismatch(
+            f"source {name!r} changed (url, table, key, mode or where) since the ledger "
+            f"recorded its progress; to start it over run: "
+            f"sluice reset {config_path} --source {name}"
+        )
+    return Checkpoint(decode_key(row.high_water), row.version, decode_position(row.resume_after))
