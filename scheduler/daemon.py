@@ -346,9 +346,17 @@ def format_summary(summary: RunSummary) -> str:
 
 
 def start_parents_first(cfg: SluiceConfig, queues: Mapping[str, QueueingLimitedSource]) -> None:
-    """Start every source's refills, those that wait for a parent's first pass last: their
-    first key queries would hold the database's key-query connections while the parent is
-    still unread (a schema's parent table named after its 1,000 children was read ~4 s late)."""
-    waits = cfg.waits
-    for name in sorted(queues, key=lambda n: bool(waits.get(n))):
+    """Start every source's refills, parents before the sources that wait for their first
+    pass: a child's first key queries would hold the database's key-query connections while
+    its parent is still unread (a schema's parent table named after its 1,000 children was
+    read ~4 s late)."""
+    waits, depth = cfg.waits, {}
+
+    def depth_of(name: str, seen: frozenset[str] = frozenset()) -> int:
+        if name not in depth:  # a cycle counts once (depends_on cycles are refused anyway)
+            depth[name] = 1 + max((depth_of(p, seen | {name}) for p in waits.get(name, ())
+                                   if p not in seen and p != name), default=-1)  # fmt: skip
+        return depth[name]
+
+    for name in sorted(queues, key=depth_of):
         queues[name].start()

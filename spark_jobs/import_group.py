@@ -194,7 +194,11 @@ def _tables_straight_in(
         except Exception as error:  # noqa: BLE001 - each batch then tries on its own
             log.info("batches %s: imported one by one: %s",
                      ", ".join(m.batch_id for m in batches), reason(error))  # fmt: skip
-    ready = targets_ready([(schema, target) for _, _, target, schema, _ in reads])
+    try:
+        ready = targets_ready([(schema, target) for _, _, target, schema, _ in reads])
+    except Exception as error:  # noqa: BLE001 - each table is then made ready on its own
+        log.info("target tables made ready one by one: %s", reason(error))
+        ready = [False] * len(reads)
     for (batches, source, target, schema, queries), exists in zip(reads, ready, strict=True):
         try:
             prepared = ready_to_load_straight_in(schema, target, batches, exists)

@@ -327,7 +327,8 @@ ledger: 'sqlite:///:memory:'
 sources:
   a_child: {{kind: sql, url: '{url}', table: c1, key: id, target: wh.c1, depends_on: [z_parent]}}
   b_child: {{kind: sql, url: '{url}', table: c2, key: id, target: wh.c2, depends_on: [z_parent]}}
-  z_parent: {{kind: sql, url: '{url}', table: p, key: id, target: wh.p}}
+  z_parent: {{kind: sql, url: '{url}', table: p, key: id, target: wh.p, depends_on: [zz_root]}}
+  zz_root: {{kind: sql, url: '{url}', table: r, key: id, target: wh.r}}
 targets:
   wh: {{kind: parquet, path: /tmp/unused}}
 """)  # fmt: skip
@@ -341,4 +342,4 @@ targets:
             started.append(self.name)
 
     start_parents_first(cfg, {name: Queue(name) for name in cfg.sources})  # type: ignore[misc]
-    assert started == ["z_parent", "a_child", "b_child"]
+    assert started == ["zz_root", "z_parent", "a_child", "b_child"]

@@ -173,3 +173,27 @@ targets:
                   ("narrow", "wide")]  # fmt: skip
     engine.dispose()
     assert counts == [NARROW, KEY_BATCH]
+
+
+@pytest.mark.postgres
+def test_a_table_loaded_since_it_was_analyzed_is_not_taken_for_small(pg_url: str) -> None:
+    """The statistics' rows per page times the pages the table has now, as the planner
+    counts: a table that grew after ANALYZE is counted at its size, not at its old one."""
+    from spark_jobs.engines import engine_of
+
+    engine = sa.create_engine(pg_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE grown (id bigint PRIMARY KEY, note text)")
+        conn.exec_driver_sql("CREATE TABLE kept (id bigint PRIMARY KEY, note text)")
+        for table in ("grown", "kept"):
+            conn.exec_driver_sql(f"INSERT INTO {table} SELECT n, md5(n::text) "
+                                 "FROM generate_series(1, 1000) n")  # fmt: skip
+            conn.exec_driver_sql(f"ANALYZE {table}")
+        conn.exec_driver_sql("INSERT INTO grown SELECT n, md5(n::text) "
+                             "FROM generate_series(1001, 30000) n")  # fmt: skip
+        conn.exec_driver_sql("CREATE TABLE never (id bigint PRIMARY KEY)")
+        counted = engine_of(pg_url).row_estimates(conn, ["grown", "public.kept", "never"])
+    engine.dispose()
+    assert counted["grown"] > KEY_BATCH
+    assert 900 <= counted["public.kept"] <= 1100
+    assert "never" not in counted or counted["never"] == 0  # empty: nothing to size

@@ -72,7 +72,8 @@ def make_ready(engine: sa.Engine, wanted: Sequence[Wanted]) -> list[bool]:
         with engine.begin() as conn:
             there = catalogue.describe_many(conn, list(tables))
             missing = []
-            for name, i in tables.items():
+            # In name order: two groups making some of the same tables lock them alike.
+            for name, i in sorted(tables.items(), key=lambda t: (t[0][0] or "", t[0][1])):
                 w = wanted[i]
                 if name in there:
                     ready[i] = fit_known(fit_key(engine, w.target, w.columns, w.void))

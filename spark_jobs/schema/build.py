@@ -126,7 +126,7 @@ def _build_at(
 ) -> BuildReport:
     # Its connections serve every table's builds in turn (a new session each was ~1,000
     # a run of 1,000 small tables), and close with the engine at the end.
-    engine = sa.create_engine(url, pool_size=jobs + 1, max_overflow=0, pool_pre_ping=False)
+    engine = sa.create_engine(url, pool_size=jobs + 1, max_overflow=0, pool_pre_ping=True)
     report = BuildReport()
     try:
         with engine.connect() as conn:

@@ -74,14 +74,21 @@ class PostgreSQL(Engine):
         return catalog.create_enum(conn, schema, name, labels)
 
     def row_estimates(self, conn: sa.Connection, tables: Sequence[str]) -> dict[str, float]:
-        # reltuples is -1 for a table never analyzed (or vacuumed): no statistics.
+        # As the planner counts: the rows per page the statistics saw, times the pages the
+        # table has now (a table loaded since it was analyzed is not taken for small). A
+        # table never analyzed, or one with no storage of its own, has no estimate.
+        names = {catalog.relation(*(t.rsplit(".", 1) if "." in t else (None, t))): t
+                 for t in tables}  # fmt: skip
         found = conn.execute(sa.text(
-            "SELECT t.name, c.reltuples FROM unnest(CAST(:names AS text[])) AS t(name) "
-            "JOIN pg_class c ON c.oid = to_regclass(t.name) WHERE c.reltuples >= 0"),
-            {"names": [".".join(catalog.quote(p) for p in t.rsplit(".", 1)) for t in tables]},
+            "SELECT t.name, CASE WHEN c.relpages > 0 THEN c.reltuples / c.relpages "
+            "  * (pg_relation_size(c.oid) / current_setting('block_size')::int) "
+            "  WHEN pg_relation_size(c.oid) = 0 THEN 0 END "
+            "FROM unnest(CAST(:names AS text[])) AS t(name) "
+            "JOIN pg_class c ON c.oid = to_regclass(t.name) "
+            "WHERE c.reltuples >= 0 AND c.relkind IN ('r', 'm')"),
+            {"names": list(names)},
         ).all()  # fmt: skip
-        by_quoted = {".".join(catalog.quote(p) for p in t.rsplit(".", 1)): t for t in tables}
-        return {by_quoted[name]: float(rows) for name, rows in found}
+        return {names[name]: float(rows) for name, rows in found if rows is not None}
 
     def default_schema(self, conn: sa.Connection) -> str:
         return str(conn.execute(sa.text("SELECT current_schema()")).scalar_one())

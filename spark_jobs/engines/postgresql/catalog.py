@@ -62,6 +62,11 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def relation(schema: str | None, table: str) -> str:
+    """``schema.table`` (or ``table`` on the search path), quoted as ``to_regclass`` reads it."""
+    return f"{quote(schema)}.{quote(table)}" if schema else quote(table)
+
+
 def describe(conn: sa.Connection, schema: str | None, table: str) -> list[Column]:
     """The columns of ``schema.table`` (None: the search path's) in their order; empty when
     there is no such table."""
@@ -74,8 +79,7 @@ def describe_many(
     """:func:`describe` of each of ``tables`` that exists, in two or three queries whatever
     their number (a group of small tables described each on its own paid a round trip and a
     type look-up a table)."""
-    rels = {(f"{quote(schema)}.{quote(table)}" if schema else quote(table)): (schema, table)
-            for schema, table in tables}  # fmt: skip
+    rels = {relation(schema, table): (schema, table) for schema, table in tables}
     rows = conn.execute(_COLUMNS, {"rels": list(rels)}).all()
     if not rows:
         return {}

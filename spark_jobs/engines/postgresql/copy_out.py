@@ -24,6 +24,7 @@ import re
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -82,8 +83,8 @@ def _through_psycopg(info: str, statement: str, options: str) -> Iterator[bytes]
                 given = True
                 yield chunk
         except psycopg.OperationalError:
-            if given or not reused:
-                raise
+            if given or not reused or not conn.broken:
+                raise  # a refusal or a timeout of the read itself: not retried
             # The idle connection was lost meanwhile (the server restarted, a timeout):
             # nothing was handed over yet, so a new one reads it all again.
             conn.close()
@@ -112,32 +113,49 @@ def _copied(conn: Any, statement: str) -> Iterator[bytes]:
             yield bytes(chunk)
 
 
-_idle: dict[tuple[str, str], Any] = {}
+_idle: dict[tuple[str, str], tuple[Any, float]] = {}
 """One idle connection per database and session settings, kept by this process for its next
-read: a schema of 1,000 small tables read each table on a new connection, and each new
-PostgreSQL session is a process the server forks and warms up (~1,100 of them a run)."""
+read, with when it was kept: a schema of 1,000 small tables read each table on a new
+connection, and each new PostgreSQL session is a process the server forks and warms up
+(~1,100 of them a run)."""
 _idle_lock = threading.Lock()
+
+KEPT_FOR = 30.0
+"""Seconds a connection is kept idle for the next read at most: long enough for the tables
+of a run, short enough that a session a firewall forgot is not waited on, nor held against
+the server's connection limit between migrations' bursts."""
+
+# A worker process forked from another holds copies of its connections: never its own.
+os.register_at_fork(after_in_child=_idle.clear)
 
 
 def _connection(info: str, options: str, fresh: bool = False) -> tuple[Any, bool]:
     """A connection to ``info`` in autocommit, its session set by ``options``: the one kept
-    idle, unless ``fresh``; and whether it was."""
+    idle, unless ``fresh`` or kept too long; and whether it was."""
     import psycopg
 
     with _idle_lock:
-        kept = None if fresh else _idle.pop((info, options), None)
-    if kept is not None and not kept.closed:
+        kept, since = (None, 0.0) if fresh else _idle.pop((info, options), (None, 0.0))
+    if kept is not None and not kept.closed and time.monotonic() - since <= KEPT_FOR:
         return kept, True
+    if kept is not None:
+        kept.close()
     return psycopg.connect(info, options=options, autocommit=True), False
 
 
 def _keep(info: str, options: str, conn: Any) -> None:
-    """Keep ``conn`` for the next read of its database, closing the one kept before."""
+    """Keep ``conn`` for the next read of its database if it is idle and sound, closing the
+    one kept before."""
+    from psycopg.pq import TransactionStatus
+
+    if conn.broken or conn.info.transaction_status != TransactionStatus.IDLE:
+        conn.close()
+        return
     with _idle_lock:
         before = _idle.get((info, options))
-        _idle[(info, options)] = conn
-    if before is not None and before is not conn:
-        before.close()
+        _idle[(info, options)] = (conn, time.monotonic())
+    if before is not None and before[0] is not conn:
+        before[0].close()
 
 
 def _through_psql(program: str, info: str, statement: str, options: str) -> Iterator[bytes]:

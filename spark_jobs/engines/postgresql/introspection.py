@@ -27,7 +27,7 @@ from spark_jobs.engines.objects import (
     TableName,
     TableObjects,
 )
-from spark_jobs.engines.postgresql.catalog import quote
+from spark_jobs.engines.postgresql.catalog import relation
 
 _RELATIONS = sa.text(
     """
@@ -169,11 +169,6 @@ _EXTENSIONS = sa.text(
 )
 
 _ACTIONS = {"a": "NO ACTION", "r": "RESTRICT", "c": "CASCADE", "n": "SET NULL", "d": "SET DEFAULT"}
-
-
-def relation(schema: str | None, table: str) -> str:
-    """``schema.table`` (or ``table`` on the search path), quoted as ``to_regclass`` reads it."""
-    return f"{quote(schema)}.{quote(table)}" if schema else quote(table)
 
 
 def has_unique_key(conn: sa.Connection, schema: str | None, table: str,

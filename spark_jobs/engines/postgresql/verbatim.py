@@ -16,14 +16,9 @@ import pyarrow as pa
 import sqlalchemy as sa
 
 from spark_jobs.engines.postgresql.binarycopy import quoted
-from spark_jobs.engines.postgresql.catalog import FIRST_NORMAL_OID
+from spark_jobs.engines.postgresql.catalog import describe
 from spark_jobs.engines.postgresql.read import Queries, copy_binary
 from spark_jobs.target import TargetTable
-
-_TYPES = sa.text(
-    "SELECT attname, atttypid, format_type(atttypid, atttypmod) FROM pg_attribute "
-    "WHERE attrelid = to_regclass(:table) AND attnum > 0 AND NOT attisdropped"
-)
 
 
 def same_types(
@@ -43,18 +38,18 @@ def same_types(
     what the staged path sets aside. Anything else is parsed and encoded.
     ``built_in``: the target's columns of built-in types and their types, as
     the catalogue described them when the batch's fit was checked (the
-    database is asked otherwise).
+    database is asked otherwise): like the fit, remembered until a load into
+    the table fails (a column whose type an operator changes during the run
+    may be written in the old binary form until then).
     """
     if not isinstance(queries, Queries) or not queries.verbatim or queries.columns is None:
         return False
     if [name for name, _ in queries.columns] != list(names):
         return False
     if built_in is None:
-        quote = engine.dialect.identifier_preparer.quote
-        table = ".".join(quote(p) for p in (target.schema, target.table) if p)
         with engine.connect() as conn:
-            built_in = {row[0]: row[2] for row in conn.execute(_TYPES, {"table": table})
-                        if row[1] < FIRST_NORMAL_OID}  # fmt: skip
+            columns = describe(conn, target.schema, target.table)
+        built_in = {c.name: c.type for c in columns if c.built_in}
     return all(built_in.get(name) == shown for name, shown in queries.columns)
 
 
