@@ -19,9 +19,8 @@ whatever their tables). It holds this daemon's share of the configured
 - **connections** (``max_connections``): permits. Each of sluice's key
   queries takes one for as long as its connection is open (the source's
   engine keeps no idle connection), and each batch takes one per Spark read
-  partition from its dispatch to its end (a load's worker keeps the
-  connection of its last small read for its next one, at most
-  ``copy_out.KEPT_FOR`` seconds: one per worker beyond the count). Spark's schema look-up runs on
+  partition from its dispatch to its end (a load's task reads its small
+  batches on one connection, closed when the task ends). Spark's schema look-up runs on
   the batch's own permits, before its reads open. Key queries and batches
   draw on two parts of the share (:data:`KEY_QUERIES` for the key queries,
   the rest for the batches), so that neither starves the other: a database

@@ -32,6 +32,7 @@ from config.faults import crash_point
 from spark_jobs.bulk_paths import PG_COPY, BulkLoad, bulk_load
 from spark_jobs.commit_jdbc import commit_direct
 from spark_jobs.engines.base import CannotEncode
+from spark_jobs.engines.postgresql.copy_out import one_session
 from spark_jobs.engines.postgresql.verbatim import copy_verbatim, same_types
 from spark_jobs.jdbc import sql_engine
 from spark_jobs.local_tasks import LocalTasks, local_tasks
@@ -205,17 +206,19 @@ def load_share(
     in_spark: bool = False,
 ) -> Iterator[tuple[Manifest, dict[str, Any], float]]:  # fmt: skip
     """In a task: the batches ``wanted`` (numbers into ``numbered``: a load's and its
-    batch's), loaded one after the other; each one's outcome and seconds as it is done."""
-    for n in wanted:
-        started = time.monotonic()  # the batch's own load: not its wait for a core
-        i, j = numbered[n]
-        load = loads[i]
-        manifest = load.manifests[j]
-        reads = pa.record_batch([pa.array(load.reads[j], pa.int64())], names=["id"])
-        outcome = _copy_in_task(load.url, load.target, manifest, list(load.names),
-                                iter([reads]), load.bulk, load.queries, load.verbatim,
-                                in_spark=in_spark)  # fmt: skip
-        yield manifest, outcome, time.monotonic() - started
+    batch's), loaded one after the other; each one's outcome and seconds as it is done.
+    Their small reads share a source connection, closed when the task ends."""
+    with one_session():
+        for n in wanted:
+            started = time.monotonic()  # the batch's own load: not its wait for a core
+            i, j = numbered[n]
+            load = loads[i]
+            manifest = load.manifests[j]
+            reads = pa.record_batch([pa.array(load.reads[j], pa.int64())], names=["id"])
+            outcome = _copy_in_task(load.url, load.target, manifest, list(load.names),
+                                    iter([reads]), load.bulk, load.queries, load.verbatim,
+                                    in_spark=in_spark)  # fmt: skip
+            yield manifest, outcome, time.monotonic() - started
 
 
 def _local_share(

@@ -130,34 +130,40 @@ def test_a_small_read_goes_through_psycopg(pg_url: str) -> None:
     large.close()
 
 
-def test_small_reads_share_one_session_and_a_lost_one_is_replaced(pg_url: str) -> None:
-    """Reads through psycopg (fewer rows than ``PSQL_ROWS``) reuse this process's idle
-    connection: 1,000 small tables are not 1,000 sessions. One the server ended meanwhile
-    is replaced, and the read gives all of its rows; one given up mid-read is not kept."""
+def test_a_tasks_small_reads_share_one_session_and_a_lost_one_is_replaced(pg_url: str) -> None:
+    """Inside :func:`one_session` (a load's task), reads through psycopg (fewer rows than
+    ``PSQL_ROWS``) reuse the connection: 1,000 small tables are not 1,000 sessions. One the
+    server ended meanwhile is replaced and the read gives all of its rows; one given up
+    mid-read is not kept; at the session's end none stays open. Outside, each read has its
+    own."""
     info = conninfo(pg_url)
-
-    def backend() -> bytes:
-        return b"".join(module.copy_out(info, "COPY (SELECT pg_backend_pid()) TO STDOUT",
-                                        SESSION, rows=1))  # fmt: skip
-
-    first = backend()
-    assert backend() == first
     admin = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": int(first)})
 
-    def gone() -> bool:
+    def backend() -> int:
+        return int(b"".join(module.copy_out(info, "COPY (SELECT pg_backend_pid()) TO STDOUT",
+                                            SESSION, rows=1)))  # fmt: skip
+
+    def alive(pid: int) -> bool:
         with admin.connect() as conn:
-            return not conn.execute(sa.text("SELECT 1 FROM pg_stat_activity WHERE pid = :pid"),
-                                    {"pid": int(first)}).first()  # fmt: skip
+            return bool(conn.execute(sa.text("SELECT 1 FROM pg_stat_activity WHERE pid = :pid"),
+                                     {"pid": pid}).first())  # fmt: skip
 
-    wait_until(gone, "the ended session to be gone")
+    alone = backend()
+    assert backend() != alone
+    with module.one_session():
+        first = backend()
+        assert backend() == first
+        with admin.connect() as conn:
+            conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": first})
+        wait_until(lambda: not alive(first), "the ended session to be gone")
+        again = backend()
+        assert again != first
+        assert b"".join(module.copy_out(info, f"COPY ({ROWS} LIMIT 10) TO STDOUT", SESSION,
+                                        rows=10)).count(b"\n") == 10  # fmt: skip
+        chunks = module.copy_out(info, f"COPY ({ROWS}) TO STDOUT", SESSION, rows=1)
+        next(chunks)
+        chunks.close()  # given up: its session is closed, not kept half read
+        last = backend()
+        assert last != again
+    wait_until(lambda: not alive(last), "the session's connection to be closed at its end")
     admin.dispose()
-    again = backend()
-    assert again != first
-    assert b"".join(module.copy_out(info, f"COPY ({ROWS} LIMIT 10) TO STDOUT", SESSION,
-                                    rows=10)).count(b"\n") == 10  # fmt: skip
-    chunks = module.copy_out(info, f"COPY ({ROWS}) TO STDOUT", SESSION, rows=1)
-    next(chunks)
-    chunks.close()  # given up: its session is closed, not kept half read
-    assert backend() != again

@@ -94,7 +94,7 @@ def _through_psycopg(info: str, statement: str, options: str) -> Iterator[bytes]
     except psycopg.Error as error:
         raise sa.exc.DBAPIError.instance(statement, None, error, psycopg.Error) from error
     finally:
-        if done:
+        if done and getattr(_reusing, "on", False):
             _keep(info, options, conn)
         elif conn is not None:
             conn.close()  # a read that failed or was given up: its session's state is unknown
@@ -115,15 +115,14 @@ def _copied(conn: Any, statement: str) -> Iterator[bytes]:
 
 _idle: dict[tuple[str, str], tuple[Any, float]] = {}
 """One idle connection per database and session settings, kept by this process for its next
-read, with when it was kept: a schema of 1,000 small tables read each table on a new
-connection, and each new PostgreSQL session is a process the server forks and warms up
-(~1,100 of them a run)."""
+read inside :func:`one_session` (a load's task, whose permits count it), with when it was
+kept: a schema of 1,000 small tables read each table on a new connection, and each new
+PostgreSQL session is a process the server forks and warms up (~1,100 of them a run)."""
 _idle_lock = threading.Lock()
 
 KEPT_FOR = 30.0
-"""Seconds a connection is kept idle for the next read at most: long enough for the tables
-of a run, short enough that a session a firewall forgot is not waited on, nor held against
-the server's connection limit between migrations' bursts."""
+"""Seconds a connection is kept idle for the next read at most: long enough for a task's
+small tables, short enough that a session a firewall forgot is not waited on."""
 
 # A worker process forked from another holds copies of its connections: never its own.
 os.register_at_fork(after_in_child=_idle.clear)
@@ -141,6 +140,27 @@ def _connection(info: str, options: str, fresh: bool = False) -> tuple[Any, bool
     if kept is not None:
         kept.close()
     return psycopg.connect(info, options=options, autocommit=True), False
+
+
+_reusing = threading.local()
+
+
+@contextlib.contextmanager
+def one_session() -> Iterator[None]:
+    """Inside, this thread's small reads keep their connection for the next read of the same
+    database; at the end, every connection kept is closed (a task's permits counted them:
+    none may stay open after it). Outside, each read has a connection of its own."""
+    _reusing.on = True
+    try:
+        yield
+    finally:
+        _reusing.on = False
+        with _idle_lock:
+            kept = [conn for conn, _ in _idle.values()]
+            _idle.clear()
+        for conn in kept:
+            with contextlib.suppress(Exception):
+                conn.close()
 
 
 def _keep(info: str, options: str, conn: Any) -> None:
