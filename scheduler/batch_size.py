@@ -207,7 +207,7 @@ def largest_batches(
         width = None
         if isinstance(wrapped, SqlSource):
             wrapped.few_rows = name in small
-        if isinstance(wrapped, SqlSource) and name not in small:
+        if isinstance(wrapped, SqlSource) and not wrapped.few_rows:
             try:
                 width = wrapped.row_bytes()
             except SourceError as error:

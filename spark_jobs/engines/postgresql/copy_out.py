@@ -24,7 +24,6 @@ import re
 import shutil
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -94,10 +93,8 @@ def _through_psycopg(info: str, statement: str, options: str) -> Iterator[bytes]
     except psycopg.Error as error:
         raise sa.exc.DBAPIError.instance(statement, None, error, psycopg.Error) from error
     finally:
-        if done and getattr(_reusing, "on", False):
-            _keep(info, options, conn)
-        elif conn is not None:
-            conn.close()  # a read that failed or was given up: its session's state is unknown
+        if conn is not None and not (done and _keep(info, options, conn)):
+            conn.close()  # not in a session, or failed or given up: its state is unknown
 
 
 def _copied(conn: Any, statement: str) -> Iterator[bytes]:
@@ -113,69 +110,54 @@ def _copied(conn: Any, statement: str) -> Iterator[bytes]:
             yield bytes(chunk)
 
 
-_idle: dict[tuple[str, str], tuple[Any, float]] = {}
-"""One idle connection per database and session settings, kept by this process for its next
-read inside :func:`one_session` (a load's task, whose permits count it), with when it was
-kept: a schema of 1,000 small tables read each table on a new connection, and each new
-PostgreSQL session is a process the server forks and warms up (~1,100 of them a run)."""
-_idle_lock = threading.Lock()
-
-KEPT_FOR = 30.0
-"""Seconds a connection is kept idle for the next read at most: long enough for a task's
-small tables, short enough that a session a firewall forgot is not waited on."""
-
-# A worker process forked from another holds copies of its connections: never its own.
-os.register_at_fork(after_in_child=_idle.clear)
-
-
-def _connection(info: str, options: str, fresh: bool = False) -> tuple[Any, bool]:
-    """A connection to ``info`` in autocommit, its session set by ``options``: the one kept
-    idle, unless ``fresh`` or kept too long; and whether it was."""
-    import psycopg
-
-    with _idle_lock:
-        kept, since = (None, 0.0) if fresh else _idle.pop((info, options), (None, 0.0))
-    if kept is not None and not kept.closed and time.monotonic() - since <= KEPT_FOR:
-        return kept, True
-    if kept is not None:
-        kept.close()
-    return psycopg.connect(info, options=options, autocommit=True), False
-
-
-_reusing = threading.local()
+_session = threading.local()
+"""Inside :func:`one_session`, ``kept``: this thread's idle connection per database and
+session settings, for its next read (a schema of 1,000 small tables read each table on a new
+connection, and each new PostgreSQL session is a process the server forks and warms up:
+~1,100 of them a run)."""
 
 
 @contextlib.contextmanager
 def one_session() -> Iterator[None]:
     """Inside, this thread's small reads keep their connection for the next read of the same
-    database; at the end, every connection kept is closed (a task's permits counted them:
-    none may stay open after it). Outside, each read has a connection of its own."""
-    _reusing.on = True
+    database; at the end, every connection kept is closed (a load's task: its permits
+    counted them, none may stay open after it). Outside, each read has a connection of its
+    own."""
+    _session.kept = {}
     try:
         yield
     finally:
-        _reusing.on = False
-        with _idle_lock:
-            kept = [conn for conn, _ in _idle.values()]
-            _idle.clear()
-        for conn in kept:
+        kept, _session.kept = _session.kept, None
+        for conn in kept.values():
             with contextlib.suppress(Exception):
                 conn.close()
 
 
-def _keep(info: str, options: str, conn: Any) -> None:
-    """Keep ``conn`` for the next read of its database if it is idle and sound, closing the
-    one kept before."""
+def _connection(info: str, options: str, fresh: bool = False) -> tuple[Any, bool]:
+    """A connection to ``info`` in autocommit, its session set by ``options``: the one this
+    thread's session kept, unless ``fresh``; and whether it was."""
+    import psycopg
+
+    kept = getattr(_session, "kept", None)
+    conn = None if kept is None or fresh else kept.pop((info, options), None)
+    if conn is not None and not conn.closed:
+        return conn, True
+    return psycopg.connect(info, options=options, autocommit=True), False
+
+
+def _keep(info: str, options: str, conn: Any) -> bool:
+    """Keep ``conn`` for this thread's next read of its database, inside a session and if it
+    is idle and sound; whether it was kept (the one kept before is closed)."""
     from psycopg.pq import TransactionStatus
 
-    if conn.broken or conn.info.transaction_status != TransactionStatus.IDLE:
-        conn.close()
-        return
-    with _idle_lock:
-        before = _idle.get((info, options))
-        _idle[(info, options)] = (conn, time.monotonic())
-    if before is not None and before[0] is not conn:
-        before[0].close()
+    kept = getattr(_session, "kept", None)
+    if kept is None or conn.broken or conn.info.transaction_status != TransactionStatus.IDLE:
+        return False
+    before = kept.get((info, options))
+    kept[(info, options)] = conn
+    if before is not None and before is not conn:
+        before.close()
+    return True
 
 
 def _through_psql(program: str, info: str, statement: str, options: str) -> Iterator[bytes]:
