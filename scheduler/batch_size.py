@@ -251,15 +251,35 @@ def range_rows(src_cfg: SqlSourceConfig, cfg: SluiceConfig) -> int:
     of at most that size besides (:func:`plan_ranges`).
     """
     rows = min(src_cfg.page_size, cfg.batch.max_items, cfg.backpressure.max_pending)
-    database = database_of(src_cfg)
-    rates = [
-        s.limits.max_rows_per_s for s in cfg.sources.values()
-        if isinstance(s, SqlSourceConfig) and s.limits.max_rows_per_s is not None
-        and database_of(s) == database
-    ]  # fmt: skip
-    if rates:  # the database's rate: the least any of its sources sets
-        rows = min(rows, int(min(rates) * BATCH_SECONDS / 2))
+    rate = _database_rates(cfg).get(database_of(src_cfg))
+    if rate is not None:  # the database's rate: the least any of its sources sets
+        rows = min(rows, int(rate * BATCH_SECONDS / 2))
     return max(1, rows)
+
+
+_rates: tuple[SluiceConfig, dict[str, float]] | None = None  # the last config's, with it
+
+
+def _database_rates(cfg: SluiceConfig) -> dict[str, float]:
+    """The least ``max_rows_per_s`` any keyset source of each database sets, by database.
+
+    Found once per config: a range is planned per source, and 1,000 tables asking
+    each of the 1,000 made it a million looks at start.
+    """
+    global _rates
+    known = _rates
+    if known is not None and known[0] is cfg:
+        return known[1]
+    rates: dict[str, float] = {}
+    for source in cfg.sources.values():
+        if not isinstance(source, SqlSourceConfig):
+            continue
+        rate = source.limits.max_rows_per_s
+        if rate is not None:
+            database = database_of(source)
+            rates[database] = min(rate, rates.get(database, rate))
+    _rates = (cfg, rates)
+    return rates
 
 
 def plan_ranges(

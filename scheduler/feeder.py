@@ -28,7 +28,7 @@ from scheduler.stream_claims import claim_stream
 from scheduler.throttle import Throttle
 from sinks.abc import Sink
 from sources.abc import Item
-from sources.queueing import QueueingLimitedSource
+from sources.queueing import QueueingLimitedSource, Stocked
 from sources.sql import SqlSource
 from sources.stream import StreamSource
 from spark_jobs.manifest import Manifest
@@ -66,8 +66,11 @@ class Feeder:
         stats: RunStats,
         sizes: BatchSizer,
         order: FirstPasses,
+        stocked: Stocked,
     ) -> None:
         self.cfg = cfg
+        self.stocked = stocked
+        self._position = {name: i for i, name in enumerate(queues)}
         self.order = order
         self.sizes = sizes
         self.queues = queues
@@ -97,7 +100,12 @@ class Feeder:
         room = self.throttle.room()
         # Who is ready is found once for several batches: with 1,000 small tables, finding
         # it took the loop longer than claiming a batch.
-        ready = {name: q.buffered for name, q in self.queues.items() if self._may_feed(name, room)}
+        # Only buffers holding items are looked at (of 1,000 tables, a few at any moment),
+        # in the sources' order, as the strategy would have seen them all.
+        stocked = sorted((n for n in self.stocked.names() if n in self._position),
+                         key=self._position.__getitem__)  # fmt: skip
+        ready = {name: self.queues[name].buffered for name in stocked
+                 if self._may_feed(name, room)}  # fmt: skip
         fed = 0
         while ready and fed < self.burst:
             source = self.strategy.pick(ready)

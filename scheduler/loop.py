@@ -40,7 +40,7 @@ from scheduler.throttle import Throttle
 from scheduler.windows import Windows
 from sinks.abc import Sink
 from sources.budgets import Budgets
-from sources.queueing import QueueingLimitedSource
+from sources.queueing import QueueingLimitedSource, Stocked
 from spark_jobs.manifest import Manifest
 
 log = logging.getLogger("sluice.loop")
@@ -64,6 +64,11 @@ class MainLoop:
     ) -> None:
         self.cfg = cfg
         self.queues = dict(queues)
+        # The buffers holding items, kept by the buffers: a tick looks at those, not at
+        # 1,000 small tables' mostly empty buffers (twice, to feed and to time its wait).
+        self.stocked = Stocked()
+        for queue in self.queues.values():
+            queue.watch(self.stocked)
         self.ledger = ledger
         self.sink = sink
         self.checkpoints = dict(checkpoints)
@@ -94,7 +99,8 @@ class MainLoop:
                                  die=self.die, halt=self._halt, budgets=budgets, sizes=self.sizes)
         self.feeder = Feeder(cfg, self.queues, strategy, ledger, sink, self.checkpoints,
                              throttle=self.throttle, inflight=self.inflight, stats=self.stats,
-                             sizes=self.sizes, order=FirstPasses(cfg, self.queues, ledger, clock))
+                             sizes=self.sizes, order=FirstPasses(cfg, self.queues, ledger, clock),
+                             stocked=self.stocked)  # fmt: skip
 
     # -- the parts' state, where it was before they had objects of their own ------------
 
@@ -293,7 +299,8 @@ class MainLoop:
 
     def _idle_timeout(self) -> float:
         budgets = self.inflight.budgets  # a rate's bucket refills
-        return idle_timeout(self.queues, self.cfg.batch.max_wait, self.throttle.room(),
+        stocked = {name: self.queues[name] for name in self.stocked.names() if name in self.queues}
+        return idle_timeout(stocked, self.cfg.batch.max_wait, self.throttle.room(),
                             None if budgets is None else budgets.wait_s())  # fmt: skip
 
 
@@ -325,21 +332,32 @@ def poke_exhausted(
 ) -> None:  # fmt: skip
     """Ask drained sources again now and then: rows may have arrived.
 
-    Draining asks them in rounds: none while any source's refill runs. Each
-    source asked each second would keep a database of hundreds of tables
-    from ever having all its sources drained at one moment: their key
-    queries take turns on a few connections.
+    Draining asks them in rounds: none while any source's refill runs, and
+    none while a source has rows left to walk (a change stream excepted: it
+    is followed). Each source asked each second would keep a database of
+    hundreds of tables from ever having all its sources drained at one
+    moment; and 1,000 small tables drained one after the other, each asked
+    again every second until the last was walked, made 4,500 key queries
+    that took the turns of the tables still to walk on their database's
+    few connections.
     """
-    if draining and any(q.refilling for q in queues.values()):
-        return
+    if draining:
+        if any(q.refilling for q in queues.values()):
+            return
+        if any(not q.exhausted for name, q in queues.items() if not _streamed(cfg, name)):
+            queues = {n: q for n, q in queues.items() if _streamed(cfg, n)}
     for name, queue in queues.items():
         if not queue.exhausted:
             continue
         src_cfg = cfg.sources[name]
         # Draining re-checks each second; a daemon waits a source's sweep pause.
         pause = 1.0 if draining else getattr(src_cfg, "sweep_pause", 1.0)
-        if getattr(src_cfg, "mode", None) == "stream":
+        if _streamed(cfg, name):
             pause = STREAM_POLL  # a change stream is followed, not swept
         if now - last_poke.get(name, 0.0) >= pause:
             last_poke[name] = now
             queue.poke()
+
+
+def _streamed(cfg: SluiceConfig, name: str) -> bool:
+    return getattr(cfg.sources[name], "mode", None) == "stream"

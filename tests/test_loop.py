@@ -300,13 +300,30 @@ def test_draining_asks_drained_sources_again_in_rounds() -> None:
     assert pokes == []  # c's refill runs: the round waits for it
     queues["c"].refilling = False
     poke_exhausted(queues, cfg, last, 10.5, draining=True)  # type: ignore[arg-type]
-    assert pokes == ["a", "b"]
+    # c has rows left to walk: the round waits for it too (1,000 small tables drained
+    # one after the other were each asked again every second until the last was walked).
+    assert pokes == []
+    queues["c"].exhausted = True
+    poke_exhausted(queues, cfg, last, 11.0, draining=True)  # type: ignore[arg-type]
+    assert pokes == ["a", "b", "c"]
     queues["a"].refilling = True
-    poke_exhausted(queues, cfg, last, 12.0, draining=True)  # type: ignore[arg-type]
-    assert pokes == ["a", "b"]
+    poke_exhausted(queues, cfg, last, 12.5, draining=True)  # type: ignore[arg-type]
+    assert pokes == ["a", "b", "c"]
     # A daemon that is not draining asks each after its own pause, whatever runs.
-    poke_exhausted(queues, cfg, last, 41.0, draining=False)  # type: ignore[arg-type]
-    assert pokes == ["a", "b", "a", "b"]
+    queues["c"].exhausted = False
+    poke_exhausted(queues, cfg, last, 41.5, draining=False)  # type: ignore[arg-type]
+    assert pokes == ["a", "b", "c", "a", "b"]
+
+
+def test_a_draining_stream_is_followed_while_tables_are_still_walked() -> None:
+    pokes: list[str] = []
+    queues = {name: SimpleNamespace(exhausted=name != "walk", refilling=False,
+                                    poke=lambda name=name: pokes.append(name))
+              for name in ("walk", "done", "changes")}  # fmt: skip
+    cfg = SimpleNamespace(sources={"walk": SimpleNamespace(), "done": SimpleNamespace(),
+                                   "changes": SimpleNamespace(mode="stream")})  # fmt: skip
+    poke_exhausted(queues, cfg, {}, 10.0, draining=True)  # type: ignore[arg-type]
+    assert pokes == ["changes"]
 
 
 def test_a_progress_line_names_a_few_sources_first_those_not_done(

@@ -10,7 +10,7 @@ import pytest
 
 from config.errors import SourceError
 from sources.abc import Item, LimitedSource, MemorySource
-from sources.queueing import QueueingLimitedSource
+from sources.queueing import QueueingLimitedSource, Stocked
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -199,6 +199,44 @@ def test_release_gives_items_back_to_the_front_and_blocks_requeue_until_then() -
     done.wait_for(2)
     assert q.release("b1") == 2
     assert keys(q.next_batch(10, "b2")) == [1, 2, 3, 4]
+
+
+def test_a_watched_buffer_notes_whether_it_holds_items_at_every_change() -> None:
+    # The loop looks only at the buffers noted here: a change not noted would leave a
+    # source's batch unfed for good.
+    stocked = Stocked()
+    source = MemorySource("m", [1, 2, 3])
+    done = Refilled()
+    q = QueueingLimitedSource(source, capacity=10, replenish_below=0, on_refill=done)
+    q.watch(stocked)
+    assert stocked.names() == set()
+    q.start()
+    done.wait_for(1)
+    assert stocked.names() == {"m"}  # filled
+    q.next_batch(10, "b1")
+    assert stocked.names() == set()  # all taken
+    assert q.release("b1") == 3
+    assert stocked.names() == {"m"}  # given back to the front
+    q.next_batch(10, "b2")
+    source.add([4])
+    assert q.poke()
+    done.wait_for(2)
+    assert stocked.names() == {"m"}
+    q.next_batch(10, "b3")
+    q.ack("b2")
+    q.ack("b3")
+    assert stocked.names() == set()
+    assert q.stop(5)
+    other = Stocked()
+    source.add([5])
+    q2 = QueueingLimitedSource(source, capacity=10, replenish_below=0, on_refill=done)
+    q2.start()
+    done.wait_for(3)
+    q2.watch(other)  # watched once it holds items: noted at once
+    assert other.names() == {"m"}
+    assert q2.stop(5)
+    assert q2.give_back() == 1
+    assert other.names() == set()
 
 
 def test_release_to_source_and_give_back() -> None:
