@@ -241,6 +241,30 @@ def test_check_names_source_table_and_cause(
     assert repr(changes.get("table", "items")) in message
 
 
+def test_sources_of_one_database_are_checked_by_one_query_and_each_names_its_fault(
+    db: str, opened: Callable[..., SqlSource]
+) -> None:
+    good = [opened("ok0", config(db)), opened("ok1", config(db, where="status <> 'x'")),
+            opened("ok2", config(db, table="Order Items", key=["region", "id"]))]
+    queries: list[str] = []
+
+    def count(*args: Any) -> None:
+        queries.append(str(args[2]))
+
+    engine = good[0].engine
+    sa.event.listen(engine, "before_cursor_execute", count)
+    try:
+        SqlSource.check_together(good)
+        assert len(queries) == 1 and queries[0].upper().count("UNION ALL") == 2
+        queries.clear()
+        broken = opened("broken", config(db, key="nope"))
+        with pytest.raises(ConfigError, match="source broken") as info:
+            SqlSource.check_together([*good, broken])
+        assert "'items'" in str(info.value)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", count)
+
+
 def test_unreachable_database_is_transient_and_hides_the_password(
     opened: Callable[..., SqlSource],
 ) -> None:
