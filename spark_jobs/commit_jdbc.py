@@ -141,8 +141,13 @@ def _range_taken(conn: sa.Connection, target: TargetTable, manifest: Manifest) -
     table = sa.table(target.table, *keys, schema=target.schema)
     dialect = conn.dialect.name
     qualified = f"{target.schema}.{target.table}" if target.schema else target.table
-    # The bounds come from JSON: a uuid, a decimal or a timestamp as text, typed again.
-    types = key_types(conn, qualified, target.key)
+    # The bounds come from JSON: a uuid, a decimal or a timestamp as text, typed again
+    # by the key's column types (looked up, a catalogue query, only where text is there:
+    # numbers stay as they are).
+    bounds = [value for bound in (manifest.lo, manifest.hi) if bound is not None for value in bound]
+    types: Sequence[type | None] = (key_types(conn, qualified, target.key)
+                                    if any(isinstance(v, str) for v in bounds)
+                                    else [None] * len(target.key))  # fmt: skip
     where = []
     if manifest.lo is not None:
         where.append(row_compare(keys, typed_key(manifest.lo, types), ">", dialect))
@@ -328,8 +333,16 @@ def take_commit_row(conn: sa.Connection, commits: sa.Table, manifest: Manifest) 
         "committed_at": dt.datetime.now(dt.UTC),
     }
     if dialect == "postgresql":
-        conn.execute(postgresql.insert(commits).values(values).on_conflict_do_nothing())
-    elif dialect == "sqlite":  # BEGIN IMMEDIATE already holds the database's write lock
+        # One statement: a row there already is locked by the no-op update and returned
+        # as it is (a second importer waits here for the first's transaction to end).
+        upsert = postgresql.insert(commits).values(values)
+        row = conn.execute(
+            upsert.on_conflict_do_update(index_elements=[commits.c.batch_id],
+                                         set_={"token": commits.c.token})
+            .returning(commits.c.token, commits.c.rows)
+        ).one()  # fmt: skip
+        return None if row.rows == _PLACEHOLDER_ROWS else int(row.token)
+    if dialect == "sqlite":  # BEGIN IMMEDIATE already holds the database's write lock
         conn.execute(sqlite.insert(commits).values(values).on_conflict_do_nothing())
     else:
         insert = mysql.insert(commits).values(values)
