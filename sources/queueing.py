@@ -288,6 +288,11 @@ class QueueingLimitedSource:
         return self._buffer.free() <= 0
 
     @property
+    def read_once(self) -> bool:
+        """A refill succeeded once, or the source is exhausted (no snapshot taken)."""
+        return self._worker.last_refill_at is not None or self.exhausted
+
+    @property
     def refilling(self) -> bool:
         """A refill runs or its retry is scheduled."""
         return self._worker.busy

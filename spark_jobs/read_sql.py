@@ -40,7 +40,9 @@ if TYPE_CHECKING:
     from spark_jobs.engines.mysql.read import Queries as MySQLQueries
     from spark_jobs.engines.postgresql.read import Queries
 
-_columns: TTLCache[tuple[str, str], list[Column]] = TTLCache(maxsize=256, ttl=SCHEMA_TTL)
+# A schema's tables all fit (a few kB each): 1,000 tables looked up together and then
+# each read would otherwise find most of them evicted, and look each up again.
+_columns: TTLCache[tuple[str, str], list[Column]] = TTLCache(maxsize=20_000, ttl=SCHEMA_TTL)
 _columns_lock = threading.Lock()
 _native: weakref.WeakKeyDictionary[DataFrame, object] = weakref.WeakKeyDictionary()
 

@@ -394,14 +394,14 @@ def test_redact_text_and_config_secrets() -> None:
 @pytest.mark.parametrize(
     ("max_items", "deploy", "expected"),
     [
-        # Small keyset batches: a job's worth (100,000 rows, 8 batches at most)
+        # Small keyset batches: a job's worth (100,000 rows, 32 batches at most)
         # per import slot and one more in flight, so that they share Spark jobs.
-        (10_000, "session", (240_000, 230_000, 24, 250_000)),
+        (10_000, "session", (300_000, 290_000, 96, 310_000)),
         # spark-submit: a batch is a job; every slot busy and one batch waiting.
         (10_000, "submit", (50_000, 40_000, 4, 40_000)),
         # Large batches: the rows bound them; a job's worth of small ones fits in flight.
-        (100_000, "session", (300_000, 200_000, 24, 400_000)),
-        (1_000, "session", (50_000, 49_000, 24, 25_000)),
+        (100_000, "session", (300_000, 200_000, 96, 400_000)),
+        (1_000, "session", (96_000, 95_000, 96, 97_000)),
     ],
 )
 def test_sizes_left_out_follow_the_batch_and_the_sink(
