@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from config.errors import ClaimConflict, SourceError
@@ -28,7 +28,7 @@ from scheduler.stream_claims import claim_stream
 from scheduler.throttle import Throttle
 from sinks.abc import Sink
 from sources.abc import Item
-from sources.queueing import QueueingLimitedSource, Stocked
+from sources.queueing import QueueingLimitedSource
 from sources.sql import SqlSource
 from sources.stream import StreamSource
 from spark_jobs.manifest import Manifest
@@ -66,11 +66,10 @@ class Feeder:
         stats: RunStats,
         sizes: BatchSizer,
         order: FirstPasses,
-        stocked: Stocked,
+        stocked: Callable[[], list[str]],
     ) -> None:
         self.cfg = cfg
-        self.stocked = stocked
-        self._position = {name: i for i, name in enumerate(queues)}
+        self._stocked = stocked  # the sources whose buffers hold items, in their order
         self.order = order
         self.sizes = sizes
         self.queues = queues
@@ -100,12 +99,7 @@ class Feeder:
         room = self.throttle.room()
         # Who is ready is found once for several batches: with 1,000 small tables, finding
         # it took the loop longer than claiming a batch.
-        # Only buffers holding items are looked at (of 1,000 tables, a few at any moment),
-        # in the sources' order, as the strategy would have seen them all.
-        stocked = sorted((n for n in self.stocked.names() if n in self._position),
-                         key=self._position.__getitem__)  # fmt: skip
-        ready = {name: self.queues[name].buffered for name in stocked
-                 if self._may_feed(name, room)}  # fmt: skip
+        ready = {n: self.queues[n].buffered for n in self._stocked() if self._may_feed(n, room)}
         fed = 0
         while ready and fed < self.burst:
             source = self.strategy.pick(ready)
@@ -200,7 +194,8 @@ class Feeder:
         """
         queue = self.queues[source]
         parallel = self.sink.parallel
-        if parallel < 2 or not self._walks_ranges(source) or not queue.at_end or queue.refilling:
+        if (parallel < 2 or not walks_ranges(self.cfg.sources[source]) or not queue.at_end
+                or queue.refilling):  # fmt: skip
             return size
         importing = self.inflight.importing(source)
         share = -(-(queue.buffered + importing // 2) // parallel)
@@ -211,10 +206,6 @@ class Feeder:
         :mod:`scheduler.stream_claims`)."""
         stream = isinstance(self.queues[source].wrapped, StreamSource)
         return stream and self.inflight.importing(source) > 0
-
-    def _walks_ranges(self, source: str) -> bool:
-        """A keyset source: its batches are key ranges, and its end is final."""
-        return walks_ranges(self.cfg.sources[source])
 
     def _ready(self, queue: QueueingLimitedSource, want: int) -> bool:
         """A source has a batch ready: a full one, or a partial one that may not wait."""
@@ -234,7 +225,7 @@ class Feeder:
 
     def _claim(self, source: str, batch_id: str, items: list[Item], rows: int) -> Manifest | None:
         src_cfg = self.cfg.sources[source]
-        if self._walks_ranges(source):
+        if walks_ranges(self.cfg.sources[source]):
             return self._claim_range(source, src_cfg.target, batch_id, items, rows)
         if isinstance(wrapped := self.queues[source].wrapped, StreamSource):
             return claim_stream(self.ledger, wrapped, self.checkpoints, batch_id, items)

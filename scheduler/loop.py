@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from queue import Empty, SimpleQueue
 
@@ -40,7 +40,8 @@ from scheduler.throttle import Throttle
 from scheduler.windows import Windows
 from sinks.abc import Sink
 from sources.budgets import Budgets
-from sources.queueing import QueueingLimitedSource, Stocked
+from sources.buffer import Stocked
+from sources.queueing import QueueingLimitedSource
 from spark_jobs.manifest import Manifest
 
 log = logging.getLogger("sluice.loop")
@@ -64,11 +65,7 @@ class MainLoop:
     ) -> None:
         self.cfg = cfg
         self.queues = dict(queues)
-        # The buffers holding items, kept by the buffers: a tick looks at those, not at
-        # 1,000 small tables' mostly empty buffers (twice, to feed and to time its wait).
-        self.stocked = Stocked()
-        for queue in self.queues.values():
-            queue.watch(self.stocked)
+        self.stocked = watched(self.queues)
         self.ledger = ledger
         self.sink = sink
         self.checkpoints = dict(checkpoints)
@@ -99,8 +96,8 @@ class MainLoop:
                                  die=self.die, halt=self._halt, budgets=budgets, sizes=self.sizes)
         self.feeder = Feeder(cfg, self.queues, strategy, ledger, sink, self.checkpoints,
                              throttle=self.throttle, inflight=self.inflight, stats=self.stats,
-                             sizes=self.sizes, order=FirstPasses(cfg, self.queues, ledger, clock),
-                             stocked=self.stocked)  # fmt: skip
+                             sizes=self.sizes, stocked=self.stocked,
+                             order=FirstPasses(cfg, self.queues, ledger, clock))  # fmt: skip
 
     # -- the parts' state, where it was before they had objects of their own ------------
 
@@ -298,25 +295,35 @@ class MainLoop:
         return not self.ledger.reads.batches(UNFINISHED + ("failed",), self.queues)
 
     def _idle_timeout(self) -> float:
-        budgets = self.inflight.budgets  # a rate's bucket refills
-        stocked = {name: self.queues[name] for name in self.stocked.names() if name in self.queues}
-        return idle_timeout(stocked, self.cfg.batch.max_wait, self.throttle.room(),
-                            None if budgets is None else budgets.wait_s())  # fmt: skip
+        return idle_timeout([self.queues[n] for n in self.stocked()], self.cfg.batch.max_wait,
+                            self.throttle.room(), self.inflight.budgets)
 
 
-def idle_timeout(queues: Mapping[str, QueueingLimitedSource], max_wait: float, room: int,
-                 rested: float | None) -> float:  # fmt: skip
-    """Seconds the loop may sleep: until a buffered item's ``max_wait`` is over, a rate's
-    bucket has refilled (``rested``), or a second at most (a batch's end or a refill wakes
-    it sooner)."""
+def watched(queues: Mapping[str, QueueingLimitedSource]) -> Callable[[], list[str]]:
+    """Which of ``queues`` hold items, in their order (as a strategy would have seen them
+    all), kept by the buffers (:class:`~sources.queueing.Stocked`): a tick looks at those,
+    not at 1,000 small tables' mostly empty buffers (twice, to feed and to time its wait)."""
+    stocked = Stocked()
+    for queue in queues.values():
+        queue.watch(stocked)
+    position = {name: i for i, name in enumerate(queues)}
+    return lambda: sorted((n for n in stocked.names() if n in position), key=position.__getitem__)
+
+
+def idle_timeout(queues: Iterable[QueueingLimitedSource], max_wait: float, room: int,
+                 budgets: Budgets | None) -> float:  # fmt: skip
+    """Seconds the loop may sleep: until the item at the front of one of ``queues`` has
+    waited ``max_wait``, a rate's bucket of ``budgets`` has refilled, or a second at most
+    (a batch's end or a refill wakes it sooner)."""
     # Only buffers that hold something have an age (a lock each otherwise, every tick);
     # and none matters while there is no room: a batch's end wakes the loop.
-    ages = [q.oldest_age() for q in queues.values() if q.buffered] if room > 0 else []
+    ages = [q.oldest_age() for q in queues if q.buffered] if room > 0 else []
     # A wait already over and not fed was held back by something else (no room, the
     # order, the sink's share): what frees it wakes the loop (a batch's end) or is looked
     # at within a second. Waking every 10 ms for it had the loop spin through 1,000
     # tables' buffers while 1,000 partial batches waited for import slots.
     waits = [w for w in (max_wait - age for age in ages if age is not None) if w > 0]
+    rested = None if budgets is None else budgets.wait_s()
     if rested is not None:
         waits.append(rested)
     return max(0.01, min([1.0, *waits]))

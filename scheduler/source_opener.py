@@ -76,9 +76,9 @@ class SourceOpener:
             check_distinct({n: s for n, s in cfg.sources.items() if isinstance(s, SqlSourceConfig)})
             for name, src_cfg in cfg.sources.items():
                 sources[name] = self._make_source(name, src_cfg, cfg)
-            from sources.sql import SqlSource
+            from sources.sql import SqlSource, check_together
 
-            SqlSource.check_together(
+            check_together(
                 [s for s in sources.values() if isinstance(s, SqlSource)])  # fmt: skip
             checkpoints = self.ledger.sources.register_all(
                 {name: fingerprint(src_cfg) for name, src_cfg in cfg.sources.items()},
@@ -119,7 +119,7 @@ class SourceOpener:
                 range_rows=range_rows(src_cfg, cfg),
                 budget=None if self.budgets is None else self.budgets.of(name),
             )  # fmt: skip
-            return source  # checked with the others of its database (SqlSource.check_together)
+            return source  # checked with the others of its database (check_together)
         from sources.sqs import SqsSource
 
         assert isinstance(src_cfg, SqsSourceConfig)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Callable, Hashable
 from operator import attrgetter
@@ -10,6 +11,33 @@ from sources.abc import Item
 from sources.rangequeue import RangeQueue
 from sources.resume import ReadMark, ResumePoint, resume_point
 from sources.setqueue import Offer, SetQueue
+
+
+class Stocked:
+    """The names of the buffers that hold items now, kept by the buffers themselves.
+
+    A buffer :meth:`~sources.queueing.QueueingLimitedSource.watch`-ed by one
+    notes every change of its queue here (under its own lock), so that a loop
+    over 1,000 small tables looks at the few buffers holding a batch, not at
+    every buffer on every tick. Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._names: set[str] = set()
+
+    def note(self, name: str, stocked: bool) -> None:
+        """Buffer ``name`` holds items (``stocked``) or holds none."""
+        with self._lock:
+            if stocked:
+                self._names.add(name)
+            else:
+                self._names.discard(name)
+
+    def names(self) -> set[str]:
+        """The buffers holding items at this moment (a copy)."""
+        with self._lock:
+            return set(self._names)
 
 
 class ItemBuffer:
@@ -41,6 +69,17 @@ class ItemBuffer:
         self._chunks: deque[list[float]] = deque()
         self._batch_enqueued: dict[Hashable, float] = {}
         self._last_read: ReadMark | None = None  # incremental: the last item stored
+        self._watched: tuple[str, Stocked] | None = None
+
+    def watch(self, name: str, stocked: Stocked) -> None:
+        """Note in ``stocked``, under ``name``, whether items are queued: now and after
+        every motion of the queue (each goes through here)."""
+        self._watched = name, stocked
+        self._note()
+
+    def _note(self) -> None:
+        if self._watched is not None:
+            self._watched[1].note(self._watched[0], self._queue.rows() > 0)
 
     def take(self, n: int, batch_id: Hashable, at_least_one: bool) -> list[Item]:
         """Take up to ``n`` items (rows, for ranges) from the front, held under ``batch_id``.
@@ -55,6 +94,7 @@ class ItemBuffer:
         if items:
             self._batch_enqueued.setdefault(batch_id, self._chunks[0][1])
             self._consume_chunks(len(items))
+            self._note()
         return items
 
     def end(self, batch_id: Hashable) -> list[Item]:
@@ -65,6 +105,7 @@ class ItemBuffer:
         requeued = len(self._queue) - before
         if requeued:
             self._chunks.append([requeued, self._clock()])
+            self._note()
         return items
 
     def put_back(self, batch_id: Hashable) -> int:
@@ -73,12 +114,14 @@ class ItemBuffer:
         enqueued = self._batch_enqueued.pop(batch_id, None)
         if count:
             self._chunks.appendleft([count, self._clock() if enqueued is None else enqueued])
+            self._note()
         return count
 
     def drain(self) -> list[Item]:
         """Remove and return every queued item (held ones stay held)."""
         items = self._queue.drain()
         self._chunks.clear()
+        self._note()
         return items
 
     def prepare(self, items: list[Item]) -> Offer[Item]:
@@ -93,6 +136,7 @@ class ItemBuffer:
             self._last_read = mark
         if accepted:
             self._chunks.append([accepted, at])
+            self._note()
         return accepted
 
     def resume_point(self) -> ResumePoint | None:

@@ -26,38 +26,11 @@ from dataclasses import dataclass
 from config.errors import SourceError
 from config.retrying import Backoff
 from sources.abc import Item, LimitedSource
-from sources.buffer import ItemBuffer
+from sources.buffer import ItemBuffer, Stocked
 from sources.refill import RefillWorker
 from sources.resume import ResumePoint
 
 log = logging.getLogger(__name__)
-
-
-class Stocked:
-    """The names of the buffers that hold items now, kept by the buffers themselves.
-
-    A buffer :meth:`~QueueingLimitedSource.watch`-ed by one notes every change
-    of its queue here (under its own lock), so that a loop over 1,000 small
-    tables looks at the few buffers holding a batch, not at every buffer on
-    every tick. Thread-safe.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._names: set[str] = set()
-
-    def note(self, name: str, stocked: bool) -> None:
-        """Buffer ``name`` holds items (``stocked``) or holds none."""
-        with self._lock:
-            if stocked:
-                self._names.add(name)
-            else:
-                self._names.discard(name)
-
-    def names(self) -> set[str]:
-        """The buffers holding items at this moment (a copy)."""
-        with self._lock:
-            return set(self._names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,13 +105,7 @@ class QueueingLimitedSource:
         backoff_max: float = 30.0,
         rng: random.Random | None = None,
     ) -> None:
-        if max_permanent_failures < 1:
-            raise ValueError(f"{wrapped.name}: max_permanent_failures must be at least 1")
-        if not capacity > replenish_below >= 0:
-            raise ValueError(
-                f"{wrapped.name}: replenish_below ({replenish_below}) must be at least 0 "
-                f"and below capacity ({capacity})"
-            )
+        _check_sizes(wrapped.name, capacity, replenish_below, max_permanent_failures)
         self.name = wrapped.name
         self.wrapped = wrapped
         self.capacity = capacity
@@ -160,15 +127,13 @@ class QueueingLimitedSource:
             rng=rng or random.Random(),
         )
         self._hook_errors = 0
-        self._stocked: Stocked | None = None
 
     # -- the scheduler's side: memory only ---------------------------------
 
     def watch(self, stocked: Stocked) -> None:
         """Note in ``stocked`` whether this buffer holds items, now and at every change."""
         with self._lock:
-            self._stocked = stocked
-            self._note()
+            self._buffer.watch(self.name, stocked)
 
     def start(self) -> None:
         """Start the first refill. Calling it again does nothing."""
@@ -184,7 +149,6 @@ class QueueingLimitedSource:
         """
         with self._lock:
             items = self._buffer.take(n, batch_id, at_least_one)
-            self._note()
             go = self._claim_refill()
         if go:
             self._worker.launch()
@@ -209,15 +173,12 @@ class QueueingLimitedSource:
         if to_source:
             return self._end(batch_id, self.wrapped.release)
         with self._lock:
-            count = self._buffer.put_back(batch_id)
-            self._note()
-            return count
+            return self._buffer.put_back(batch_id)
 
     def _end(self, batch_id: Hashable, hook: Callable[[Sequence[Item]], None]) -> int:
         """Drop a batch's held items, pass them to ``hook``, refill the room; return how many."""
         with self._lock:
             items = self._buffer.end(batch_id)
-            self._note()  # newer versions parked for them queue up
             go = self._claim_refill()  # room was freed
         if items:
             self._call_hook(hook, items)
@@ -232,7 +193,6 @@ class QueueingLimitedSource:
         """
         with self._lock:
             items = self._buffer.drain()
-            self._note()
         if items:
             self._call_hook(self.wrapped.release, items)
         return len(items)
@@ -337,7 +297,6 @@ class QueueingLimitedSource:
                 leftover = items
             else:
                 accepted = self._buffer.store(offer, now)
-                self._note()
                 if accepted < len(items):
                     # Only keys already queued or held are refused: room was
                     # reserved above and only this (single) refill offers.
@@ -350,11 +309,6 @@ class QueueingLimitedSource:
         if again:
             self._worker.launch()
 
-    def _note(self) -> None:
-        """Under the lock, after the queue changed: tell the watcher whether items are queued."""
-        if self._stocked is not None:
-            self._stocked.note(self.name, self._buffer.rows() > 0)
-
     def _call_hook(self, hook: Callable[[Sequence[Item]], None], items: list[Item]) -> None:
         try:
             hook(items)
@@ -362,3 +316,13 @@ class QueueingLimitedSource:
             log.warning("%s: %s of %d items failed: %s", self.name, hook.__name__, len(items), exc)
             with self._lock:
                 self._hook_errors += 1
+
+
+def _check_sizes(name: str, capacity: int, replenish_below: int, max_permanent: int) -> None:
+    if max_permanent < 1:
+        raise ValueError(f"{name}: max_permanent_failures must be at least 1")
+    if not capacity > replenish_below >= 0:
+        raise ValueError(
+            f"{name}: replenish_below ({replenish_below}) must be at least 0 "
+            f"and below capacity ({capacity})"
+        )

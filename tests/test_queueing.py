@@ -10,7 +10,8 @@ import pytest
 
 from config.errors import SourceError
 from sources.abc import Item, LimitedSource, MemorySource
-from sources.queueing import QueueingLimitedSource, Stocked
+from sources.buffer import Stocked
+from sources.queueing import QueueingLimitedSource
 
 pytestmark = pytest.mark.timeout(10)
 

@@ -12,7 +12,7 @@ import sources.sql
 from config.errors import ConfigError, SourceError
 from config.models import SqlSourceConfig
 from sources.queueing import QueueingLimitedSource
-from sources.sql import ESTIMATE_ABOVE, SqlSource
+from sources.sql import ESTIMATE_ABOVE, SqlSource, check_together
 from tests.helpers import wait_until
 
 N = 3000
@@ -254,12 +254,12 @@ def test_sources_of_one_database_are_checked_by_one_query_and_each_names_its_fau
     engine = good[0].engine
     sa.event.listen(engine, "before_cursor_execute", count)
     try:
-        SqlSource.check_together(good)
+        check_together(good)
         assert len(queries) == 1 and queries[0].upper().count("UNION ALL") == 2
         queries.clear()
         broken = opened("broken", config(db, key="nope"))
         with pytest.raises(ConfigError, match="source broken") as info:
-            SqlSource.check_together([*good, broken])
+            check_together([*good, broken])
         assert "'items'" in str(info.value)
     finally:
         sa.event.remove(engine, "before_cursor_execute", count)
