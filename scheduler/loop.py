@@ -25,6 +25,7 @@ from queue import Empty, SimpleQueue
 
 from config.errors import LedgerError
 from config.models import SluiceConfig
+from config.sources import walks_ranges
 from scheduler.batch_size import BatchSizer, largest_batches, plan_every_range, plan_ranges
 from scheduler.collector import TickCollector
 from scheduler.feeder import Feeder
@@ -351,8 +352,12 @@ def poke_exhausted(
     if draining:
         if any(q.refilling for q in queues.values()):
             return
-        if any(not q.exhausted for name, q in queues.items() if not _streamed(cfg, name)):
-            queues = {n: q for n, q in queues.items() if _streamed(cfg, n)}
+        walking = any(not q.exhausted for name, q in queues.items() if not _streamed(cfg, name))
+        # A keyset walk's end is final for a draining run (rows written since are the next
+        # run's, or a cutover's final pass): 1,000 tables asked again while the last
+        # batches imported held the run ~2.5 s past them.
+        queues = {n: q for n, q in queues.items() if _streamed(cfg, n) or not (
+            walking or walks_ranges(cfg.sources[n]))}  # fmt: skip
     for name, queue in queues.items():
         if not queue.exhausted:
             continue

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from config.loader import load_config_text
-from config.models import SluiceConfig
+from config.models import SluiceConfig, SqlSourceConfig
 from scheduler import stats as stats_module
 from scheduler.ledger import Ledger, fingerprint
 from scheduler.loop import MainLoop, RunStats, poke_exhausted
@@ -313,6 +313,25 @@ def test_draining_asks_drained_sources_again_in_rounds() -> None:
     queues["c"].exhausted = False
     poke_exhausted(queues, cfg, last, 41.5, draining=False)  # type: ignore[arg-type]
     assert pokes == ["a", "b", "c", "a", "b"]
+
+
+def test_a_draining_run_does_not_ask_a_walked_table_again() -> None:
+    # A keyset walk's end is final for a draining run: the last batches of 1,000 tables
+    # importing, a round of 1,000 key queries held the run past them.
+    pokes: list[str] = []
+    cfg = SimpleNamespace(sources={
+        "orders": SqlSourceConfig(kind="sql", url="sqlite://", table="orders", key="id",
+                                  target="wh.orders"),
+        "events": SqlSourceConfig(kind="sql", url="sqlite://", table="events", key="id",
+                                  target="wh.events", mode="sweep"),
+    })  # fmt: skip
+    queues = {name: SimpleNamespace(exhausted=True, refilling=False,
+                                    poke=lambda name=name: pokes.append(name))
+              for name in cfg.sources}  # fmt: skip
+    poke_exhausted(queues, cfg, {}, 10.0, draining=True)  # type: ignore[arg-type]
+    assert pokes == ["events"]
+    poke_exhausted(queues, cfg, {}, 1e6, draining=False)  # type: ignore[arg-type]
+    assert pokes == ["events", "orders", "events"]  # a daemon asks it after its pause
 
 
 def test_a_draining_stream_is_followed_while_tables_are_still_walked() -> None:
