@@ -225,7 +225,7 @@ class Feeder:
 
     def _claim(self, source: str, batch_id: str, items: list[Item], rows: int) -> Manifest | None:
         src_cfg = self.cfg.sources[source]
-        if walks_ranges(self.cfg.sources[source]):
+        if walks_ranges(src_cfg):
             return self._claim_range(source, src_cfg.target, batch_id, items, rows)
         if isinstance(wrapped := self.queues[source].wrapped, StreamSource):
             return claim_stream(self.ledger, wrapped, self.checkpoints, batch_id, items)

@@ -302,7 +302,7 @@ class MainLoop:
 
 def watched(queues: Mapping[str, QueueingLimitedSource]) -> Callable[[], list[str]]:
     """Which of ``queues`` hold items, in their order (as a strategy would have seen them
-    all), kept by the buffers (:class:`~sources.queueing.Stocked`): a tick looks at those,
+    all), kept by the buffers (:class:`~sources.buffer.Stocked`): a tick looks at those,
     not at 1,000 small tables' mostly empty buffers (twice, to feed and to time its wait)."""
     stocked = Stocked()
     for queue in queues.values():
@@ -356,8 +356,8 @@ def poke_exhausted(
         # A keyset walk's end is final for a draining run (rows written since are the next
         # run's, or a cutover's final pass): 1,000 tables asked again while the last
         # batches imported held the run ~2.5 s past them.
-        queues = {n: q for n, q in queues.items() if _streamed(cfg, n) or not (
-            walking or walks_ranges(cfg.sources[n]))}  # fmt: skip
+        queues = {n: q for n, q in queues.items()
+                  if _streamed(cfg, n) or not (walking or walks_ranges(cfg.sources[n]))}
     for name, queue in queues.items():
         if not queue.exhausted:
             continue
