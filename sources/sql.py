@@ -286,23 +286,22 @@ class SqlSource(LimitedSource):
 
 
 def check_together(sources: Sequence[SqlSource]) -> None:
-    """:meth:`SqlSource.check` ``sources``, one query per database for them all (``UNION
-    ALL`` of their ``LIMIT 0`` queries): 1,000 tables checked one by one took ~1.4 s of
-    the start, each a connection's turn and four round trips. Where that query fails,
-    each source is checked on its own, and the first that fails raises its own error."""
+    """:meth:`SqlSource.check` ``sources``, together where their database allows.
+
+    Their ``LIMIT 0`` queries go to each database as one script (1,000 tables
+    ~0.1 s, where one ``UNION ALL`` of them took the server ~0.7 s to plan and
+    one by one ~1.4 s, each a connection's turn and four round trips); where the
+    driver takes one statement at a time, as one ``UNION ALL``. Where that
+    fails, each source is checked on its own, and the first that fails raises
+    its own error.
+    """
     by_url: dict[str, list[SqlSource]] = {}
     for source in sources:
         by_url.setdefault(source.cfg.url, []).append(source)
     for group in by_url.values():
         if len(group) > 1:
-            together = sa.union_all(*[
-                sa.select(sa.literal(1)).select_from(s._queries.select(None, 0).subquery())
-                for s in group
-            ])  # fmt: skip
-            try:
-                group[0]._db.check(sa.select(sa.literal(1)).select_from(together.subquery()))
+            queries = [s._queries.select(None, 0) for s in group]
+            if group[0]._db.passes(queries):
                 continue
-            except Exception:  # noqa: BLE001 - each says what is wrong with it below
-                pass
         for source in group:
             source.check()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -73,6 +73,40 @@ class SourceDatabase:
                 except sa.exc.DBAPIError as exc:
                     raise ConfigError(self._describe("check query failed", exc)) from exc
 
+    def passes(self, stmts: Sequence[sa.Select[Any]]) -> bool:
+        """Whether ``stmts`` all run, asked in one round trip: False if any is refused
+        or the database cannot be reached (:meth:`check` each to know which and why).
+
+        One script of them all where the driver takes several statements at once
+        (their parameters written in), else one ``UNION ALL`` of them.
+        """
+        dialect = self.engine.dialect
+        try:
+            script = ";\n".join(
+                str(s.compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
+                for s in stmts
+            )  # fmt: skip
+        except sa.exc.SQLAlchemyError:
+            script = None  # a value with no literal form: the union below binds it
+        with self.budget.connection():
+            try:
+                with self.engine.connect() as conn:
+                    ways: list[Callable[[], object]] = [
+                        lambda: conn.execute(_union_of(stmts)).all()
+                    ]
+                    if script is not None:
+                        ways.insert(0, lambda: conn.exec_driver_sql(script))
+                    for way in ways:
+                        try:
+                            with conn.begin():
+                                way()
+                            return True
+                        except sa.exc.DBAPIError:
+                            continue  # one statement at a time, or one refused
+            except sa.exc.DBAPIError:
+                pass
+        return False
+
     def guard(self, call: Callable[[], T], *, connects: bool = True) -> T:
         """Return ``call()``; a database error it raises becomes a :class:`SourceError`.
 
@@ -103,6 +137,12 @@ class SourceDatabase:
         cause = getattr(exc, "orig", None) or exc
         first_line = str(cause).strip().splitlines()[0] if str(cause).strip() else repr(cause)
         return f"source {self.name} (table {self._table!r} at {url}): {what}: {first_line}"
+
+
+def _union_of(stmts: Sequence[sa.Select[Any]]) -> sa.Select[Any]:
+    """One query that runs each of ``stmts``: a row of 1 per row they give."""
+    together = sa.union_all(*[sa.select(sa.literal(1)).select_from(s.subquery()) for s in stmts])
+    return sa.select(sa.literal(1)).select_from(together.subquery())
 
 
 class _Engines:

@@ -255,7 +255,12 @@ def test_sources_of_one_database_are_checked_by_one_query_and_each_names_its_fau
     sa.event.listen(engine, "before_cursor_execute", count)
     try:
         check_together(good)
-        assert len(queries) == 1 and queries[0].upper().count("UNION ALL") == 2
+        # One round trip asks them all: one script where the driver takes several
+        # statements (PostgreSQL), else a union after the script it refused.
+        asked = queries[-1].upper()
+        assert len(queries) <= 2 and all(t.upper() in asked for t in ("ITEMS", "ORDER ITEMS"))
+        assert asked.count("LIMIT 0") == 3 or asked.count("UNION ALL") == 2
+        assert len(queries) == 1 or db.startswith(("sqlite", "mysql"))
         queries.clear()
         broken = opened("broken", config(db, key="nope"))
         with pytest.raises(ConfigError, match="source broken") as info:

@@ -57,6 +57,10 @@ def fingerprint(cfg: SqlSourceConfig | SqsSourceConfig) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
+_NAMES_PER_QUERY = 500
+"""Names in one ``IN`` list (SQLite allows 32,766 parameters; far fewer keep plans cheap)."""
+
+
 class SourceBook:
     """The ``sluice_sources`` and ``sluice_poison`` rows of the configured sources."""
 
@@ -72,35 +76,38 @@ class SourceBook:
     def register_all(
         self, digests: Mapping[str, str], *, config_path: str = "CONFIG"
     ) -> dict[str, Checkpoint]:
-        """:meth:`register` each source (name → its fingerprint), their writes queued at once:
-        the writer commits them in a few transactions (1,000 sources, each waiting for its
-        own, took ~1 s of the start)."""
+        """:meth:`register` each source (name → its fingerprint) in one transaction: the
+        rows there are read in a few queries, the missing ones inserted in one (1,000
+        sources, a read and an insert each, took ~0.4 s of the start)."""
         t = sources_table
+        names = list(digests)
 
-        def registering(name: str, digest: str) -> Callable[[sa.Connection], Any]:
-            def write(conn: sa.Connection) -> Any:
-                row = conn.execute(sa.select(t).where(t.c.name == name)).first()
-                if row is None:
-                    conn.execute(
-                        t.insert().values(
-                            name=name, fingerprint=digest, high_water=None, version=0,
-                            updated_at=self.clock(),
-                        )
-                    )
-                return row
+        def registering(conn: sa.Connection) -> dict[str, Any]:
+            rows = {
+                row.name: row
+                for start in range(0, len(names), _NAMES_PER_QUERY)
+                for row in conn.execute(
+                    sa.select(t).where(t.c.name.in_(names[start:start + _NAMES_PER_QUERY]))
+                )
+            }  # fmt: skip
+            new = [
+                {"name": name, "fingerprint": digests[name], "high_water": None, "version": 0,
+                 "updated_at": self.clock()}
+                for name in names if name not in rows
+            ]  # fmt: skip
+            if new:
+                conn.execute(t.insert(), new)
+            return rows
 
-            return write
-
-        queued = {name: self.writer.submit(registering(name, d)) for name, d in digests.items()}
-        found: dict[str, Checkpoint] = {}
-        for name, future in queued.items():
-            try:
-                row = future.result()
-            except sa.exc.IntegrityError:
-                # Another daemon starting on the same config inserted it first: read its row.
-                row = self.writer.call(registering(name, digests[name]))
-            found[name] = _checkpoint(name, digests[name], row, config_path)
-        return found
+        try:
+            found = self.writer.call(registering)
+        except sa.exc.IntegrityError:
+            # Another daemon starting on the same config inserted some first: read theirs.
+            found = self.writer.call(registering)
+        return {
+            name: _checkpoint(name, digest, found.get(name), config_path)
+            for name, digest in digests.items()
+        }
 
     def save_resume_point(self, name: str, after: Sequence[Any] | None) -> None:
         """Record where a restart resumes an incremental source's walk (None: the start).

@@ -334,11 +334,18 @@ class LedgerReads(RecordReads):
                 .where(sources_table.c.name.in_(names))
             ):
                 found[source].high_water = decode_key(high_water)
+            # Each source's latest error, one query for them all (a query per source
+            # took ~0.25 s of every read with 1,000 tables).
+            failed = b.c.error.is_not(None)
+            latest = (sa.select(b.c.source, sa.func.max(b.c.updated_at).label("at"))
+                      .where(mine, failed).group_by(b.c.source).subquery())  # fmt: skip
+            for source, error in conn.execute(
+                sa.select(b.c.source, b.c.error).join(
+                    latest, sa.and_(b.c.source == latest.c.source, b.c.updated_at == latest.c.at)
+                ).where(failed)
+            ):  # fmt: skip
+                found[source].last_error = error
             for name, row in found.items():
-                row.last_error = conn.scalar(
-                    sa.select(b.c.error).where(b.c.source == name, b.c.error.is_not(None))
-                    .order_by(b.c.updated_at.desc()).limit(1)
-                )
                 if row.states["dead"]:
                     row.dead = [
                         DeadBatch(r.id, r.attempts, r.error, r.updated_at)
