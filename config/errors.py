@@ -112,3 +112,25 @@ def write_is_transient(exc: sa.exc.DBAPIError) -> bool:
     batch still importing. Only for target writes: the ledger's own unique keys are how
     two daemons find out they raced, never something to wait out."""
     return waits_for_other_rows(exc) or is_transient(exc)
+
+
+# Connection failures every retry meets again: what the config names is wrong (a password,
+# a user, a database, a host name), not where it is. PostgreSQL's come without a SQLSTATE.
+_CONFIG_REFUSALS = (
+    "password authentication failed", "does not exist", "no pg_hba.conf entry",
+    "failed to resolve host", "could not translate host name", "name or service not known",
+    "nodename nor servname", "unknown mysql server host",
+)  # fmt: skip
+_MYSQL_CONFIG_ERRNOS = frozenset({1044, 1045, 1049, 1698, 2005})  # denied, unknown db or host
+
+
+def refused_by_config(exc: BaseException) -> bool:
+    """Whether a failed connection names something that is not there or not allowed: a
+    wrong password or user, a database that does not exist, a host name that does not
+    resolve. A server that is down, refuses connections or does not answer is not."""
+    orig = getattr(exc, "orig", None) or exc
+    args = getattr(orig, "args", ()) or ()
+    if args and args[0] in _MYSQL_CONFIG_ERRNOS:
+        return True
+    text = str(orig).lower()
+    return any(refusal in text for refusal in _CONFIG_REFUSALS)

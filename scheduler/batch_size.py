@@ -45,6 +45,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from queue import Empty, SimpleQueue
 
 import sqlalchemy as sa
 
@@ -178,26 +179,27 @@ def _next(
 
 
 def largest_batches(
-    cfg: SluiceConfig, queues: Mapping[str, QueueingLimitedSource]
+    cfg: SluiceConfig, queues: Mapping[str, QueueingLimitedSource], *, first: bool = False
 ) -> dict[str, int]:
     """Each source's largest batch, where the config leaves ``batch.max_items`` to sluice.
 
     Empty when the config sets it (every source's is then ``max_items``).
     A keyset source's batches hold :data:`~config.settings.BATCH_BYTES` of
-    its rows (their width sampled once: :meth:`SqlSource.row_bytes`), at
+    its rows (their width sampled once, off the loop: :func:`sample_widths`), at
     least :data:`~config.settings.KEY_BATCH` rows and at most ``max_items``;
     its rows are streamed, never held, and a bigger batch spreads a batch's
     fixed cost over more rows. Other sources hold their items (keys,
     messages) in their buffers: :data:`~config.settings.KEY_BATCH` items.
-    A table whose width cannot be sampled (empty, or its database away)
-    gets ``max_items``; so does a table taken whole (:func:`_small_tables`), whose
-    source then plans its range in one query (:attr:`SqlSource.few_rows`).
+    A table whose width is not known (not sampled yet, empty, or its database
+    away) gets ``max_items``; so does a table taken whole (:func:`_small_tables`,
+    asked ``first``: once, as the loop starts), whose source then plans its
+    range in one query (:attr:`SqlSource.few_rows`). No table is read here.
     """
     if not cfg.batch.chosen:
         return {}
     most = cfg.batch.max_items
     largest: dict[str, int] = {}
-    small = _small_tables(cfg, queues)
+    small = _small_tables(cfg, queues) if first else None
     for name, src_cfg in cfg.sources.items():
         queue = queues.get(name)
         wrapped = None if queue is None else queue.wrapped
@@ -206,16 +208,55 @@ def largest_batches(
             continue
         width = None
         if isinstance(wrapped, SqlSource):
-            wrapped.few_rows = name in small
-        if isinstance(wrapped, SqlSource) and not wrapped.few_rows:
-            try:
-                width = wrapped.row_bytes()
-            except SourceError as error:
-                log.info("source %s: row width not sampled (%s); batches of %d rows",
-                         name, error, most)  # fmt: skip
+            wrapped.few_rows = wrapped.few_rows if small is None else name in small
+            width = None if wrapped.few_rows else wrapped.row_bytes(ask=False)
         fits = most if not width else max(KEY_BATCH, int(BATCH_BYTES / width))
         largest[name] = min(most, fits)
     return largest
+
+
+WIDTH_SAMPLERS = 4
+"""Threads sampling the row widths of a run's tables: a slow table holds up one of them."""
+
+
+def sample_widths(
+    config: Callable[[], SluiceConfig], queues: Mapping[str, QueueingLimitedSource],
+    sizes: BatchSizer,
+) -> list[threading.Thread]:  # fmt: skip
+    """Sample the row width of each keyset SQL source :func:`largest_batches` sizes by it,
+    on threads of their own (never the loop's: a slow or hung database would hold every
+    source back), and give ``sizes`` the largest batches of the ``config()`` in force after
+    each width found. Returns the threads."""
+    cfg = config()
+    if not cfg.batch.chosen:
+        return []
+    todo: SimpleQueue[SqlSource] = SimpleQueue()
+    for name, src_cfg in cfg.sources.items():
+        wrapped = queues[name].wrapped if name in queues else None
+        if (walks_ranges(src_cfg) and isinstance(wrapped, SqlSource) and not wrapped.few_rows
+                and wrapped.answered):  # fmt: skip
+            todo.put(wrapped)
+
+    def work() -> None:
+        while True:
+            try:
+                source = todo.get_nowait()
+            except Empty:
+                return
+            try:
+                source.row_bytes()
+            except SourceError as error:
+                log.info("source %s: row width not sampled (%s); batches of %d rows",
+                         source.name, error, cfg.batch.max_items)  # fmt: skip
+                continue
+            now = config()
+            sizes.configure(now.batch, largest_batches(now, queues))
+
+    threads = [threading.Thread(target=work, name=f"widths-{n}", daemon=True)
+               for n in range(min(WIDTH_SAMPLERS, todo.qsize()))]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    return threads
 
 
 def _small_tables(cfg: SluiceConfig, queues: Mapping[str, QueueingLimitedSource]) -> set[str]:
@@ -226,7 +267,8 @@ def _small_tables(cfg: SluiceConfig, queues: Mapping[str, QueueingLimitedSource]
     by_url: dict[str, tuple[sa.Engine, dict[str, str]]] = {}
     for name, queue in queues.items():
         wrapped = queue.wrapped
-        if isinstance(wrapped, SqlSource) and walks_ranges(wrapped.cfg) and wrapped.cfg.table:
+        if (isinstance(wrapped, SqlSource) and walks_ranges(wrapped.cfg) and wrapped.cfg.table
+                and wrapped.answered):  # fmt: skip
             by_url.setdefault(wrapped.cfg.url, (wrapped.engine, {}))[1][name] = wrapped.cfg.table
     small: set[str] = set()
     for url, (engine, tables) in by_url.items():

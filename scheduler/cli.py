@@ -18,6 +18,7 @@ from config.errors import ConfigError, SluiceError
 from scheduler.commands.cutover import cutover_command
 from scheduler.commands.init import init_command
 from scheduler.commands.verify import verify_command
+from scheduler.commands.version import show_version
 from scheduler.commands.where import where_command
 
 if TYPE_CHECKING:
@@ -35,20 +36,9 @@ app = typer.Typer(
 ConfigPath = Annotated[Path, typer.Argument(help="The YAML config file.", show_default=False)]
 
 
-def _version(shown: bool) -> None:
-    if shown:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            typer.echo(f"sluice {version('sluice')}")
-        except PackageNotFoundError:  # run from a checkout that was never installed
-            typer.echo("sluice (not installed: version unknown)")
-        raise typer.Exit(0)
-
-
 @app.callback()
 def _main(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+    version: Annotated[bool, typer.Option("--version", callback=show_version, is_eager=True,
                                           help="Print sluice's version and exit.")] = False,
 ) -> None:  # fmt: skip
     """Move records from SQL databases and SQS queues into targets, fairly and exactly once."""
@@ -393,6 +383,9 @@ for _name, _command in (("where", where_command), ("init", init_command),
 
 def main() -> None:
     """Console-script entry point."""
+    from sources.reach import bound_connects
+
+    bound_connects()  # no connection of any command waits for the OS's TCP timeout
     try:
         app()
     except SluiceError as error:  # anything not handled by a command

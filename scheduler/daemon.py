@@ -38,6 +38,7 @@ from scheduler.strategy import build_strategy
 from sinks.abc import Sink
 from sources.budgets import Budgets
 from sources.queueing import QueueingLimitedSource
+from sources.reach import unreachable
 
 if TYPE_CHECKING:
     from scheduler.observe.eta import EtaReport
@@ -196,10 +197,11 @@ class Daemon:
 
     def run(self, *, until_drained: bool = False) -> RunSummary:
         """Run until drained (or stopped); returns the summary and the exit code."""
-        plans = plan_for_run(self.cfg)  # before any source is registered or read
+        away = unreachable(self.cfg)  # not waited for: their sources ask again, later
+        plans = plan_for_run(self.cfg, away)  # before any source is registered or read
         self.ledger.owners.register()
         self.background.share_budgets(joining=True)
-        checkpoints = self.opener.open(self.cfg, self.queues)
+        checkpoints = self.opener.open(self.cfg, self.queues, away)
         self.schema = SchemaBuilds(plans, self.queues, self.ledger)
         self.resume_points = ResumePoints.of(self.cfg, self.queues, self.ledger.sources)
         # The sources answered: an in-process sink starts its JVM now, on a

@@ -26,7 +26,13 @@ from queue import Empty, SimpleQueue
 from config.errors import LedgerError
 from config.models import SluiceConfig
 from config.sources import walks_ranges
-from scheduler.batch_size import BatchSizer, largest_batches, plan_every_range, plan_ranges
+from scheduler.batch_size import (
+    BatchSizer,
+    largest_batches,
+    plan_every_range,
+    plan_ranges,
+    sample_widths,
+)  # fmt: skip
 from scheduler.collector import TickCollector
 from scheduler.feeder import Feeder
 from scheduler.final_pass import FinalPass
@@ -90,8 +96,9 @@ class MainLoop:
         self.sizes = BatchSizer(
             cfg.batch, on_change=lambda name, _size: plan_ranges(
                 self.queues, self.cfg, name, self.sizes.size(name)),
-            largest=largest_batches(cfg, self.queues),
+            largest=largest_batches(cfg, self.queues, first=True),
         )
+        sample_widths(lambda: self.cfg, self.queues, self.sizes)  # off the loop's thread
         plan_every_range(self.queues, cfg, self.sizes)
         self.inflight = BatchesInFlight(ledger, sink, self.queues, self.stats, cfg.retry, self.wake,
                                  die=self.die, halt=self._halt, budgets=budgets, sizes=self.sizes)
@@ -174,6 +181,7 @@ class MainLoop:
         self.throttle.reconfigure(cfg)
         self.sizes.configure(cfg.batch, largest_batches(cfg, self.queues))
         plan_every_range(self.queues, cfg, self.sizes)
+        sample_widths(lambda: self.cfg, self.queues, self.sizes)  # those not sampled yet
 
     def die(self, error: BaseException) -> None:
         """A supervised part (the ledger writer) died: stop loudly."""
@@ -181,11 +189,9 @@ class MainLoop:
         self.request_stop()
 
     def _halt(self, error: BaseException) -> None:
-        """The ledger failed as a batch ended: stop, raising ``error`` once drained.
-
-        Unlike :meth:`die` it does not wake the loop: the sink thread that
-        calls it does, once it has let go of the batch.
-        """
+        """The ledger failed as a batch ended: stop, raising ``error`` once drained. Unlike
+        :meth:`die` it does not wake the loop: the sink thread that calls it does, once it
+        has let go of the batch."""
         self.fatal = error
         self._stopping.set()
 

@@ -40,11 +40,12 @@ class SchemaError(ConfigError):
     """Source objects with no way into their targets: the run does not start."""
 
 
-def plan_for_run(cfg: SluiceConfig) -> list[TablePlan]:
+def plan_for_run(cfg: SluiceConfig, away: Mapping[str, str] | None = None) -> list[TablePlan]:
     """Every source table's objects; raises :class:`SchemaError` naming each object that has
-    no translation, with the fix, before any batch."""
+    no translation, with the fix, before any batch. ``away``: source databases that did not
+    answer at start (URL → why): their tables' objects are left to the cutover."""
     try:
-        plans = plan_schema(cfg)
+        plans = plan_schema(cfg, away=away)
     except sa.exc.DBAPIError as error:
         # A database away: its source's check says so next; the cutover builds what is left.
         reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]

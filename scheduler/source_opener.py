@@ -10,7 +10,7 @@ may be deleted (SQS).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from config.errors import SourceError
@@ -59,11 +59,15 @@ class SourceOpener:
         self._on_failed = on_failed
 
     def open(
-        self, cfg: SluiceConfig, queues: dict[str, QueueingLimitedSource]
-    ) -> dict[str, Checkpoint]:
+        self, cfg: SluiceConfig, queues: dict[str, QueueingLimitedSource],
+        away: Mapping[str, str] | None = None,
+    ) -> dict[str, Checkpoint]:  # fmt: skip
         """Open every source of ``cfg`` into ``queues``; their claim checkpoints.
 
-        Raises what a source's check raises, with every source built so far closed.
+        ``away``: the source databases that did not answer at start (URL → why,
+        :func:`sources.reach.unreachable`): their sources are checked before their
+        first read instead, on their refill threads. Raises what a source's check
+        raises, with every source built so far closed.
         """
         # Every source is checked before any is registered in the ledger: a
         # start that fails a check (a wrong key column) must leave no
@@ -78,8 +82,13 @@ class SourceOpener:
                 sources[name] = self._make_source(name, src_cfg, cfg)
             from sources.sql import SqlSource, check_together
 
-            check_together(
-                [s for s in sources.values() if isinstance(s, SqlSource)])  # fmt: skip
+            for name, source in sources.items():
+                if isinstance(source, SqlSource) and source.cfg.url in (away or {}):
+                    source.answered = False
+                    log.warning("source %s: its database did not answer at start (%s): it "
+                                "starts empty and is asked again in the background", name,
+                                (away or {})[source.cfg.url])  # fmt: skip
+            check_together([s for s in sources.values() if isinstance(s, SqlSource) and s.answered])
             checkpoints = self.ledger.sources.register_all(
                 {name: fingerprint(src_cfg) for name, src_cfg in cfg.sources.items()},
                 config_path=self.config_path,

@@ -39,7 +39,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
@@ -113,6 +113,41 @@ class LatencyFeedback:
         return sum(rows for _, rows in self._released) / span
 
 
+class Turns:
+    """Key queries per owner (a source) waiting and holding a permit: whose turn it is."""
+
+    def __init__(self) -> None:
+        self.waiting: defaultdict[str, int] = defaultdict(int)
+        self.holding: defaultdict[str, int] = defaultdict(int)
+
+    def wait(
+        self, cond: threading.Condition, owner: str, free: Callable[[], bool],
+        pause: Callable[[], float], *, bounded: bool,
+    ) -> None:  # fmt: skip
+        """Under ``cond``: wait until a permit is ``free()`` and it is ``owner``'s turn (each
+        wait at most ``pause()`` s); then count it as ``owner``'s."""
+        self.waiting[owner] += 1
+        try:
+            while not (ready := free()) or not self.fair_for(owner, bounded=bounded):
+                if ready:
+                    cond.notify()  # not this one's turn: pass the wake-up on
+                cond.wait(pause())
+            self.holding[owner] += 1
+        finally:
+            self.waiting[owner] -= 1
+
+    def fair_for(self, owner: str, *, bounded: bool) -> bool:
+        """Whether ``owner`` may take a free permit: no other owner waits that holds fewer
+        (among the waiters one always may: one of those holding the fewest). A source
+        whose slow queries (its refill's and its backlog count's) hold a permit takes no
+        second one while another source waits. Unbounded: any may."""
+        mine = self.holding[owner]
+        if not mine or not bounded:
+            return True
+        return not any(waits and self.holding[other] < mine
+                       for other, waits in self.waiting.items() if other != owner)  # fmt: skip
+
+
 class Budget:
     """One source database's limits for this daemon; thread-safe.
 
@@ -135,6 +170,7 @@ class Budget:
         self._held = 0
         self._keys_held = 0  # of _held: the key queries'
         self._waiters = 0
+        self._turns = Turns()  # key queries per source, waiting and holding
         self._not_before = 0.0
         self._cond = threading.Condition()
 
@@ -160,11 +196,8 @@ class Budget:
 
     def share(self, daemons: int, index: int, *, join_wait: float = 0.0) -> None:
         """This daemon is ``index`` of ``daemons`` live ones: take its part of the limits.
-
-        ``join_wait``: open no new connection for that many seconds (this
-        daemon just joined: the others shrink their share at their next
-        heartbeat, and must have done so before it takes its part).
-        """
+        ``join_wait``: open no new connection for that many seconds (this daemon just joined:
+        the others shrink their share at their next heartbeat, and must have done so first)."""
         with self._cond:
             self._fill()
             if self.connections is not None and daemons > self.connections >= self._daemons:
@@ -282,18 +315,19 @@ class Budget:
     # -- key queries ---------------------------------------------------------------------
 
     @contextmanager
-    def connection(self, *, timed: bool = True) -> Iterator[None]:
+    def connection(self, *, timed: bool = True, owner: str = "") -> Iterator[None]:
         """Hold one connection's permit while the body runs (it waits for one).
 
         The body's time, from the permit to its end, is a key query's latency
         (``timed`` False: a query whose time says nothing of the database's
-        health, such as a whole backlog's count).
+        health, such as a whole backlog's count). Fair between ``owner``
+        sources (:class:`Turns`).
         """
         with self._cond:
             self._waiters += 1
             try:
-                while not self._key_connection_free():
-                    self._cond.wait(self._pause())
+                self._turns.wait(self._cond, owner, self._key_connection_free, self._pause,
+                                 bounded=self.connection_share is not None)  # fmt: skip
                 counted = self.connections is not None
                 self._held += 1 if counted else 0
                 self._keys_held += 1 if counted else 0
@@ -303,8 +337,9 @@ class Budget:
         try:
             yield
         finally:
-            if counted:
-                with self._cond:
+            with self._cond:
+                self._turns.holding[owner] -= 1
+                if counted:
                     self._keys_held -= 1
                     self._held -= 1
                     self._cond.notify()  # one waiter: all of 1,000 tables' was 40k switches/s

@@ -46,6 +46,7 @@ class RefillHealth:
     errors: int
     consecutive_errors: int
     last_error: str | None
+    failing_since: float | None  # time.monotonic() of its first failed refill in a row
     last_refill_at: float | None  # clock() of the last successful refill
     exhausted: bool
     hook_errors: int = 0
@@ -54,6 +55,10 @@ class RefillHealth:
     reads_begun: int = 0  # reads of the source begun so far, each numbered
     last_read_ok: int = 0  # the number of the last read that succeeded
 
+    def failing_for(self) -> float | None:
+        """Seconds its refills have failed in a row (None: the last one succeeded)."""
+        return None if self.failing_since is None else time.monotonic() - self.failing_since
+
     @staticmethod
     def of(worker: RefillWorker, buffer: ItemBuffer, hook_errors: int) -> RefillHealth:
         """The health of ``buffer`` and its ``worker`` (under the buffer's lock)."""
@@ -61,6 +66,7 @@ class RefillHealth:
             buffered=buffer.rows(), held=buffer.held_count(), parked=buffer.parked_count(),
             refilling=worker.busy, errors=worker.errors,
             consecutive_errors=worker.consecutive_errors, last_error=worker.last_error,
+            failing_since=worker.failing_since,
             last_refill_at=worker.last_refill_at, exhausted=worker.at_end and buffer.rows() == 0,
             hook_errors=hook_errors, failed=None if worker.failure is None else str(worker.failure),
             reads_begun=worker.begun, last_read_ok=worker.last_ok_begun,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 
@@ -88,6 +89,7 @@ class RefillWorker:
         self._permanent = 0  # not-transient errors since the last successful refill
         self.failure: SourceError | None = None
         self.last_error: str | None = None
+        self.failing_since: float | None = None  # time.monotonic() of the first error in a row
         self.last_refill_at: float | None = None  # clock() of the last successful refill
         self.begun = 0  # refills begun so far (each read's number)
         self.last_ok_begun = 0  # the number of the last read that succeeded
@@ -154,6 +156,7 @@ class RefillWorker:
             return False
         self.last_ok_begun = self._running
         self.consecutive_errors = 0
+        self.failing_since = None
         self._permanent = 0
         self.last_refill_at = now
         self.at_end = exhausted
@@ -204,6 +207,8 @@ class RefillWorker:
             self._idle.set()
             self.errors += 1
             self.consecutive_errors += 1
+            if self.failing_since is None:
+                self.failing_since = time.monotonic()
             self.last_error = f"{type(exc).__name__}: {exc}"
             # Only an error the source itself calls permanent counts: an
             # unknown one may be a network hiccup, retried as long as it lasts.

@@ -8,6 +8,7 @@ the engine and its errors, :class:`~sources.sqldb.SourceDatabase`'s.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -16,12 +17,15 @@ from typing import cast
 import sqlalchemy as sa
 from cachetools import LRUCache
 
+from config.errors import SourceError
 from config.models import SqlSourceConfig
 from sources.abc import Item, LimitedSource
 from sources.budget import Budget
 from sources.keyqueries import KeyQueries, KeyTuple
 from sources.resume import ReadMark
 from sources.sqldb import SourceDatabase
+
+log = logging.getLogger("sluice.daemon")
 
 ESTIMATE_ABOVE = 100_000
 """Backlogs of more rows than this are the database's estimate, where it has one
@@ -94,6 +98,7 @@ class SqlSource(LimitedSource):
         self._found_in_pass = False
         self._reads = 0  # incremental: rows read, the read marks' sequence
         self._row_bytes: object = _UNKNOWN
+        self.answered = True  # False: its database did not answer at start (checked first)
 
     @property
     def position(self) -> KeyTuple | None:
@@ -141,15 +146,14 @@ class SqlSource(LimitedSource):
                 return guess
         return self._queries.count(after)
 
-    def row_bytes(self) -> float | None:
+    def row_bytes(self, ask: bool = True) -> float | None:
         """The table's average row width as text (:meth:`KeyQueries.row_bytes`), asked once.
 
-        None for an empty table. Blocks on the database; raises
-        :class:`SourceError` like :meth:`next_batch`.
-        """
-        if self._row_bytes is _UNKNOWN:
+        None for an empty table, and (``ask`` False) until it was asked. Blocks on the
+        database; raises :class:`SourceError` like :meth:`next_batch`."""
+        if self._row_bytes is _UNKNOWN and ask:
             self._row_bytes = self._queries.row_bytes()
-        return cast("float | None", self._row_bytes)
+        return None if self._row_bytes is _UNKNOWN else cast("float | None", self._row_bytes)
 
     def rows_between(self, after: KeyTuple | None, last: KeyTuple) -> int:
         """Rows past ``after`` (None: from the start) up to ``last``, in the database's key order.
@@ -164,6 +168,9 @@ class SqlSource(LimitedSource):
     def next_batch(self, limit: int) -> list[Item]:
         if limit <= 0:
             return []
+        if not self.answered:
+            self.check()
+            self.answered = True
         if self.cfg.mode == "sweep":
             return self._sweep(limit)
         if self.cfg.mode == "keyset":
@@ -304,4 +311,10 @@ def check_together(sources: Sequence[SqlSource]) -> None:
             if group[0]._db.passes(queries):
                 continue
         for source in group:
-            source.check()
+            try:
+                source.check()
+            except SourceError as error:
+                if not error.transient:
+                    raise
+                source.answered = False  # asked again before its first read
+                log.warning("%s: it starts empty and is asked again in the background", error)

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from config.errors import ConfigError, SourceError, is_transient
+from config.errors import ConfigError, SourceError, is_transient, refused_by_config
 from config.models import SqlSourceConfig
 from sources.budget import KEY_QUERIES, Budget
 
@@ -62,10 +62,12 @@ class SourceDatabase:
         :class:`SourceError` (transient) when the database cannot be reached;
         :class:`ConfigError` when it answers but refuses the query.
         """
-        with self.budget.connection():
+        with self.budget.connection(owner=self.name):
             try:
                 conn = self.engine.connect()
             except sa.exc.DBAPIError as exc:
+                if refused_by_config(exc):  # a password, a user, a database, a host name
+                    raise ConfigError(self._describe("cannot connect", exc)) from exc
                 raise self._error("cannot connect", exc) from exc
             with conn:
                 try:
@@ -88,7 +90,7 @@ class SourceDatabase:
             )  # fmt: skip
         except sa.exc.SQLAlchemyError:
             script = None  # a value with no literal form: the union below binds it
-        with self.budget.connection():
+        with self.budget.connection(owner=self.name):
             try:
                 with self.engine.connect() as conn:
                     ways: list[Callable[[], object]] = [
@@ -117,7 +119,7 @@ class SourceDatabase:
         try:
             if not connects:
                 return call()
-            with self.budget.connection(timed=_TIMED.get()):
+            with self.budget.connection(timed=_TIMED.get(), owner=self.name):
                 return call()
         except sa.exc.DBAPIError as exc:
             error = self._error("read failed", exc)

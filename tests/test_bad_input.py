@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +30,7 @@ import sqlalchemy as sa
 
 from config.errors import SluiceError, TargetError
 from tests.conftest import DatabaseFactory
-from tests.helpers import seed_orders
+from tests.helpers import seed_orders, wait_until
 
 SLUICE = str(Path(sys.executable).parent / "sluice")
 
@@ -120,17 +121,46 @@ def test_config_mistakes_exit_2_naming_key_and_line_and_touch_nothing(
 # -- databases and queues that cannot be reached at start -----------------------------------
 
 
-@pytest.mark.parametrize("what", ["mariadb source", "postgres ledger", "sqs endpoint"])
+def test_a_source_database_down_at_start_is_waited_for_naming_it_without_the_password(
+    tmp_path: Path,
+) -> None:
+    # Down is not wrong (sources.reach): the run starts, says which source and why, asks
+    # again with backoff and claims nothing; a stop ends it as a drain (143).
+    source = ("  orders: {kind: sql, url: 'mysql+pymysql://root:${DB_PASSWORD}@127.0.0.1:1/"
+              "legacy', table: orders, key: id, target: lake.orders}\n")
+    config = write(tmp_path, f"ledger: sqlite:///ledger.db\nsources:\n{source}{TARGETS}")
+    log = tmp_path / "run.log"
+    with log.open("w") as out:
+        run = subprocess.Popen([SLUICE, "run", str(config), "--until-drained"], stdout=out,
+                               stderr=subprocess.STDOUT, cwd=tmp_path,
+                               env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1",
+                                    "DB_PASSWORD": "pw-5e6f7a"})  # fmt: skip
+    try:
+        wait_until(lambda: "refill failed" in log.read_text() or run.poll() is not None,
+                   "the source asked again", timeout=60, poll=0.2)  # fmt: skip
+        assert run.poll() is None, log.read_text()
+        run.send_signal(signal.SIGTERM)
+        run.wait(60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    shown = log.read_text()
+    assert run.returncode == 143, shown
+    for fragment in ("source orders", "did not answer at start", "127.0.0.1:1", "cannot connect",
+                     "Connection refused"):  # fmt: skip
+        assert fragment in shown, f"{fragment!r} not in:\n{shown}"
+    assert "pw-5e6f7a" not in shown and "Traceback" not in shown
+    assert ledger_batches(f"sqlite:///{tmp_path / 'ledger.db'}") == 0  # nothing claimed
+
+
+@pytest.mark.parametrize("what", ["postgres ledger", "sqs endpoint"])
 def test_unreachable_at_start_exits_1_naming_it_without_the_password(
     tmp_path: Path, what: str
 ) -> None:
     ledger = "sqlite:///ledger.db"
     source = SOURCE
-    if what == "mariadb source":
-        source = ("  orders: {kind: sql, url: 'mysql+pymysql://root:${DB_PASSWORD}@127.0.0.1:1/"
-                  "legacy', table: orders, key: id, target: lake.orders}\n")
-        expected = ["source orders", "table 'orders'", "127.0.0.1:1", "cannot connect"]
-    elif what == "postgres ledger":
+    if what == "postgres ledger":
         ledger = "postgresql+psycopg://postgres:${DB_PASSWORD}@127.0.0.1:1/ledger"
         expected = ["cannot open the ledger", "127.0.0.1:1", "Connection refused"]
     else:

@@ -7,6 +7,7 @@ messages hold ``KEY_BATCH`` items; a ``max_items`` the config sets wins everywhe
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import sqlalchemy as sa
 from config.loader import load_config_text
 from config.models import BatchConfig
 from config.settings import BATCH_BYTES, KEY_BATCH, ROWS_BATCH
-from scheduler.batch_size import BatchSizer, largest_batches
+from scheduler.batch_size import BatchSizer, largest_batches, sample_widths
 from scheduler.commands.plan import make_plan, render
 from sources.queueing import QueueingLimitedSource
 from sources.sql import SqlSource
@@ -72,6 +73,9 @@ def _largest(url: str, batch: str = "") -> dict[str, int]:
         for name, src in cfg.sources.items() if src.kind == "sql"
     }  # fmt: skip
     try:
+        largest_batches(cfg, queues, first=True)  # which tables are taken whole
+        for thread in sample_widths(lambda: cfg, queues, BatchSizer(cfg.batch)):
+            thread.join()
         return largest_batches(cfg, queues)
     finally:
         for queue in queues.values():
@@ -197,3 +201,35 @@ def test_a_table_loaded_since_it_was_analyzed_is_not_taken_for_small(pg_url: str
     assert counted["grown"] > KEY_BATCH
     assert 900 <= counted["public.kept"] <= 1100
     assert "never" not in counted or counted["never"] == 0  # empty: nothing to size
+
+
+class _SlowWidth(SqlSource):
+    """A source whose row width takes until the test lets it go (a slow ``where:``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.asked = threading.Event()
+        self.go = threading.Event()
+
+    def row_bytes(self, ask: bool = True) -> float | None:
+        if ask and not self.go.is_set():
+            self.asked.set()
+            self.go.wait(30)
+            self._row_bytes = 4_000.0
+        return super().row_bytes(ask=False)
+
+
+def test_row_widths_are_sampled_off_the_loop_and_size_batches_once_known() -> None:
+    cfg = _config("postgresql+psycopg://u@127.0.0.1:1/db")
+    slow = _SlowWidth("wide", cfg.sources["wide"])
+    queues = {"wide": QueueingLimitedSource(slow, capacity=10, replenish_below=5)}
+    # The loop's sizes need no answer from the table: the most until the width is known.
+    assert largest_batches(cfg, queues)["wide"] == ROWS_BATCH
+    sizes = BatchSizer(cfg.batch, largest=largest_batches(cfg, queues))
+    threads = sample_widths(lambda: cfg, queues, sizes)
+    assert slow.asked.wait(10) and sizes.largest("wide") == ROWS_BATCH
+    slow.go.set()
+    for thread in threads:
+        thread.join(10)
+    assert sizes.largest("wide") == BATCH_BYTES // 4_000
+    slow.close()

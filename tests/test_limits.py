@@ -161,6 +161,46 @@ def test_key_queries_keep_to_their_part_of_the_default_budget_too() -> None:
     assert budget.held == 0
 
 
+def test_a_source_holding_a_key_query_waits_its_turn_for_a_second_one() -> None:
+    # A slow table's refill holds one permit (its query takes seconds); its backlog count
+    # asks for the other. A fast table's query waiting then goes first: the slow table
+    # never holds every permit while another table waits.
+    budget = Budget("db")
+    budget.configure(None, 8, connections_set=False)  # key queries: two permits
+    order: list[str] = []
+    releases: list[threading.Event] = []
+    threads: list[threading.Thread] = []
+
+    def start(owner: str) -> None:
+        release = threading.Event()
+
+        def query() -> None:
+            with budget.connection(owner=owner):
+                order.append(owner)
+                release.wait(10)
+
+        releases.append(release)
+        threads.append(threading.Thread(target=query, daemon=True))
+        threads[-1].start()
+
+    start("slow")
+    wait_until(lambda: order == ["slow"], "the slow table's query")
+    start("fast")
+    wait_until(lambda: order == ["slow", "fast"], "both permits taken")
+    start("slow")  # the slow table's backlog count
+    wait_until(lambda: budget._waiters == 1, "the slow table's second query to wait")
+    start("fast")  # the fast table's next query
+    wait_until(lambda: budget._waiters == 2, "the fast table's next query to wait")
+    releases[1].set()  # a fast query ends: its permit goes to the fast table's next one
+    wait_until(lambda: len(order) == 3, "a waiting query to take the permit")
+    assert order == ["slow", "fast", "fast"] and budget._waiters == 1
+    for release in releases:
+        release.set()
+    for thread in threads:
+        thread.join(10)
+    assert order.count("slow") == 2 and budget.held == 0
+
+
 def test_daemons_share_the_budget_and_a_joining_one_waits() -> None:
     clock = FakeClock(0.0)
     budgets = Budgets(load_config_text(_cfg(

@@ -93,6 +93,7 @@ def _snapshot(name: str, error: str) -> StatusSnapshot:
         exhausted=False,
         failed=False,
         refill_error=None,
+        failing_s=None,
         at_limit=True,
         batch_size=125,
         waiting_for=(),

@@ -99,15 +99,19 @@ class SluiceCollector(Collector):
         in_a_row = GaugeMetricFamily(
             "sluice_refill_consecutive_errors", "Refills failed since the last success.",
             labels=["source"])
+        failing = GaugeMetricFamily(
+            "sluice_source_failing_seconds", "Seconds its refills have failed in a row "
+            "(its database unreachable since); 0 while they succeed.", labels=["source"])
         for name, queue in self.queues.items():
             health = queue.health()
+            failing.add_metric([name], health.failing_for() or 0.0)
             buffered.add_metric([name], health.buffered)
             held.add_metric([name], health.held)
             exhausted.add_metric([name], int(health.exhausted))
             refilling.add_metric([name], int(health.refilling))
             errors.add_metric([name], health.errors)
             in_a_row.add_metric([name], health.consecutive_errors)
-        return [buffered, held, exhausted, refilling, errors, in_a_row]
+        return [buffered, held, exhausted, refilling, errors, in_a_row, failing]
 
     def _sizes_and_limits(self) -> Iterable[Metric]:
         size = GaugeMetricFamily(

@@ -163,8 +163,8 @@ def _source(src: SourceView, stream: StreamView | None) -> str:
         ""
         if src.refill_error is None
         else (
-            f'<tr><td></td><td colspan="10" class="message error">refills: {_e(src.refill_error)}'
-            "</td></tr>"
+            f'<tr><td></td><td colspan="10" class="message error">{_failing(src)}'
+            f"{_e(src.refill_error)}</td></tr>"
         )
     )
     return (f'<tr id="source-{_e(src.name)}" data-source="{_e(src.name)}" '
@@ -189,6 +189,13 @@ def _waits(src: SourceView) -> str:
     if not src.waiting_for:
         return ""
     return f'<br><span data-field="waiting_for">after {_e(", ".join(src.waiting_for))}</span>'
+
+
+def _failing(src: SourceView) -> str:
+    """How long its refills have failed: its database unreachable since then."""
+    if src.failing_s is None:
+        return "refills: "
+    return f"unreachable for {format_eta(src.failing_s)}: "
 
 
 def _limits(limits: LimitsView | None) -> str:

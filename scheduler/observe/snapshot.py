@@ -10,9 +10,7 @@ batches with their errors, the daemons) are read by a second job
 (:meth:`StatusBoard.read_ledger`) on an engine of its own; a ledger that
 cannot be read leaves the last figures, with the error. The change streams'
 health comes with the ETA's sample (:mod:`.streams`, read by a job of its own).
-Neither job runs on the loop's thread, and the HTTP threads only take
-:meth:`StatusBoard.latest`.
-"""
+Neither job runs on the loop's thread; the HTTP threads take :meth:`StatusBoard.latest`."""
 
 from __future__ import annotations
 
@@ -82,6 +80,7 @@ class SourceView:
     exhausted: bool
     failed: bool  # refills were given up for good
     refill_error: str | None
+    failing_s: float | None  # seconds its refills have failed in a row (its database away)
     at_limit: bool  # going at the rate in force
     batch_size: int
     waiting_for: tuple[str, ...]  # parents whose first pass it waits for (depends_on)
@@ -319,6 +318,7 @@ class StatusBoard:
                 health.failed or (health.last_error if health.consecutive_errors else None),
                 secrets,
             ),
+            failing_s=None if health.failed else health.failing_for(),
             at_limit=bool(eta and eta.limited),
             batch_size=self.loop.batch_size(name),
             waiting_for=tuple(self.loop.feeder.order.waiting_for(name)),

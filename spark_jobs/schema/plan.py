@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 import sqlalchemy as sa
@@ -62,8 +62,14 @@ class TablePlan:
         return self.made is not False and self.note is None
 
 
-def plan_schema(cfg: SluiceConfig, names: Iterable[str] | None = None) -> list[TablePlan]:
-    """What every SQL source's (or ``names``') table objects become in its target."""
+def plan_schema(
+    cfg: SluiceConfig, names: Iterable[str] | None = None, away: Mapping[str, str] | None = None
+) -> list[TablePlan]:
+    """What every SQL source's (or ``names``') table objects become in its target.
+
+    ``away``: source databases not to ask (URL → why they did not answer): their tables get
+    a note, columns and key only, and the cutover builds the rest.
+    """
     wanted = set(cfg.sources) if names is None else set(names)
     chosen: dict[str, tuple[SqlSourceConfig, JdbcTargetConfig]] = {}
     for name, src in cfg.sources.items():
@@ -73,6 +79,10 @@ def plan_schema(cfg: SluiceConfig, names: Iterable[str] | None = None) -> list[T
         if isinstance(target, JdbcTargetConfig):
             chosen[name] = (src, target)
     plans = [_plan(name, src, target) for name, (src, target) in chosen.items()]
+    for p in plans:
+        if p.note is None and p.source_url in (away or {}):
+            p.note = (f"its database did not answer at start ({(away or {})[p.source_url]}): "
+                      "columns and key now, the rest at cutover")  # fmt: skip
     live = [p for p in plans if p.note is None]
     _resolve_sources(live)
     _resolve_targets(live)

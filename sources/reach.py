@@ -1,0 +1,106 @@
+"""Which source databases answer at start: a run never waits long for one that does not.
+
+Every database of the config's SQL sources is asked ``SELECT 1`` at once, each on a
+thread of its own, and the start waits :data:`START_WAIT` seconds at most for them all.
+A database that answers is checked and planned as before. One that refuses what the
+config names (a password, a user, a database, a host name that does not resolve:
+:func:`~config.errors.refused_by_config`) stops the start with a :class:`ConfigError`
+naming the source and its ``url``. Any other (the server down or refusing connections,
+no answer in time) is *unreachable*: its sources start with empty buffers, their
+refills ask it again with backoff (their start check runs before their first read),
+and the other sources flow meanwhile. A thread still waiting for its database when the
+start goes on ends with its connection's timeout (``PGCONNECT_TIMEOUT``,
+:data:`CONNECT_TIMEOUT` unless set), its answer no longer asked for.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import sqlalchemy as sa
+from sqlalchemy.pool import NullPool
+
+from config.errors import ConfigError, refused_by_config
+from config.models import SluiceConfig, SqlSourceConfig
+from config.secrets import redact_url
+
+START_WAIT = 2.0
+"""Seconds the start waits for the source databases to answer before it goes on without the
+ones that did not (a database across the world answers in well under one)."""
+
+CONNECT_TIMEOUT = 10
+"""Seconds a PostgreSQL connection may take to open, where ``PGCONNECT_TIMEOUT`` is not set
+(libpq waits for the operating system's TCP timeout, about 130 s, by default). PyMySQL's own
+default is the same; a database's URL may set its own (``?connect_timeout=N``)."""
+
+
+def bound_connects() -> None:
+    """Give every PostgreSQL connection this process and its load tasks open a connect
+    timeout (:data:`CONNECT_TIMEOUT`), unless the environment sets one."""
+    os.environ.setdefault("PGCONNECT_TIMEOUT", str(CONNECT_TIMEOUT))
+
+
+def unreachable(cfg: SluiceConfig, wait: float = START_WAIT) -> dict[str, str]:
+    """The URLs of ``cfg``'s source databases that did not answer within ``wait`` seconds,
+    each with why (change streams are left out: they check their slots at start; and
+    SQLite files).
+
+    Raises :class:`ConfigError` for the first database that refuses what the config names.
+    """
+    users: dict[str, list[str]] = {}
+    for name, src in cfg.sources.items():
+        # A file (SQLite) is never far away; connecting would make a missing one.
+        if (isinstance(src, SqlSourceConfig) and src.mode != "stream"
+                and not src.url.startswith("sqlite")):  # fmt: skip
+            users.setdefault(src.url, []).append(name)
+    answers: dict[str, BaseException | None] = {}
+    answered = threading.Condition()
+
+    def ask(url: str) -> None:
+        outcome: BaseException | None = None
+        try:
+            engine = sa.create_engine(url, poolclass=NullPool)
+            try:
+                with engine.connect() as conn:
+                    conn.execute(sa.text("SELECT 1"))
+            finally:
+                engine.dispose()
+        except Exception as error:  # noqa: BLE001 - whatever it is, it is this database's
+            outcome = error
+        with answered:
+            answers[url] = outcome
+            answered.notify_all()
+
+    for url, names in users.items():
+        threading.Thread(target=ask, args=(url,), name=f"reach-{names[0]}", daemon=True).start()
+    deadline = time.monotonic() + wait
+    with answered:
+        while len(answers) < len(users) and (left := deadline - time.monotonic()) > 0:
+            answered.wait(left)
+        found = dict(answers)
+    away: dict[str, str] = {}
+    for url, names in users.items():
+        if url not in found:
+            away[url] = f"no answer in {wait:g} s"
+            continue
+        error = found[url]
+        if error is None:
+            continue
+        reason = _first_line(error)
+        if refused_by_config(error):
+            group = next((g for g, members in cfg.groups.items() if names[0] in members),
+                         names[0])  # fmt: skip
+            raise ConfigError(
+                f"source {names[0]} ({redact_url(url)}): cannot connect: {reason} "
+                f"(check sources.{group}.url)"
+            )
+        away[url] = reason
+    return away
+
+
+def _first_line(error: BaseException) -> str:
+    cause = getattr(error, "orig", None) or error
+    text = str(cause).strip()
+    return text.splitlines()[0] if text else repr(cause)
