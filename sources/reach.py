@@ -1,7 +1,8 @@
 """Which source databases answer at start: a run never waits long for one that does not.
 
 Every database of the config's SQL sources is asked ``SELECT 1`` at once, each on a
-thread of its own, and the start waits :data:`START_WAIT` seconds at most for them all.
+thread of its own, and the start waits :data:`START_WAIT` seconds at most for them all,
+and :data:`LATE` seconds at most past the last one that answered.
 A database that answers is checked and planned as before. One that refuses what the
 config names (a password, a user, a database, a host name that does not resolve:
 :func:`~config.errors.refused_by_config`) stops the start with a :class:`ConfigError`
@@ -30,6 +31,9 @@ START_WAIT = 2.0
 """Seconds the start waits for the source databases to answer before it goes on without the
 ones that did not (a database across the world answers in well under one)."""
 
+LATE = 0.5
+"""Seconds the start waits for the databases still silent after the last one answered."""
+
 CONNECT_TIMEOUT = 10
 """Seconds a PostgreSQL connection may take to open, where ``PGCONNECT_TIMEOUT`` is not set
 (libpq waits for the operating system's TCP timeout, about 130 s, by default). PyMySQL's own
@@ -57,8 +61,10 @@ def unreachable(cfg: SluiceConfig, wait: float = START_WAIT) -> dict[str, str]:
             users.setdefault(src.url, []).append(name)
     answers: dict[str, BaseException | None] = {}
     answered = threading.Condition()
+    answered_at: float | None = None  # when the last answer came
 
     def ask(url: str) -> None:
+        nonlocal answered_at
         outcome: BaseException | None = None
         try:
             engine = sa.create_engine(url, poolclass=NullPool)
@@ -71,19 +77,22 @@ def unreachable(cfg: SluiceConfig, wait: float = START_WAIT) -> dict[str, str]:
             outcome = error
         with answered:
             answers[url] = outcome
+            answered_at = time.monotonic()
             answered.notify_all()
 
     for url, names in users.items():
         threading.Thread(target=ask, args=(url,), name=f"reach-{names[0]}", daemon=True).start()
-    deadline = time.monotonic() + wait
+    started = time.monotonic()
+    deadline = started + wait
     with answered:
-        while len(answers) < len(users) and (left := deadline - time.monotonic()) > 0:
+        while len(answers) < len(users) and (left := _left(deadline, answered_at)) > 0:
             answered.wait(left)
         found = dict(answers)
+    waited = time.monotonic() - started
     away: dict[str, str] = {}
     for url, names in users.items():
         if url not in found:
-            away[url] = f"no answer in {wait:g} s"
+            away[url] = f"no answer in {waited:.1f} s"
             continue
         error = found[url]
         if error is None:
@@ -98,6 +107,14 @@ def unreachable(cfg: SluiceConfig, wait: float = START_WAIT) -> dict[str, str]:
             )
         away[url] = reason
     return away
+
+
+def _left(deadline: float, answered_at: float | None) -> float:
+    """Seconds the start still waits: to ``deadline``, and at most :data:`LATE` past the
+    last answer once one came (the others answered; the rest are late)."""
+    now = time.monotonic()
+    left = deadline - now
+    return left if answered_at is None else min(left, answered_at + LATE - now)
 
 
 def _first_line(error: BaseException) -> str:
