@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.helpers import seed_orders  # noqa: E402 - after the project is on the path
+from tests.helpers import count_rows, seed_orders  # noqa: E402 - the project is on the path
 from tests.proxy import Proxy  # noqa: E402
 
 ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -39,17 +39,6 @@ def _admin(*statements: str) -> None:
         for statement in statements:
             conn.exec_driver_sql(statement)
     engine.dispose()
-
-
-def _rows(url: str, table: str) -> int:
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return int(conn.scalar(sa.text(f"SELECT count(*) FROM {table}")) or 0)
-    except sa.exc.DBAPIError:
-        return 0  # not made yet
-    finally:
-        engine.dispose()
 
 
 def _drain(folder: Path, hung: bool) -> float:
@@ -75,13 +64,13 @@ sources:
                                stdout=out, stderr=subprocess.STDOUT,
                                env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})  # fmt: skip
     try:
-        while not _rows(target, "fast_a") == ROWS == _rows(target, "fast_b"):
+        while not count_rows(target, "fast_a") == ROWS == count_rows(target, "fast_b"):
             if run.poll() not in (None, 0):
                 raise SystemExit(log.read_text()[-3000:])
             time.sleep(0.2)
         took = time.monotonic() - started
         proxy.forward()
-        if run.wait(600) != 0 or (hung and _rows(target, "far") != ROWS):
+        if run.wait(600) != 0 or (hung and count_rows(target, "far") != ROWS):
             raise SystemExit(log.read_text()[-3000:])
     finally:
         if run.poll() is None:

@@ -5,6 +5,10 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import decimal
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -294,3 +298,40 @@ def drain(cfg: SluiceConfig, path: Path, spark: Any, timeout: float = 240.0) -> 
         daemon.close()
     assert "summary" in outcome, f"the run did not drain within {timeout:.0f} s"
     return outcome["summary"]
+
+
+def count_rows(url: str, table: str) -> int:
+    """Rows of ``table`` at ``url``; 0 while it does not exist."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return int(conn.scalar(sa.text(f"SELECT count(*) FROM {table}")) or 0)
+    except sa.exc.DBAPIError:
+        return 0  # not made yet
+    finally:
+        engine.dispose()
+
+
+def run_until_then_stop(
+    config: Path, seen: str, stop: signal.Signals, **env: str
+) -> tuple[int, str]:
+    """``sluice run --until-drained`` on ``config`` (in its folder), stopped by ``stop`` once
+    its output shows ``seen``; its exit code and output. Fails if it ended before."""
+    log = config.parent / "run.log"
+    sluice = str(Path(sys.executable).parent / "sluice")
+    with log.open("w") as out:
+        run = subprocess.Popen(
+            [sluice, "run", str(config), "--until-drained"], cwd=config.parent, stdout=out,
+            stderr=subprocess.STDOUT, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **env},
+        )
+    try:
+        wait_until(lambda: seen in log.read_text() or run.poll() is not None,
+                   f"{seen!r} in the run's output", timeout=60, poll=0.2)  # fmt: skip
+        assert run.poll() is None, log.read_text()
+        run.send_signal(stop)
+        run.wait(60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    return run.returncode, log.read_text()

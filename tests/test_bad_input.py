@@ -30,7 +30,7 @@ import sqlalchemy as sa
 
 from config.errors import SluiceError, TargetError
 from tests.conftest import DatabaseFactory
-from tests.helpers import seed_orders, wait_until
+from tests.helpers import run_until_then_stop, seed_orders
 
 SLUICE = str(Path(sys.executable).parent / "sluice")
 
@@ -129,24 +129,9 @@ def test_a_source_database_down_at_start_is_waited_for_naming_it_without_the_pas
     source = ("  orders: {kind: sql, url: 'mysql+pymysql://root:${DB_PASSWORD}@127.0.0.1:1/"
               "legacy', table: orders, key: id, target: lake.orders}\n")
     config = write(tmp_path, f"ledger: sqlite:///ledger.db\nsources:\n{source}{TARGETS}")
-    log = tmp_path / "run.log"
-    with log.open("w") as out:
-        run = subprocess.Popen([SLUICE, "run", str(config), "--until-drained"], stdout=out,
-                               stderr=subprocess.STDOUT, cwd=tmp_path,
-                               env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1",
-                                    "DB_PASSWORD": "pw-5e6f7a"})  # fmt: skip
-    try:
-        wait_until(lambda: "refill failed" in log.read_text() or run.poll() is not None,
-                   "the source asked again", timeout=60, poll=0.2)  # fmt: skip
-        assert run.poll() is None, log.read_text()
-        run.send_signal(signal.SIGTERM)
-        run.wait(60)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
-    shown = log.read_text()
-    assert run.returncode == 143, shown
+    code, shown = run_until_then_stop(config, "refill failed", signal.SIGTERM,
+                                      DB_PASSWORD="pw-5e6f7a")  # fmt: skip
+    assert code == 143, shown
     for fragment in ("source orders", "did not answer at start", "127.0.0.1:1", "cannot connect",
                      "Connection refused"):  # fmt: skip
         assert fragment in shown, f"{fragment!r} not in:\n{shown}"

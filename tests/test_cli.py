@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import seed_orders, wait_until
+from tests.helpers import run_until_then_stop, seed_orders
 
 SLUICE = str(Path(sys.executable).parent / "sluice")
 ENV = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
@@ -78,24 +78,9 @@ targets:
   lake: {kind: parquet, path: ./lake}
 """
     )
-    log = tmp_path / "run.log"
-    with log.open("w") as out:
-        run = subprocess.Popen([SLUICE, "run", str(config), "--until-drained"], cwd=tmp_path,
-                               stdout=out, stderr=subprocess.STDOUT,
-                               env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})  # fmt: skip
-    try:
-        wait_until(lambda: "refill failed" in log.read_text() or run.poll() is not None,
-                   "the source asked again", timeout=60, poll=0.2)  # fmt: skip
-        assert run.poll() is None, log.read_text()
-        run.send_signal(signal.SIGINT)
-        run.wait(60)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
-    shown = log.read_text()
+    code, shown = run_until_then_stop(config, "refill failed", signal.SIGINT)
     # Waited for, named with why, never a crash; a stop ends it as a drain (130).
-    assert run.returncode == 130, shown[-3000:]
+    assert code == 130, shown[-3000:]
     assert "Traceback" not in shown, shown[-3000:]
     assert "source orders: its database did not answer at start" in shown, shown
     assert (

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from tests.helpers import assert_same_rows, seed_orders, wait_until
+from tests.helpers import assert_same_rows, count_rows, seed_orders, wait_until
 from tests.proxy import Proxy
 
 pytestmark = [pytest.mark.postgres]
@@ -37,17 +37,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _rows(url: str, table: str) -> int:
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return int(conn.scalar(sa.text(f"SELECT count(*) FROM {table}")) or 0)
-    except sa.exc.DBAPIError:
-        return 0  # not made yet
-    finally:
-        engine.dispose()
 
 
 def _status(port: int) -> dict[str, Any]:
@@ -84,11 +73,11 @@ targets:
         # The two answering sources drain while the third's host never answers.
         def drained() -> bool:
             assert run.poll() is None, "sluice ended before the far source answered"
-            return _rows(pg_target, "fast_a") == ROWS == _rows(pg_target, "fast_b")
+            return count_rows(pg_target, "fast_a") == ROWS == count_rows(pg_target, "fast_b")
 
         wait_until(drained, "the answering sources drained", timeout=90, poll=0.5)
         assert proxy.accepted > 0 and run.poll() is None
-        assert _rows(pg_target, "far") == 0
+        assert count_rows(pg_target, "far") == 0
 
         def far_view() -> dict[str, Any]:
             return next(s for s in _status(port)["sources"] if s["name"] == "far")
@@ -145,4 +134,4 @@ targets:
     assert "not-the-password" not in done.stderr + done.stdout
     if where != "TABLE":
         assert "sources.wrong.url" in done.stderr
-    assert _rows(pg_target, "fine") == 0  # nothing started
+    assert count_rows(pg_target, "fine") == 0  # nothing started
