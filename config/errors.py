@@ -124,6 +124,14 @@ _CONFIG_REFUSALS = (
 _MYSQL_CONFIG_ERRNOS = frozenset({1044, 1045, 1049, 1698, 2005})  # denied, unknown db or host
 
 
+def cause_line(error: BaseException) -> str:
+    """The first line of what the driver said (a database error's ``orig``), or of
+    ``error`` itself; its repr when it says nothing."""
+    cause = getattr(error, "orig", None) or error
+    text = str(cause).strip()
+    return text.splitlines()[0] if text else repr(cause)
+
+
 def refused_by_config(exc: BaseException) -> bool:
     """Whether a failed connection names something that is not there or not allowed: a
     wrong password or user, a database that does not exist, a host name that does not

@@ -82,12 +82,13 @@ class SourceOpener:
                 sources[name] = self._make_source(name, src_cfg, cfg)
             from sources.sql import SqlSource, check_together
 
+            away = away or {}
             for name, source in sources.items():
-                if isinstance(source, SqlSource) and source.cfg.url in (away or {}):
+                if isinstance(source, SqlSource) and source.cfg.url in away:
                     source.answered = False
                     log.warning("source %s: its database did not answer at start (%s): it "
                                 "starts empty and is asked again in the background", name,
-                                (away or {})[source.cfg.url])  # fmt: skip
+                                away[source.cfg.url])  # fmt: skip
             check_together([s for s in sources.values() if isinstance(s, SqlSource) and s.answered])
             checkpoints = self.ledger.sources.register_all(
                 {name: fingerprint(src_cfg) for name, src_cfg in cfg.sources.items()},

@@ -23,7 +23,7 @@ import time
 import sqlalchemy as sa
 from sqlalchemy.pool import NullPool
 
-from config.errors import ConfigError, refused_by_config
+from config.errors import ConfigError, cause_line, refused_by_config
 from config.models import SluiceConfig, SqlSourceConfig
 from config.secrets import redact_url
 
@@ -97,7 +97,7 @@ def unreachable(cfg: SluiceConfig, wait: float = START_WAIT) -> dict[str, str]:
         error = found[url]
         if error is None:
             continue
-        reason = _first_line(error)
+        reason = cause_line(error)
         if refused_by_config(error):
             group = next((g for g, members in cfg.groups.items() if names[0] in members),
                          names[0])  # fmt: skip
@@ -115,9 +115,3 @@ def _left(deadline: float, answered_at: float | None) -> float:
     now = time.monotonic()
     left = deadline - now
     return left if answered_at is None else min(left, answered_at + LATE - now)
-
-
-def _first_line(error: BaseException) -> str:
-    cause = getattr(error, "orig", None) or error
-    text = str(cause).strip()
-    return text.splitlines()[0] if text else repr(cause)

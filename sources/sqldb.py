@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from config.errors import ConfigError, SourceError, is_transient, refused_by_config
+from config.errors import ConfigError, SourceError, cause_line, is_transient, refused_by_config
 from config.models import SqlSourceConfig
 from sources.budget import KEY_QUERIES, Budget
 
@@ -136,9 +136,7 @@ class SourceDatabase:
 
     def _describe(self, what: str, exc: BaseException) -> str:
         url = self.engine.url.render_as_string(hide_password=True)
-        cause = getattr(exc, "orig", None) or exc
-        first_line = str(cause).strip().splitlines()[0] if str(cause).strip() else repr(cause)
-        return f"source {self.name} (table {self._table!r} at {url}): {what}: {first_line}"
+        return f"source {self.name} (table {self._table!r} at {url}): {what}: {cause_line(exc)}"
 
 
 def _union_of(stmts: Sequence[sa.Select[Any]]) -> sa.Select[Any]:

@@ -79,9 +79,10 @@ def plan_schema(
         if isinstance(target, JdbcTargetConfig):
             chosen[name] = (src, target)
     plans = [_plan(name, src, target) for name, (src, target) in chosen.items()]
+    away = away or {}
     for p in plans:
-        if p.note is None and p.source_url in (away or {}):
-            p.note = (f"its database did not answer at start ({(away or {})[p.source_url]}): "
+        if p.note is None and p.source_url in away:
+            p.note = (f"its database did not answer at start ({away[p.source_url]}): "
                       "columns and key now, the rest at cutover")  # fmt: skip
     live = [p for p in plans if p.note is None]
     _resolve_sources(live)
