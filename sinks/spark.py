@@ -78,6 +78,8 @@ class SparkSink(PoolSink):
         self._on_demand = SessionOnDemand(self.session, self._tasks) if self._tasks else None
         if self._tasks is not None:
             self.ready_at = time.monotonic()  # local tasks need no JVM to start
+            if warm_up:
+                self._tasks.warm()
             warm_up = warm_up and not runs_without_spark(cfg)
         super().__init__(cfg.spark.max_concurrent_imports, "sluice-import")
         # Job groups are per SparkContext: a prefix per sink keeps another

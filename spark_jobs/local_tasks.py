@@ -35,6 +35,9 @@ from pyspark.sql import SparkSession
 
 from config.processes import pid_alive
 
+_PRELOAD = ("spark_jobs.local_tasks", "spark_jobs.write_direct")
+"""The modules of the tasks local workers run (the server that forks them has them)."""
+
 
 class WorkerLost(RuntimeError):
     """A local task's worker process died before it answered (killed, out of memory)."""
@@ -69,6 +72,20 @@ class LocalTasks:
             raise outcome
         return outcome
 
+    def warm(self) -> None:
+        """Start the workers now, on a thread of their own: the first tasks find them
+        waiting (a worker's start and its imports took ~1.4 s of the first batch's load)."""
+        threading.Thread(target=self._warm, name="sluice-tasks-start", daemon=True).start()
+
+    def _warm(self) -> None:
+        for _ in range(self.workers):
+            with self._lock:
+                if self._closed or len(self._all) >= self.workers:
+                    return
+                worker = _Worker()
+                self._all.append(worker)
+                self._free.append(worker)
+
     def close(self) -> None:
         """Stop every worker, a running task's too (its load's transaction rolls back)."""
         with self._lock:
@@ -92,8 +109,11 @@ class _Worker:
     """One worker process and the pipe its calls go through."""
 
     def __init__(self) -> None:
-        # Forked from a single-threaded server, never from the threaded daemon.
+        # Forked from a single-threaded server, never from the threaded daemon; the server
+        # imports what the tasks run once, and each worker starts with it (a worker of
+        # its own imported it in ~0.7 s, both workers at once on two cores).
         context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["__main__", *_PRELOAD])
         self._pipe, theirs = context.Pipe()
         self._process = context.Process(
             target=_serve, args=(theirs, os.getpid()), name="sluice-task", daemon=True
