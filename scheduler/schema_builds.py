@@ -30,6 +30,7 @@ from config.models import SluiceConfig
 from scheduler.ledger import UNFINISHED, Ledger
 from sources.queueing import QueueingLimitedSource
 from spark_jobs.engines.objects import ObjectKind, Stage
+from spark_jobs.schema import early
 from spark_jobs.schema.build import BuildReport, build_first, build_stage
 from spark_jobs.schema.plan import TablePlan, plan_schema
 
@@ -59,6 +60,7 @@ def plan_for_run(cfg: SluiceConfig, away: Mapping[str, str] | None = None) -> li
             "schema: {skip: [NAME]}, or give their definition under schema: {define: "
             "{NAME: SQL}}):\n  " + "\n  ".join(problems)
         )
+    early.remember(plans)  # the imports that make the tables build these with them
     return plans
 
 

@@ -19,6 +19,7 @@ from spark_jobs.batch_columns import BatchColumn, is_enum_cast
 from spark_jobs.engines import catalogued, engine_of
 from spark_jobs.engines.base import Kind
 from spark_jobs.engines.ddl import column_type
+from spark_jobs.schema.early import build_early
 from spark_jobs.target import COMMITS_TABLE, MADE_TABLE, REJECTS_TABLE, TargetTable
 from spark_jobs.target_fit import TargetFit, check_catalogued, check_reflected, with_nan_guards
 
@@ -105,6 +106,7 @@ def create_made(engine: sa.Engine, table: sa.Table) -> None:
             table.create(conn)
             if transactional:
                 record_made(conn, table.schema, table.name)
+                build_early(conn, table.schema, table.name)
     except sa.exc.DBAPIError:
         if not sa.inspect(engine).has_table(table.name, schema=table.schema):
             raise

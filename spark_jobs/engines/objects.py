@@ -164,6 +164,7 @@ class Planned:
     signature: Hashable | None = None
     problem: str | None = None
     skipped: str | None = None  # why the config leaves it out
+    early: bool = False  # may be built in the transaction that makes its table: a check
 
     @property
     def label(self) -> str:

@@ -29,6 +29,7 @@ from spark_jobs.jdbc_tables import (
     record_made,
     remember_fit,
 )
+from spark_jobs.schema.early import build_early
 from spark_jobs.target import TargetTable
 from spark_jobs.target_fit import check_catalogued
 
@@ -85,6 +86,8 @@ def make_ready(engine: sa.Engine, wanted: Sequence[Wanted]) -> list[bool]:
                 by_schema.setdefault(wanted[i].target.schema, []).append(wanted[i].target.table)
             for schema, names in by_schema.items():
                 record_made(conn, schema, *names)
+                for made_name in names:
+                    build_early(conn, schema, made_name)
             now = catalogue.describe_many(
                 conn, [(wanted[i].target.schema, wanted[i].target.table) for i in missing])
             made = {i: now.get((wanted[i].target.schema, wanted[i].target.table), [])

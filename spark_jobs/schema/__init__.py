@@ -4,8 +4,9 @@ what that becomes in the target, what the target lacks, and building it.
 A batch's rows go into a table that has its columns and its primary key
 (the exactly-once path needs the key); the rest of what the source table is
 (its indexes, unique, check, exclusion and foreign-key constraints, defaults,
-sequences and identity, triggers and comments) is built after its load, in
-the order pg_restore and pgcopydb build it, by the target engine's schema
+sequences and identity, triggers and comments) is built after its load (a
+check the source's rows all pass, with the table where the engine allows it:
+:mod:`.early`), in the order pg_restore and pgcopydb build it, by the target engine's schema
 editor (``spark_jobs/engines/<engine>/schema.py``), from what the source
 engine's catalogue read (``introspection.py``).
 

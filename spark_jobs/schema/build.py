@@ -37,6 +37,7 @@ from spark_jobs.engines import engine_of
 from spark_jobs.engines.objects import ObjectKind, Planned, Stage
 from spark_jobs.jdbc_tables import forget_table, made_tables
 from spark_jobs.schema.compare import absent, read_tables
+from spark_jobs.schema.early import escaped
 from spark_jobs.schema.plan import TablePlan
 
 log = logging.getLogger(__name__)
@@ -214,13 +215,7 @@ def _execute(engine: sa.Engine, statements: Sequence[str]) -> None:
             # 64 MB default); at most schema_jobs builds hold it at once.
             conn.exec_driver_sql(f"SET LOCAL maintenance_work_mem = '{BUILD_MEMORY}'")
         for statement in statements:
-            conn.exec_driver_sql(_escaped(conn, statement))
-
-
-def _escaped(conn: sa.Connection, statement: str) -> str:
-    """``statement`` as the driver takes it (pyformat drivers read ``%`` as a parameter)."""
-    return statement.replace("%", "%%") if conn.dialect.paramstyle in ("pyformat", "format") else (
-        statement)  # fmt: skip
+            conn.exec_driver_sql(escaped(conn, statement))
 
 
 def _code(error: sa.exc.DBAPIError) -> object:

@@ -204,7 +204,8 @@ def _configured(item: Planned, src: SqlSourceConfig, table: str) -> Planned:
     for name in names:
         if name in settings.define:
             text = settings.define[name]
-            return replace(item, statements=(text,), becomes=text, problem=None, signature=None)
+            return replace(item, statements=(text,), becomes=text, problem=None, signature=None,
+                           early=False)  # fmt: skip
     return item
 
 

@@ -138,8 +138,9 @@ def _plan(obj: SchemaObject, table: str, schema: str,
     if kind == ObjectKind.UNIQUE:
         return Planned(obj, Stage.LOADED, unique_statements(obj, table), same, signature(obj))
     if kind == ObjectKind.CHECK:
+        # A check the source's rows all pass goes into the empty table as it is made.
         return Planned(obj, Stage.LOADED, check_statements(obj, table, obj.body), same,
-                       signature(obj))  # fmt: skip
+                       signature(obj), early=obj.validated)  # fmt: skip
     if kind == ObjectKind.EXCLUSION:
         statement = f"ALTER TABLE {table} ADD CONSTRAINT {name} {obj.body}"
         return Planned(obj, Stage.LOADED, (statement,), same, signature(obj))
