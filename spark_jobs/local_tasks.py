@@ -20,6 +20,7 @@ load's transaction dies with its connection.
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
 import select
@@ -35,8 +36,14 @@ from pyspark.sql import SparkSession
 
 from config.processes import pid_alive
 
-_PRELOAD = ("spark_jobs.local_tasks", "spark_jobs.write_direct")
-"""The modules of the tasks local workers run (the server that forks them has them)."""
+log = logging.getLogger(__name__)
+
+# The server that forks the workers imports what their tasks run, once, and each worker
+# starts with it (each worker imported it itself in ~0.7 s, both at once on two cores).
+# Process-wide, and read when the server starts: set here, before any worker.
+multiprocessing.get_context("forkserver").set_forkserver_preload(
+    ["spark_jobs.local_tasks", "spark_jobs.write_direct"]
+)
 
 
 class WorkerLost(RuntimeError):
@@ -78,13 +85,23 @@ class LocalTasks:
         threading.Thread(target=self._warm, name="sluice-tasks-start", daemon=True).start()
 
     def _warm(self) -> None:
-        for _ in range(self.workers):
-            with self._lock:
-                if self._closed or len(self._all) >= self.workers:
-                    return
+        try:
+            for _ in range(self.workers):
+                with self._lock:
+                    if self._closed or len(self._all) >= self.workers:
+                        return
+                # Started outside the lock: the first start waits for the server's imports,
+                # and a task meanwhile takes a worker of its own.
                 worker = _Worker()
-                self._all.append(worker)
-                self._free.append(worker)
+                with self._lock:
+                    kept = not self._closed and len(self._all) < self.workers
+                    if kept:
+                        self._all.append(worker)
+                        self._free.append(worker)
+                if not kept:
+                    worker.stop()
+        except Exception as error:  # noqa: BLE001 - the first task starts its own, and says why
+            log.warning("local task workers not started ahead: %s", error)
 
     def close(self) -> None:
         """Stop every worker, a running task's too (its load's transaction rolls back)."""
@@ -109,11 +126,8 @@ class _Worker:
     """One worker process and the pipe its calls go through."""
 
     def __init__(self) -> None:
-        # Forked from a single-threaded server, never from the threaded daemon; the server
-        # imports what the tasks run once, and each worker starts with it (a worker of
-        # its own imported it in ~0.7 s, both workers at once on two cores).
+        # Forked from a single-threaded server, never from the threaded daemon.
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["__main__", *_PRELOAD])
         self._pipe, theirs = context.Pipe()
         self._process = context.Process(
             target=_serve, args=(theirs, os.getpid()), name="sluice-task", daemon=True
