@@ -51,6 +51,7 @@ def plan_for_run(cfg: SluiceConfig, away: Mapping[str, str] | None = None) -> li
         # A database away: its source's check says so next; the cutover builds what is left.
         reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
         log.warning("schema objects: not read (%s); nothing is built by this run", reason)
+        early.remember([])
         return []
     problems = [problem for plan in plans for problem in plan.problems]
     problems += build_first(plans)

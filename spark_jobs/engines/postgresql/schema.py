@@ -36,6 +36,12 @@ from spark_jobs.engines.objects import (
 from spark_jobs.engines.postgresql.catalog import quote
 
 _NEXTVAL = re.compile(r"nextval\('((?:[^']|'')+)'::regclass\)")
+# In pg_get_constraintdef's text: a name before "(" (a call, or SQL's own syntax), not a
+# type's modifiers (::numeric(12,2)).
+_CALL = re.compile(r'(?<![:\w"])([a-z_][a-z0-9_$]*|"[^"]+")\s*\(', re.IGNORECASE)
+_SYNTAX = {"check", "and", "or", "not", "in", "any", "all", "some", "array", "between", "is",
+           "like", "ilike", "similar", "when", "then", "else", "case", "distinct"}  # fmt: skip
+_TEXT_LITERAL = re.compile(r"'(?:[^']|'')*'::(?:text|character varying|character|bpchar|name)\b")
 
 
 def qualified(name: TableName | tuple[str | None, str]) -> str:
@@ -140,7 +146,7 @@ def _plan(obj: SchemaObject, table: str, schema: str,
     if kind == ObjectKind.CHECK:
         # A check the source's rows all pass goes into the empty table as it is made.
         return Planned(obj, Stage.LOADED, check_statements(obj, table, obj.body), same,
-                       signature(obj), early=obj.validated)  # fmt: skip
+                       signature(obj), early=passes_anywhere(obj))  # fmt: skip
     if kind == ObjectKind.EXCLUSION:
         statement = f"ALTER TABLE {table} ADD CONSTRAINT {name} {obj.body}"
         return Planned(obj, Stage.LOADED, (statement,), same, signature(obj))
@@ -153,6 +159,20 @@ def _plan(obj: SchemaObject, table: str, schema: str,
     # A trigger, with the function it calls; at the cutover, after the final pass.
     statements = ([obj.note] if obj.note else []) + [obj.body.replace("{table}", table)]
     return Planned(obj, Stage.CUTOVER, tuple(statements), same, signature(obj))
+
+
+def passes_anywhere(obj: SchemaObject) -> bool:
+    """Whether the rows a valid check passes on the source pass it in any target too, so
+    that it may check them as they are loaded: inherited, calling no function (one's
+    volatility, or its presence, may differ there) and ordering no text literal
+    (collations may). Any other is validated after the load, where a row it refuses
+    fails the check, not the row."""
+    body = obj.body
+    if not obj.validated or "NO INHERIT" in body:
+        return False
+    if any(m.group(1).lower() not in _SYNTAX for m in _CALL.finditer(body)):
+        return False
+    return not (_TEXT_LITERAL.search(body) and re.search(r"[<>]", body))
 
 
 def unique_statements(obj: SchemaObject, table: str) -> tuple[str, ...]:
