@@ -224,8 +224,8 @@ def status(
         reads = None if engine is None else LedgerReads(engine)
         if reads is not None and not reads.has_tables():
             reads = None
-        left = rows_left(cfg, str(config)) if backlog and reads is not None else None
-        report = collect_status(cfg, reads, backlog=left)
+        left, away = rows_left(cfg, str(config)) if backlog and reads is not None else (None, {})
+        report = collect_status(cfg, reads, backlog=left, away=away)
     except sa.exc.SQLAlchemyError as error:
         cause = redact_text(str(getattr(error, "orig", None) or error).splitlines()[0],
                             config_secrets(cfg))  # fmt: skip
@@ -383,9 +383,9 @@ for _name, _command in (("where", where_command), ("init", init_command),
 
 def main() -> None:
     """Console-script entry point."""
-    from sources.reach import bound_connects
+    from config.connections import bound_connections
 
-    bound_connects()  # no connection of any command waits for the OS's TCP timeout
+    bound_connections()  # no connection of any command waits for the OS's TCP timeouts
     try:
         app()
     except SluiceError as error:  # anything not handled by a command

@@ -10,13 +10,12 @@ naming the source and its ``url``. Any other (the server down or refusing connec
 no answer in time) is *unreachable*: its sources start with empty buffers, their
 refills ask it again with backoff (their start check runs before their first read),
 and the other sources flow meanwhile. A thread still waiting for its database when the
-start goes on ends with its connection's timeout (``PGCONNECT_TIMEOUT``,
-:data:`CONNECT_TIMEOUT` unless set), its answer no longer asked for.
+start goes on ends with its connection's timeout (:mod:`config.connections`), its answer
+no longer asked for.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
@@ -33,17 +32,6 @@ ones that did not (a database across the world answers in well under one)."""
 
 LATE = 0.5
 """Seconds the start waits for the databases still silent after the last one answered."""
-
-CONNECT_TIMEOUT = 10
-"""Seconds a PostgreSQL connection may take to open, where ``PGCONNECT_TIMEOUT`` is not set
-(libpq waits for the operating system's TCP timeout, about 130 s, by default). PyMySQL's own
-default is the same; a database's URL may set its own (``?connect_timeout=N``)."""
-
-
-def bound_connects() -> None:
-    """Give every PostgreSQL connection this process and its load tasks open a connect
-    timeout (:data:`CONNECT_TIMEOUT`), unless the environment sets one."""
-    os.environ.setdefault("PGCONNECT_TIMEOUT", str(CONNECT_TIMEOUT))
 
 
 def unreachable(cfg: SluiceConfig, wait: float = START_WAIT) -> dict[str, str]:

@@ -20,6 +20,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.pool import NullPool
 
+from config.connections import bound_connections
 from config.errors import ConfigError, TargetError
 from config.sqlite import sqlite_engine
 
@@ -173,6 +174,7 @@ def sql_engine(url: str) -> sa.Engine:
     """
     if dialect_name(url) == "sqlite":
         return _sqlite_engine(url)
+    bound_connections()  # a load task's process (an executor's too) bounds its connections
     with _ENGINES_LOCK:
         engine = _ENGINES.get(url)
         if engine is None:
@@ -194,6 +196,7 @@ def looker_engine(url: str) -> sa.Engine:
     per URL, as a new one asks the server for its version and settings on
     its first connection (a tenth of a small batch's import).
     """
+    bound_connections()
     with _ENGINES_LOCK:
         engine = _LOOKERS.get(url)
         if engine is None:

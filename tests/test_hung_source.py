@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,63 @@ def _status(port: int) -> dict[str, Any]:
         return dict(json.load(answer))
 
 
+def _three_sources(tmp_path: Path, pg_url: str, pg_target: str, far: str, port: int,
+                   more: str = "") -> subprocess.Popen[bytes]:  # fmt: skip
+    """``sluice run --until-drained`` of two sources of ``pg_url`` and one of ``far`` (the
+    proxy), started; its output goes to ``run.log``."""
+    (tmp_path / "sluice.yaml").write_text(f"""
+ledger: sqlite:///ledger.db
+metrics_port: {port}
+sources:
+  fast_a: {{kind: sql, url: "{pg_url}", table: fast_a, key: id, target: out.fast_a}}
+  fast_b: {{kind: sql, url: "{pg_url}", table: fast_b, key: id, target: out.fast_b}}
+  far: {{kind: sql, url: "{far}", table: far, key: id, target: out.far{more}}}
+strategy: {{fair: {{fast_a: 1, fast_b: 1, far: 1}}}}
+targets:
+  out: {{kind: jdbc, url: "{pg_target}"}}
+""")
+    with (tmp_path / "run.log").open("w") as out:
+        return subprocess.Popen([SLUICE, "run", "sluice.yaml", "--until-drained"],
+                                cwd=tmp_path, env=_env(), stdout=out,
+                                stderr=subprocess.STDOUT)  # fmt: skip
+
+
+def _far_shown_failing(
+    run: subprocess.Popen[bytes], pg_target: str, port: int, shown: Callable[[Any], Any]
+) -> dict[str, Any]:
+    """Wait for the two answering sources to drain while the far one does not answer, and
+    for the page to show what ``shown`` looks for in its view of the far source; that view."""
+
+    def drained() -> bool:
+        assert run.poll() is None, "sluice ended before the far source answered"
+        return count_rows(pg_target, "fast_a") == ROWS == count_rows(pg_target, "fast_b")
+
+    wait_until(drained, "the answering sources drained", timeout=90, poll=0.5)
+
+    def far_view() -> dict[str, Any]:
+        return next(s for s in _status(port)["sources"] if s["name"] == "far")
+
+    wait_until(lambda: shown(far_view()), "the far source's trouble on the page", timeout=30,
+               poll=0.5)  # fmt: skip
+    assert run.poll() is None
+    return far_view()
+
+
+def _finish(run: subprocess.Popen[bytes], proxy: Proxy, tmp_path: Path) -> str:
+    """Let the far database answer, wait for the run's end; its output."""
+    try:
+        proxy.forward()
+        run.wait(timeout=180)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        proxy.close()
+        output = (tmp_path / "run.log").read_text()
+        print(output[-5000:])  # shown where the test fails
+    return output
+
+
 def test_a_hung_database_at_start_holds_no_other_source_back_and_migrates_once_it_answers(
     pg_url: str, pg_target: str, tmp_path: Path
 ) -> None:
@@ -54,52 +112,56 @@ def test_a_hung_database_at_start_holds_no_other_source_back_and_migrates_once_i
     # The hung database's own connect timeout, as a user sets one per database.
     far = source.set(port=proxy.port, query={"connect_timeout": "2"}).render_as_string(False)
     port = _free_port()
-    (tmp_path / "sluice.yaml").write_text(f"""
-ledger: sqlite:///ledger.db
-metrics_port: {port}
-sources:
-  fast_a: {{kind: sql, url: "{pg_url}", table: fast_a, key: id, target: out.fast_a}}
-  fast_b: {{kind: sql, url: "{pg_url}", table: fast_b, key: id, target: out.fast_b}}
-  far: {{kind: sql, url: "{far}", table: far, key: id, target: out.far}}
-strategy: {{fair: {{fast_a: 1, fast_b: 1, far: 1}}}}
-targets:
-  out: {{kind: jdbc, url: "{pg_target}"}}
-""")
-    log = tmp_path / "run.log"
-    with log.open("w") as out:
-        run = subprocess.Popen([SLUICE, "run", "sluice.yaml", "--until-drained"], cwd=tmp_path,
-                               env=_env(), stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+    run = _three_sources(tmp_path, pg_url, pg_target, far, port)
     try:
-        # The two answering sources drain while the third's host never answers.
-        def drained() -> bool:
-            assert run.poll() is None, "sluice ended before the far source answered"
-            return count_rows(pg_target, "fast_a") == ROWS == count_rows(pg_target, "fast_b")
-
-        wait_until(drained, "the answering sources drained", timeout=90, poll=0.5)
-        assert proxy.accepted > 0 and run.poll() is None
+        # Unreachable, for how long and why (its password never).
+        view = _far_shown_failing(run, pg_target, port, lambda far: far["failing_s"])
+        assert "source far" in view["refill_error"] and "cannot connect" in view["refill_error"]
+        assert proxy.accepted > 0
         assert count_rows(pg_target, "far") == 0
-
-        def far_view() -> dict[str, Any]:
-            return next(s for s in _status(port)["sources"] if s["name"] == "far")
-
-        # The page shows it unreachable, for how long and why (its password never).
-        wait_until(lambda: far_view()["failing_s"], "the far source shown unreachable",
-                   timeout=30, poll=0.5)  # fmt: skip
-        assert "cannot connect" in far_view()["refill_error"]
-        assert "source far" in far_view()["refill_error"]
-        proxy.forward()
-        run.wait(timeout=180)
+        # `sluice status` says so too, without waiting for the far database to time out.
+        shown = subprocess.run([SLUICE, "status", "sluice.yaml"], cwd=tmp_path, env=_env(),
+                               capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert shown.returncode == 0, shown.stderr
+        assert "unreachable now" in shown.stdout, shown.stdout
+        assert "\n  far: no answer in" in shown.stdout, shown.stdout
     finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
-        proxy.close()
-        output = log.read_text()
-        print(output[-5000:])  # shown where the test fails
+        output = _finish(run, proxy, tmp_path)
     assert run.returncode == 0, output
     assert "far: its database did not answer at start" in output
     for table in ("fast_a", "fast_b", "far"):
         assert assert_same_rows(pg_url, table, pg_target, table) == ROWS
+
+
+def test_a_database_that_hangs_mid_run_holds_no_other_source_back_and_its_rows_land_once(
+    pg_url: str, pg_target: str, tmp_path: Path
+) -> None:
+    for table in ("fast_a", "fast_b", "far"):
+        seed_orders(pg_url, ROWS, table=table)
+    source = sa.make_url(pg_url)
+    proxy = Proxy(source.port or 5432)
+    proxy.forward()
+    far = source.set(port=proxy.port, query={"connect_timeout": "2"}).render_as_string(False)
+    port = _free_port()
+    # The far table comes slowly (600 rows/s), and its keys a few hundred at a time: it is
+    # mid-way, reading keys still, when its host hangs.
+    run = _three_sources(tmp_path, pg_url, pg_target, far, port,
+                         ", limits: {max_rows_per_s: 600}, page_size: 100,"
+                         " buffer: {capacity: 600, replenish_below: 300}")  # fmt: skip
+    try:
+        wait_until(lambda: count_rows(pg_target, "far") > 0, "the far source's first rows",
+                   timeout=60, poll=0.1)  # fmt: skip
+        proxy.hang()  # its connections cut, new ones accepted and never answered
+        # Its refills find its host away (unreachable), or, where its keys were all read
+        # already, its batches fail on connecting and wait to be tried again.
+        view = _far_shown_failing(run, pg_target, port, lambda far: far["failing_s"] or (
+            far["states"]["failed"] and "connection" in (far["last_error"] or "")))
+        assert count_rows(pg_target, "far") < ROWS, view
+    finally:
+        output = _finish(run, proxy, tmp_path)
+    assert run.returncode == 0, output
+    for table in ("fast_a", "fast_b", "far"):
+        assert assert_same_rows(pg_url, table, pg_target, table) == ROWS  # each row once
 
 
 @pytest.mark.parametrize(

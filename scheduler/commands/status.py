@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ import sqlalchemy as sa
 from rich.table import Table
 from rich.text import Text
 
+from config.errors import ConfigError
 from config.models import SluiceConfig, SqlSourceConfig
 from config.secrets import config_secrets, redact_text, redact_url
 from config.sources import walks_ranges
@@ -71,6 +72,7 @@ class SourceStatus:
     # adaptive batch size, its share of the limits) are on its /status.json.
     configured: dict[str, Any] = field(default_factory=dict)
     stream: StreamStatus | None = None  # mode: stream
+    unreachable: str | None = None  # why its database did not answer status now
 
 
 @dataclass(frozen=True)
@@ -128,11 +130,13 @@ def collect_status(
     window: float = RATE_WINDOW,
     backlog: Mapping[str, int] | None = None,
     dead_shown: int = 10,
+    away: Mapping[str, str] | None = None,
 ) -> Status:
     """Read the status of ``cfg``'s sources; ``reads`` None means nothing ran yet.
 
     ``now`` is on the ledger's clock (``time.time`` unless injected);
-    ``backlog`` (items left per source, where a caller knows it) gives ETAs.
+    ``backlog`` (items left per source, where a caller knows it) gives ETAs;
+    ``away``: the sources whose databases did not answer, with why.
     """
     now = time.time() if now is None else now
     names = list(cfg.sources)
@@ -146,26 +150,38 @@ def collect_status(
         span = max(1.0, now - max(now - window, row.first_created or now))
         rate = row.recent_rows / span
         left = (backlog or {}).get(name)
-        result.append(_source(cfg, name, row, rate, left, secrets))
+        why = (away or {}).get(name)
+        result.append(replace(_source(cfg, name, row, rate, left, secrets),
+                              unreachable=why and redact_text(why, secrets)))  # fmt: skip
     schema = None if reads is None else reads.schema()
     return Status(redact_url(cfg.ledger), now, window, result, owners, schema)
 
 
-def rows_left(cfg: SluiceConfig, config_path: str) -> dict[str, int]:
-    """Rows each source has left: not yet claimed (its backlog) and in unfinished batches.
+def rows_left(cfg: SluiceConfig, config_path: str) -> tuple[dict[str, int], dict[str, str]]:
+    """Rows each source has left: not yet claimed (its backlog) and in unfinished batches;
+    and each source whose database does not answer now, with why.
 
     Read-only, as ``sluice plan`` reads them; a source whose backlog cannot
-    be read is left out (its ETA is unknown).
+    be read is left out (its ETA is unknown). The databases are asked at
+    once first, as a run's start asks them: one that does not answer within
+    its wait is not waited for again.
     """
     from scheduler.commands.plan import measure, read_ledger  # reads sources: only when asked
+    from sources.reach import unreachable
 
+    try:
+        urls = unreachable(cfg)
+    except ConfigError:  # a database that refuses what the config names: measure says so
+        urls = {}
+    away = {name: urls[url] for name, src in cfg.sources.items()
+            if (url := getattr(src, "url", None)) in urls}  # fmt: skip
     view = read_ledger(cfg.ledger)
     left = {}
-    for name in cfg.sources:
+    for name in (n for n in cfg.sources if n not in away):
         measured = measure(name, cfg, view, config_path)
         if measured.error is None:
             left[name] = measured.pending + view.unfinished.get(name, (0, 0))[1]
-    return left
+    return left, away
 
 
 def _source(
@@ -268,6 +284,7 @@ def render_text(status: Status) -> str:
     lines.extend(_stream_lines(status))
     lines.extend(_zero_date_lines(status))
     lines.extend(_dead_lines(status))
+    lines.extend(_away_lines(status))
     return "\n".join(line.rstrip() for line in lines)
 
 
@@ -283,7 +300,7 @@ def render_table(status: Status) -> Table:
         table.add_row(*map(Text, _cells(src)), style=style)
     table.add_row(*map(Text, _total_cells(status)), style="bold", end_section=True)
     notes = (_configured_lines(status) + _stream_lines(status) + _zero_date_lines(status)
-             + _dead_lines(status))  # fmt: skip
+             + _dead_lines(status) + _away_lines(status))  # fmt: skip
     if notes:
         table.caption, table.caption_justify = Text("\n".join(notes)), "left"
     return table
@@ -355,6 +372,14 @@ def _dead_lines(status: Status) -> list[str]:
     ]
     if lines:
         lines.insert(0, "dead batches (sluice retry CONFIG --dead requeues them):")
+    return lines
+
+
+def _away_lines(status: Status) -> list[str]:
+    lines = [f"  {src.source}: {src.unreachable}" for src in status.sources if src.unreachable]
+    if lines:
+        lines.insert(0, "unreachable now (their ETA is unknown; a running daemon asks them again "
+                        "with backoff, and its page says for how long):")  # fmt: skip
     return lines
 
 

@@ -42,6 +42,7 @@ from urllib.parse import quote, unquote, urlsplit
 import pyarrow as pa
 import sqlalchemy as sa
 
+from config.connections import keep_alive
 from spark_jobs.engines.base import Column, Kind
 
 ROWS_PER_BATCH = 50_000
@@ -166,6 +167,7 @@ def _pymysql_rows(url: str, query: str, schema: pa.Schema) -> Iterator[pa.Record
         )  # fmt: skip
     except pymysql.err.Error as error:
         raise sa.exc.DBAPIError.instance(query, None, error, pymysql.err.Error) from error
+    keep_alive(conn)  # a read whose server went silent fails within a minute
     try:
         with conn.cursor() as cursor:
             cursor.execute(query)

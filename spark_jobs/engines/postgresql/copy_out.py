@@ -29,6 +29,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from config.connections import libpq_keepalives
+
 PIPE_BYTES = 1 << 20
 """The pipe's buffer (Linux's default 64 KiB lets ``psql`` wait on the task more often)."""
 
@@ -142,7 +144,8 @@ def _connection(info: str, options: str, fresh: bool = False) -> tuple[Any, bool
     conn = None if kept is None or fresh else kept.pop((info, options), None)
     if conn is not None and not conn.closed:
         return conn, True
-    return psycopg.connect(info, options=options, autocommit=True), False
+    keepalives = libpq_keepalives(info)
+    return psycopg.connect(info, options=options, autocommit=True, **keepalives), False
 
 
 def _keep(info: str, options: str, conn: Any) -> bool:
@@ -163,7 +166,7 @@ def _keep(info: str, options: str, conn: Any) -> bool:
 def _through_psql(program: str, info: str, statement: str, options: str) -> Iterator[bytes]:
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-    params = conninfo_to_dict(info)
+    params = {**conninfo_to_dict(info), **libpq_keepalives(info)}
     env = {**os.environ, "PGOPTIONS": options}
     password = params.pop("password", None)
     if password is not None:

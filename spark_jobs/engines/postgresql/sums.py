@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from config.connections import libpq_keepalives
 from spark_jobs.engines.postgresql.read import SESSION
 
 OPTIONS = f"{SESSION} -c max_parallel_workers_per_gather=0"
@@ -56,7 +57,8 @@ def table_sums(info: str, query: str) -> Sums:
     import psycopg
 
     try:
-        with psycopg.connect(info, options=OPTIONS, autocommit=True) as conn:
+        with psycopg.connect(info, options=OPTIONS, autocommit=True,
+                             **libpq_keepalives(info)) as conn:  # fmt: skip
             found = conn.execute(query).fetchone()
     except psycopg.Error as error:
         raise sa.exc.DBAPIError.instance(query, None, error, psycopg.Error) from error

@@ -1,0 +1,93 @@
+"""How long a connection of sluice's waits on a network that went quiet.
+
+:func:`bound_connections` gives every database connection the process opens
+from then on (SQLAlchemy's, whoever makes the engine) a connect timeout and
+TCP keepalives: the command line calls it first thing, and so do the load
+tasks' processes (:func:`spark_jobs.jdbc.sql_engine`), on this machine or on a
+cluster's executors. The connections made without SQLAlchemy take the same
+settings where they are made: a PostgreSQL read's (:func:`libpq_keepalives`),
+a PyMySQL read's (:func:`keep_alive`). connectorx's reads and the MySQL
+binary-log reader keep their libraries' settings.
+
+- **Connect timeout**: a PostgreSQL connection gives up after
+  :data:`CONNECT_TIMEOUT` seconds (libpq's ``PGCONNECT_TIMEOUT``, unless the
+  environment sets it; libpq waits for the operating system's TCP timeout,
+  about 130 s, by default). PyMySQL's own default is the same. A database's
+  URL may set its own (``?connect_timeout=N``).
+- **Keepalives**: an idle connection is probed after :data:`KEEPALIVES`'s
+  ``keepalives_idle`` seconds, every ``keepalives_interval``, and dropped
+  after ``keepalives_count`` probes go unanswered: a query waiting for the
+  answer of a database that went away without a word (a dropped route, a
+  dead load balancer, a host that lost power) fails within about a minute,
+  and its batch or refill is retried with backoff, instead of waiting for
+  the operating system's two hours. (Data still being sent to such a peer
+  is given up on by the kernel's retransmissions, ~15 minutes.) A
+  PostgreSQL URL may set its own (``?keepalives_idle=N`` and the others,
+  libpq's names); a MySQL/MariaDB connection's socket is set so.
+
+A database that answers slowly is never cut off by these: the server's
+kernel answers the probes while it works.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from typing import Any
+
+import sqlalchemy as sa
+
+CONNECT_TIMEOUT = 10
+"""Seconds a connection may take to open, where neither the environment nor its URL says."""
+
+KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
+              "keepalives_count": 3}  # fmt: skip
+"""TCP keepalives of every connection, as libpq names them: a silent peer is given up on
+after about a minute (30 s idle, then 3 probes 10 s apart)."""
+
+_installed = False
+_lock = threading.Lock()
+
+
+def bound_connections() -> None:
+    """Bound every connection this process opens from now on (once per process)."""
+    global _installed
+    with _lock:
+        if _installed:
+            return
+        os.environ.setdefault("PGCONNECT_TIMEOUT", str(CONNECT_TIMEOUT))
+        sa.event.listen(sa.engine.Engine, "do_connect", _libpq_keepalives)
+        sa.event.listen(sa.engine.Engine, "connect", lambda conn, _record: keep_alive(conn))
+        _installed = True
+
+
+def libpq_keepalives(conninfo: str) -> dict[str, Any]:
+    """:data:`KEEPALIVES` that the libpq ``conninfo`` does not set itself, as keywords of
+    ``psycopg.connect`` (whose keywords would override the conninfo's)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    given = conninfo_to_dict(conninfo)
+    return {name: value for name, value in KEEPALIVES.items() if name not in given}
+
+
+def _libpq_keepalives(dialect: Any, record: Any, cargs: Any, cparams: dict[str, Any]) -> None:
+    # libpq takes them as connection parameters; a URL's own (in cparams) stay as they are.
+    if dialect.name == "postgresql" and dialect.driver in ("psycopg", "psycopg2"):
+        for name, value in KEEPALIVES.items():
+            cparams.setdefault(name, value)
+
+
+def keep_alive(dbapi_connection: Any) -> None:
+    """Set :data:`KEEPALIVES` on a PyMySQL connection's socket (PyMySQL takes no keepalive
+    setting); nothing for a connection of another driver."""
+    sock = getattr(dbapi_connection, "_sock", None)
+    if not isinstance(sock, socket.socket) or sock.family not in (socket.AF_INET,
+                                                                  socket.AF_INET6):  # fmt: skip
+        return
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option, name in (("TCP_KEEPIDLE", "keepalives_idle"),
+                         ("TCP_KEEPINTVL", "keepalives_interval"),
+                         ("TCP_KEEPCNT", "keepalives_count")):  # fmt: skip
+        if hasattr(socket, option):  # Linux's names; others keep the system's
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), KEEPALIVES[name])

@@ -1,0 +1,70 @@
+"""Every connection sluice opens sends TCP keepalives, in the daemon's process and in its load
+tasks' workers: a database that goes silent mid-query fails the query within about a minute."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from config.connections import KEEPALIVES, bound_connections
+from spark_jobs.jdbc import sql_engine
+from spark_jobs.local_tasks import LocalTasks
+
+
+def _libpq_settings(url: str) -> dict[str, str]:
+    """The keepalive parameters a PostgreSQL connection of ``sql_engine(url)`` was opened with."""
+    with sql_engine(url).connect() as conn:
+        given = conn.connection.driver_connection.info.get_parameters()  # type: ignore[union-attr]
+    return {name: value for name, value in given.items() if name.startswith("keepalives")}
+
+
+def _mysql_socket(url: str) -> tuple[int, int, int, int]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            sock = conn.connection.driver_connection._sock  # type: ignore[union-attr]
+            return (sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+                    sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+                    sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL),
+                    sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT))  # fmt: skip
+    finally:
+        engine.dispose()
+
+
+EXPECTED = {name: str(value) for name, value in KEEPALIVES.items()}
+
+
+@pytest.mark.postgres
+def test_postgresql_connections_keep_alive_in_the_daemon_and_in_a_load_tasks_worker(
+    pg_factory: Any,
+) -> None:
+    url = pg_factory.create("keepalive")
+    bound_connections()  # what the command line does first
+    assert _libpq_settings(url) == EXPECTED
+    # A worker is a process of its own: sql_engine bounds its connections there too.
+    tasks = LocalTasks(1)
+    try:
+        assert tasks.run(_libpq_settings, url) == EXPECTED
+    finally:
+        tasks.close()
+
+
+@pytest.mark.postgres
+def test_a_postgresql_url_sets_its_own_keepalives(pg_factory: Any) -> None:
+    url = pg_factory.create("keepalive_own")
+    bound_connections()
+    own = sa.make_url(url).update_query_dict({"keepalives_idle": "45"})
+    found = _libpq_settings(own.render_as_string(hide_password=False))
+    assert found == {**EXPECTED, "keepalives_idle": "45"}
+
+
+@pytest.mark.mariadb
+def test_mysql_connections_keep_alive(mariadb_factory: Any) -> None:
+    url = mariadb_factory.create("keepalive")
+    bound_connections()
+    assert _mysql_socket(url) == (1, KEEPALIVES["keepalives_idle"],
+                                  KEEPALIVES["keepalives_interval"],
+                                  KEEPALIVES["keepalives_count"])  # fmt: skip
