@@ -46,15 +46,17 @@ def _status(port: int) -> dict[str, Any]:
 
 
 def _three_sources(tmp_path: Path, pg_url: str, pg_target: str, far: str, port: int,
-                   more: str = "") -> subprocess.Popen[bytes]:  # fmt: skip
+                   more: str = "", fast: str = "",
+                   extra: str = "") -> subprocess.Popen[bytes]:  # fmt: skip
     """``sluice run --until-drained`` of two sources of ``pg_url`` and one of ``far`` (the
-    proxy), started; its output goes to ``run.log``."""
+    proxy), started; its output goes to ``run.log``. ``more`` and ``fast``: the far and the
+    two others' settings; ``extra``: more of the config."""
     (tmp_path / "sluice.yaml").write_text(f"""
 ledger: sqlite:///ledger.db
-metrics_port: {port}
+metrics_port: {port}{extra}
 sources:
-  fast_a: {{kind: sql, url: "{pg_url}", table: fast_a, key: id, target: out.fast_a}}
-  fast_b: {{kind: sql, url: "{pg_url}", table: fast_b, key: id, target: out.fast_b}}
+  fast_a: {{kind: sql, url: "{pg_url}", table: fast_a, key: id, target: out.fast_a{fast}}}
+  fast_b: {{kind: sql, url: "{pg_url}", table: fast_b, key: id, target: out.fast_b{fast}}}
   far: {{kind: sql, url: "{far}", table: far, key: id, target: out.far{more}}}
 strategy: {{fair: {{fast_a: 1, fast_b: 1, far: 1}}}}
 targets:
@@ -197,3 +199,41 @@ targets:
     if where != "TABLE":
         assert "sources.wrong.url" in done.stderr
     assert count_rows(pg_target, "fine") == 0  # nothing started
+
+
+def test_a_reload_while_a_database_hangs_does_not_hold_the_others_batches(
+    pg_url: str, pg_target: str, tmp_path: Path
+) -> None:
+    for table in ("fast_a", "fast_b", "far"):
+        seed_orders(pg_url, ROWS, table=table)
+    source = sa.make_url(pg_url)
+    proxy = Proxy(source.port or 5432)  # hangs: its database's default connect timeout, 10 s
+    far = source.set(port=proxy.port).render_as_string(False)
+    port = _free_port()
+    # Small batches at a set pace (6,000 rows at 600 rows/s), so that the reload falls
+    # among them.
+    run = _three_sources(tmp_path, pg_url, pg_target, far, port,
+                         fast=", limits: {max_rows_per_s: 600}",
+                         extra="\nbatch: {max_items: 100}")  # fmt: skip
+    config = tmp_path / "sluice.yaml"
+    try:
+        wait_until(lambda: count_rows(pg_target, "fast_a") > 0, "the first rows", timeout=60,
+                   poll=0.1)  # fmt: skip
+        config.write_text(config.read_text().replace("max_items: 100", "max_items: 120"))
+        wait_until(lambda: "config reloaded" in (tmp_path / "run.log").read_text(),
+                   "the reload", timeout=30, poll=0.2)  # fmt: skip
+        _far_shown_failing(run, pg_target, port, lambda far: far["failing_s"])
+    finally:
+        output = _finish(run, proxy, tmp_path)
+    assert run.returncode == 0, output
+    # From the ledger: the answering sources' batches came one after another, the reload
+    # and the far database's connect timeouts (10 s each) never between two of them.
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'ledger.db'}")
+    with engine.connect() as conn:
+        made = [t for (t,) in conn.execute(sa.text(
+            "SELECT created_at FROM sluice_batches WHERE source IN ('fast_a', 'fast_b') "
+            "ORDER BY created_at"))]  # fmt: skip
+    engine.dispose()
+    assert len(made) >= 2 * ROWS // 120
+    gaps = [b - a for a, b in zip(made, made[1:], strict=False)]
+    assert max(gaps) < 5.0, gaps
