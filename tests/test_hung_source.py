@@ -45,6 +45,18 @@ def _status(port: int) -> dict[str, Any]:
         return dict(json.load(answer))
 
 
+def _seeded_behind_proxy(pg_url: str, connect_timeout: str | None = "2") -> tuple[Proxy, str]:
+    """The three tables seeded; a proxy (hanging) to their database, and the far source's URL
+    through it, with its own connect timeout as a user sets one per database (None: the
+    default's)."""
+    for table in ("fast_a", "fast_b", "far"):
+        seed_orders(pg_url, ROWS, table=table)
+    source = sa.make_url(pg_url)
+    proxy = Proxy(source.port or 5432)
+    query = {} if connect_timeout is None else {"connect_timeout": connect_timeout}
+    return proxy, source.set(port=proxy.port, query=query).render_as_string(False)
+
+
 def _three_sources(tmp_path: Path, pg_url: str, pg_target: str, far: str, port: int,
                    more: str = "", fast: str = "",
                    extra: str = "") -> subprocess.Popen[bytes]:  # fmt: skip
@@ -107,12 +119,7 @@ def _finish(run: subprocess.Popen[bytes], proxy: Proxy, tmp_path: Path) -> str:
 def test_a_hung_database_at_start_holds_no_other_source_back_and_migrates_once_it_answers(
     pg_url: str, pg_target: str, tmp_path: Path
 ) -> None:
-    for table in ("fast_a", "fast_b", "far"):
-        seed_orders(pg_url, ROWS, table=table)
-    source = sa.make_url(pg_url)
-    proxy = Proxy(source.port or 5432)
-    # The hung database's own connect timeout, as a user sets one per database.
-    far = source.set(port=proxy.port, query={"connect_timeout": "2"}).render_as_string(False)
+    proxy, far = _seeded_behind_proxy(pg_url)
     port = _free_port()
     run = _three_sources(tmp_path, pg_url, pg_target, far, port)
     try:
@@ -138,12 +145,8 @@ def test_a_hung_database_at_start_holds_no_other_source_back_and_migrates_once_i
 def test_a_database_that_hangs_mid_run_holds_no_other_source_back_and_its_rows_land_once(
     pg_url: str, pg_target: str, tmp_path: Path
 ) -> None:
-    for table in ("fast_a", "fast_b", "far"):
-        seed_orders(pg_url, ROWS, table=table)
-    source = sa.make_url(pg_url)
-    proxy = Proxy(source.port or 5432)
+    proxy, far = _seeded_behind_proxy(pg_url)
     proxy.forward()
-    far = source.set(port=proxy.port, query={"connect_timeout": "2"}).render_as_string(False)
     port = _free_port()
     # The far table comes slowly (600 rows/s), and its keys a few hundred at a time: it is
     # mid-way, reading keys still, when its host hangs.
@@ -204,11 +207,7 @@ targets:
 def test_a_reload_while_a_database_hangs_does_not_hold_the_others_batches(
     pg_url: str, pg_target: str, tmp_path: Path
 ) -> None:
-    for table in ("fast_a", "fast_b", "far"):
-        seed_orders(pg_url, ROWS, table=table)
-    source = sa.make_url(pg_url)
-    proxy = Proxy(source.port or 5432)  # hangs: its database's default connect timeout, 10 s
-    far = source.set(port=proxy.port).render_as_string(False)
+    proxy, far = _seeded_behind_proxy(pg_url, None)  # hangs, 10 s a connect (the default)
     port = _free_port()
     # Small batches at a set pace (6,000 rows at 600 rows/s), so that the reload falls
     # among them.
