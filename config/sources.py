@@ -32,6 +32,11 @@ that URL, such as the tables of a ``tables:`` source. A stock server allows 100
 (PostgreSQL) or 151 (MariaDB): this leaves the application most of them."""
 
 
+QUERY_TIMEOUT = 600.0
+"""``limits.query_timeout`` when unset: seconds (a key query of a table of billions of rows
+with a ``where:`` no index serves takes minutes; one that waits longer waits on a lock)."""
+
+
 class LimitsConfig(Model):
     """What sluice may ask of a source database (every source of its URL shares it)."""
 
@@ -39,6 +44,11 @@ class LimitsConfig(Model):
     max_rows_per_s: float | None = Field(default=None, gt=0)
     # Key queries slower than this halve the rate (AIMD); None: no feedback.
     max_query_latency: Duration | None = None
+    # A query of sluice's own (a key query, a check, a count; not a batch's read) running
+    # longer is cancelled by the database and tried again with backoff: one waiting on a
+    # lock is shown, not waited for in silence. The least of a database's sources holds;
+    # None: no limit. PostgreSQL (statement_timeout, unless the URL's options set one).
+    query_timeout: Duration | None = Field(default=QUERY_TIMEOUT, gt=0)
 
 
 class ReadConfig(Model):

@@ -51,7 +51,8 @@ class SourceDatabase:
         self._table = cfg.table
         self._owns_engine = engine is None
         self._url = cfg.url
-        self.engine = engine if engine is not None else _ENGINES.take(cfg.url)
+        self.engine = engine if engine is not None else _ENGINES.take(
+            cfg.url, cfg.limits.query_timeout)
         # Each query holds a connection permit of the database's budget (a
         # stand-alone source, as in `plan`, has a budget of its own).
         self.budget = budget if budget is not None else Budget(name)
@@ -158,16 +159,22 @@ class _Engines:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._engines: dict[str, tuple[sa.Engine, int]] = {}
+        self._timeouts: dict[str, float | None] = {}
 
-    def take(self, url: str) -> sa.Engine:
-        """The engine of ``url`` (made now if no source holds it)."""
+    def take(self, url: str, timeout: float | None = None) -> sa.Engine:
+        """The engine of ``url`` (made now if no source holds it). ``timeout``: the taker's
+        ``limits.query_timeout``; the least of the database's takers holds for the
+        connections it opens from then on."""
         parsed = sa.make_url(url)
         if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
             # One in-memory database per connection: the pool must keep it, and
             # no other source sees it.
             return sa.create_engine(parsed, pool_pre_ping=True)
         with self._lock:
-            engine, users = self._engines.get(url) or (_make_engine(url), 0)
+            known = self._engines.get(url)
+            self._timeouts[url] = timeout if known is None else _least(self._timeouts.get(url),
+                                                                         timeout)  # fmt: skip
+            engine, users = known or (self._make(url), 0)
             self._engines[url] = (engine, users + 1)
             return engine
 
@@ -180,7 +187,26 @@ class _Engines:
                 return
             if known is engine:
                 del self._engines[url]
+                self._timeouts.pop(url, None)
         engine.dispose()
+
+    def _make(self, url: str) -> sa.Engine:
+        engine = _make_engine(url)
+        if engine.dialect.name == "postgresql" and engine.dialect.driver in ("psycopg",
+                                                                             "psycopg2"):
+            def bound(dialect: Any, record: Any, cargs: Any, cparams: dict[str, Any]) -> None:
+                seconds = self._timeouts.get(url)
+                options = str(cparams.get("options", ""))
+                if seconds is not None and "statement_timeout" not in options:
+                    cparams["options"] = (f"{options} -c statement_timeout="
+                                          f"{int(seconds * 1000)}").strip()  # fmt: skip
+
+            sa.event.listen(engine, "do_connect", bound)
+        return engine
+
+
+def _least(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 def _make_engine(url: str) -> sa.Engine:

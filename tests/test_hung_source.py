@@ -236,3 +236,56 @@ def test_a_reload_while_a_database_hangs_does_not_hold_the_others_batches(
     assert len(made) >= 2 * ROWS // 120
     gaps = [b - a for a, b in zip(made, made[1:], strict=False)]
     assert max(gaps) < 5.0, gaps
+
+
+def test_a_key_query_waiting_on_a_lock_is_cancelled_shown_and_tried_again(
+    pg_url: str, pg_target: str, tmp_path: Path
+) -> None:
+    seed_orders(pg_url, ROWS, table="locked")
+    port = _free_port()
+    # Its keys a hundred at a time at 600 rows/s: key queries still to come when it is locked.
+    (tmp_path / "sluice.yaml").write_text(f"""
+ledger: sqlite:///ledger.db
+metrics_port: {port}
+batch: {{max_items: 100}}
+sources:
+  locked:
+    kind: sql
+    url: "{pg_url}"
+    table: locked
+    key: id
+    target: out.locked
+    page_size: 100
+    buffer: {{capacity: 600, replenish_below: 300}}
+    limits: {{max_rows_per_s: 600, query_timeout: 1}}
+targets:
+  out: {{kind: jdbc, url: "{pg_target}"}}
+""")
+    with (tmp_path / "run.log").open("w") as out:
+        run = subprocess.Popen([SLUICE, "run", "sluice.yaml", "--until-drained"], cwd=tmp_path,
+                               env=_env(), stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+    holder = sa.create_engine(pg_url)
+    try:
+        wait_until(lambda: count_rows(pg_target, "locked") > 0, "the first rows", timeout=60,
+                   poll=0.1)  # fmt: skip
+        with holder.connect() as conn:
+            # An application's migration holds the table: sluice's key queries wait on it.
+            conn.exec_driver_sql("LOCK TABLE locked IN ACCESS EXCLUSIVE MODE")
+
+            def view() -> dict[str, Any]:
+                return next(s for s in _status(port)["sources"] if s["name"] == "locked")
+
+            wait_until(lambda: "statement timeout" in (view()["refill_error"] or ""),
+                       "the cancelled key query on the page", timeout=60, poll=0.2)  # fmt: skip
+            assert view()["failing_s"] is not None and run.poll() is None
+            conn.rollback()  # the lock let go: the refills go on
+        run.wait(timeout=120)
+    finally:
+        holder.dispose()
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        output = (tmp_path / "run.log").read_text()
+        print(output[-5000:])
+    assert run.returncode == 0, output
+    assert assert_same_rows(pg_url, "locked", pg_target, "locked") == ROWS
