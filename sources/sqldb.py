@@ -202,6 +202,22 @@ class _Engines:
                                           f"{int(seconds * 1000)}").strip()  # fmt: skip
 
             sa.event.listen(engine, "do_connect", bound)
+        elif engine.dialect.name == "mysql":
+            def bound_session(dbapi_connection: Any, record: Any) -> None:
+                seconds = self._timeouts.get(url)
+                if seconds is None:
+                    return
+                # The dialect knows its server once the first connection is made.
+                mariadb = getattr(engine.dialect, "is_mariadb", False)
+                setting = (f"max_statement_time = {seconds:g}" if mariadb
+                           else f"max_execution_time = {int(seconds * 1000)}")  # fmt: skip
+                cursor = dbapi_connection.cursor()
+                try:
+                    cursor.execute(f"SET SESSION {setting}")
+                finally:
+                    cursor.close()
+
+            sa.event.listen(engine, "connect", bound_session)
         return engine
 
 
