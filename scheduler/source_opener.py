@@ -137,7 +137,17 @@ class SourceOpener:
             name, src_cfg, claims=claims_lookup(self.ledger, name),
             on_poison=self.ledger.sources.record_poison,
         )
-        _check(sqs)
+        try:
+            sqs.check()
+        except SourceError as error:
+            if not error.transient:
+                sqs.close()
+                raise
+            # Away is not wrong: SQS down or out of reach at start, the source starts empty
+            # and its receives ask again with backoff, as a database away does (a queue or
+            # credentials it then refuses fail its refills for good, loudly).
+            log.warning("%s: SQS did not answer at start (%s); its refills ask again with "
+                        "backoff", name, error)  # fmt: skip
         # Keep claimed messages invisible while their batch is imported.
         self.background.every(
             max(1.0, src_cfg.visibility_timeout / 3), sqs.extend_visibility, f"heartbeat-{name}"

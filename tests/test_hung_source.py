@@ -302,3 +302,64 @@ targets:
         print(output[-5000:])
     assert run.returncode == 0, output
     assert assert_same_rows(source, "locked", pg_target, "locked") == ROWS
+
+
+def test_an_sqs_endpoint_down_at_start_is_waited_for_and_its_messages_land_once_it_is_up(
+    pg_target: str, tmp_path: Path
+) -> None:
+    import json
+
+    import boto3
+
+    port, messages = _free_port(), 40
+    endpoint = f"http://127.0.0.1:{port}"
+    queue = f"{endpoint}/123456789012/late-{port}"
+    (tmp_path / "sluice.yaml").write_text(f"""
+ledger: sqlite:///ledger.db
+sources:
+  events: {{kind: sqs, queue_url: "{queue}", endpoint_url: "{endpoint}",
+           access_key_id: testing, secret_access_key: testing, wait_time: 1s,
+           drain_quiet: 2s, target: out.events}}
+targets:
+  out: {{kind: jdbc, url: "{pg_target}"}}
+batch: {{max_items: 10, max_wait: 100ms}}
+""")
+    log = tmp_path / "run.log"
+    with log.open("w") as out:
+        run = subprocess.Popen([SLUICE, "run", "sluice.yaml", "--until-drained"], cwd=tmp_path,
+                               env=_env(), stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+    server = None
+    try:
+        wait_until(lambda: "refill failed" in log.read_text(), "the receives failing",
+                   timeout=60, poll=0.2)  # fmt: skip
+        assert run.poll() is None and "events: SQS did not answer at start" in log.read_text()
+        # SQS comes up, with the queue and its messages.
+        server = subprocess.Popen(
+            [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p",
+             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        client = boto3.client("sqs", region_name="us-east-1", endpoint_url=endpoint,
+                              aws_access_key_id="testing", aws_secret_access_key="testing")
+
+        def queue_made() -> bool:
+            try:
+                client.create_queue(QueueName=f"late-{port}")
+            except Exception:  # noqa: BLE001 - not listening yet
+                return False
+            return True
+
+        wait_until(queue_made, "moto_server up", timeout=30, poll=0.2)
+        for i in range(messages):
+            client.send_message(QueueUrl=queue, MessageBody=json.dumps({"id": i}))
+        run.wait(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=10)
+        output = log.read_text()
+        print(output[-5000:])
+    assert run.returncode == 0, output
+    assert count_rows(pg_target, "events") == messages
+    assert f"{messages} rows in" in output
