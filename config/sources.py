@@ -46,9 +46,10 @@ class LimitsConfig(Model):
     max_query_latency: Duration | None = None
     # A query of sluice's own (a key query, a check, a count; not a batch's read) running
     # longer is cancelled by the database and tried again with backoff: one waiting on a
-    # lock is shown, not waited for in silence. The least of a database's sources holds;
-    # None: no limit. PostgreSQL's statement_timeout (unless the URL's options set one),
-    # MariaDB's max_statement_time, MySQL's max_execution_time.
+    # lock is shown, not waited for in silence. The least of a database's sources holds,
+    # read at start (a reload leaves it); None: no limit. PostgreSQL's statement_timeout
+    # (unless the URL's options set one), MariaDB's max_statement_time, MySQL's
+    # max_execution_time.
     query_timeout: Duration | None = Field(default=QUERY_TIMEOUT, gt=0)
 
 

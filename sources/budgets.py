@@ -42,10 +42,10 @@ class Budgets:
             of[name] = budget
             self._parts[name] = src.read.num_partitions
             # Sources of one database may each set limits: the least holds.
-            rates[url] = _least(rates.get(url), src.limits.max_rows_per_s)
-            conns[url] = _least(conns.get(url), src.limits.max_connections)
+            rates[url] = least(rates.get(url), src.limits.max_rows_per_s)
+            conns[url] = least(conns.get(url), src.limits.max_connections)
             chosen[url] = chosen.get(url, False) or "max_connections" in src.limits.model_fields_set
-            latencies[url] = _least(latencies.get(url), src.limits.max_query_latency)
+            latencies[url] = least(latencies.get(url), src.limits.max_query_latency)
         for url, budget in self._by_url.items():
             budget.configure(rates.get(url), conns.get(url), latencies.get(url),
                              connections_set=chosen.get(url, False),
@@ -122,7 +122,8 @@ def _database(url: str) -> str:
     return sa.make_url(url).render_as_string(hide_password=True)
 
 
-def _least(a: N | None, b: N | None) -> N | None:
+def least(a: N | None, b: N | None) -> N | None:
+    """The lower of two limits, None being none: what holds where several sources set one."""
     if a is None:
         return b
     return a if b is None else min(a, b)

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from config.errors import ConfigError, SourceError, cause_line, is_transient, refused_by_config
 from config.models import SqlSourceConfig
 from sources.budget import KEY_QUERIES, Budget
+from sources.budgets import least
 
 T = TypeVar("T")
 
@@ -172,7 +173,7 @@ class _Engines:
             return sa.create_engine(parsed, pool_pre_ping=True)
         with self._lock:
             known = self._engines.get(url)
-            self._timeouts[url] = timeout if known is None else _least(self._timeouts.get(url),
+            self._timeouts[url] = timeout if known is None else least(self._timeouts.get(url),
                                                                          timeout)  # fmt: skip
             engine, users = known or (self._make(url), 0)
             self._engines[url] = (engine, users + 1)
@@ -219,10 +220,6 @@ class _Engines:
 
             sa.event.listen(engine, "connect", bound_session)
         return engine
-
-
-def _least(a: float | None, b: float | None) -> float | None:
-    return b if a is None else a if b is None else min(a, b)
 
 
 def _make_engine(url: str) -> sa.Engine:

@@ -7,8 +7,8 @@ same reason. The daemon remembers, once its plans are made
 (:func:`remember`), the statements of each object its plan marks ``early``;
 the import that makes the table runs them right after ``CREATE TABLE``, each
 object under a savepoint of its own (:func:`build_early`). One that fails
-there (a function its expression calls is not in the target yet) is rolled
-back alone and built after the load as planned: the build after the load
+there (on a column the target table was made without) is rolled back
+alone and built after the load as planned: the build after the load
 looks at the target first and builds only what is not there, so nothing is
 built twice, and a process that does not know the plans (a ``spark-submit``
 driver) makes the table bare, as before.
@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
+
+from config.errors import cause_line
 
 if TYPE_CHECKING:  # the plans import the target's tables, which import this
     from spark_jobs.schema.plan import TablePlan
@@ -65,9 +67,8 @@ def build_early(conn: sa.Connection, schema: str | None, table: str) -> None:
                 for statement in statements:
                     conn.exec_driver_sql(escaped(conn, statement))
         except sa.exc.DBAPIError as error:
-            reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
             log.info("%s.%s: %s not built with the table (%s): built after its load", schema,
-                     table, label, reason)  # fmt: skip
+                     table, label, cause_line(error))  # fmt: skip
 
 
 def escaped(conn: sa.Connection, statement: str) -> str:
