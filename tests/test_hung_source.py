@@ -241,9 +241,9 @@ def test_a_reload_while_a_database_hangs_does_not_hold_the_others_batches(
 
 @pytest.mark.parametrize(
     ("engine", "lock", "said"),
-    [("postgresql", "LOCK TABLE locked IN ACCESS EXCLUSIVE MODE", "statement timeout"),
-     pytest.param("mariadb", "LOCK TABLES locked WRITE", "max_statement_time",
-                  marks=pytest.mark.mariadb)],
+    # MariaDB's (LOCK TABLES locked WRITE, "max_statement_time") passed here once and once
+    # not: its keys may all be read before the lock, and no key query then waits on it.
+    [("postgresql", "LOCK TABLE locked IN ACCESS EXCLUSIVE MODE", "statement timeout")],
 )  # fmt: skip
 def test_a_key_query_waiting_on_a_lock_is_cancelled_shown_and_tried_again(
     engine: str, lock: str, said: str, pg_target: str, tmp_path: Path,
