@@ -253,8 +253,11 @@ batch: {{max_items: {ROWS}}}
         log.close()
     with admin.connect() as conn:
         rows = conn.execute(sa.text("SELECT count(*) FROM orders")).scalar_one()
-        commits = conn.execute(sa.text("SELECT count(*) FROM _sluice_commits WHERE rows >= 0"))
-    assert rows == 0 and commits.scalar_one() == 0  # the COPY's transaction died with it
+        committed = conn.execute(sa.text(
+            "SELECT coalesce(sum(rows), 0) FROM _sluice_commits WHERE rows >= 0")).scalar_one()
+    # The COPY's transaction died with it: no row of it is there. (A batch whose commit came
+    # before the kill is there whole: the two workers start together and one may be done.)
+    assert rows == committed < 100_000
 
     done = subprocess.run([SLUICE, "run", "sluice.yaml", "--until-drained"], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=240)  # fmt: skip
