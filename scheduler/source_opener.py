@@ -96,6 +96,7 @@ class SourceOpener:
             )
         except BaseException:
             for source in sources.values():
+                _undo_start(source)
                 source.close()
             raise
         for name, source in sources.items():
@@ -202,12 +203,33 @@ def target_position(cfg: SluiceConfig, name: str) -> Callable[[], list[int] | No
 
 
 def _check(source: SqlSource | SqsSource | StreamSource) -> None:
-    """Run the source's start check; close its connections if it fails."""
+    """Run the source's start check; undo what it made and close its connections if it
+    fails."""
     try:
         source.check()
     except BaseException:
+        _undo_start(source)
         source.close()
         raise
+
+
+def _undo_start(source: LimitedSource) -> None:
+    """Drop the slot and publication a stream source made in a start that then failed: left
+    behind, a slot holds the source's WAL from then on (a failure here is logged, never
+    raised: the start's own error says why it failed)."""
+    from sources.stream import StreamSource
+
+    if not isinstance(source, StreamSource):
+        return
+    try:
+        dropped = source.undo_start()
+    except Exception as error:  # noqa: BLE001 - the start's error is the one to raise
+        log.error("source %s: the start failed, and what it made on the source could not be "
+                  "dropped: %s; drop it with sluice reset", source.name, error)  # fmt: skip
+        return
+    if dropped:
+        log.warning("source %s: the start failed; dropped the %s it had made", source.name,
+                    " and the ".join(dropped))  # fmt: skip
 
 
 def _resume(source: LimitedSource, checkpoint: Checkpoint) -> None:

@@ -27,6 +27,7 @@ import sqlalchemy as sa
 from config.errors import ConfigError, SourceError
 from config.secrets import redact_url
 from spark_jobs.engines.postgresql.pgoutput import Decoder, Transaction, lsn_int, lsn_text
+from spark_jobs.engines.postgresql.read import pin
 
 _NAME_LIMIT = 63  # PostgreSQL's identifiers, slot names included
 
@@ -69,9 +70,12 @@ class PgChangeStream:
         self.names = names
         self.label = label
         self.at_end = False  # the last :meth:`changes` read every change committed then
+        self.made: list[str] = []  # what :meth:`open` created: "publication", "slot"
 
     def open(self) -> int:
-        """Make sure the publication and the slot exist; the slot's position (an LSN)."""
+        """Make sure the publication and the slot exist; the slot's position (an LSN).
+
+        What it creates is remembered in :attr:`made`, for :meth:`undo`."""
         with self._connect() as conn:
             level = conn.exec_driver_sql("SHOW wal_level").scalar()
             if level != "logical":
@@ -88,6 +92,7 @@ class PgChangeStream:
                 conn.exec_driver_sql(
                     f"CREATE PUBLICATION {self._quoted(self.names.publication)} FOR TABLE {tables}"
                 )
+                self.made.append("publication")
             position = self._slot_position(conn)
             if position is None:
                 if not self.names.owned:
@@ -98,8 +103,25 @@ class PgChangeStream:
                     sa.text("SELECT lsn::text FROM pg_create_logical_replication_slot(:s, "
                             "'pgoutput')"), {"s": self.names.slot},
                 ).scalar_one()  # fmt: skip
+                self.made.append("slot")
                 position = lsn_int(made)
         return position
+
+    def undo(self) -> list[str]:
+        """Drop what :meth:`open` created in this process (a start that failed must not leave
+        a slot holding the server's WAL); what was dropped, as "slot X", "publication Y".
+        Errors are logged by the caller: an undo never hides why the start failed."""
+        dropped: list[str] = []
+        with self._connect() as conn:
+            if "slot" in self.made and self._slot_exists(conn):
+                conn.execute(sa.text("SELECT pg_drop_replication_slot(:s)"),
+                             {"s": self.names.slot})  # fmt: skip
+                dropped.append(f"slot {self.names.slot}")
+            if "publication" in self.made and self._has_publication(conn):
+                conn.exec_driver_sql(f"DROP PUBLICATION {self._quoted(self.names.publication)}")
+                dropped.append(f"publication {self.names.publication}")
+        self.made = []
+        return dropped
 
     def changes(self, after: int = 0, max_changes: int = 10_000) -> list[Transaction]:
         """Committed transactions that end past ``after`` (an LSN), in commit order.
@@ -171,10 +193,18 @@ class PgChangeStream:
     # -- the catalogue ---------------------------------------------------------
 
     def _connect(self) -> sa.Connection:
+        """A connection in the settings a keyset read has: ``pgoutput`` prints each value
+        with the session's output functions (dates by ``DateStyle``, times by ``TimeZone``)."""
         try:
-            return self._engine.connect()
+            conn = self._engine.connect()
         except sa.exc.OperationalError as error:
             raise SourceError(f"{self.label}: cannot reach the database: {error.orig}") from error
+        try:
+            pin(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def _has_publication(self, conn: sa.Connection) -> bool:
         return bool(conn.execute(sa.text("SELECT 1 FROM pg_publication WHERE pubname = :p"),

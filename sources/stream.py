@@ -43,6 +43,7 @@ from sources.sqldb import SourceDatabase
 from sources.stream_backends import Txn, backend_of, names_of
 from sources.watermarks import Reconciler, high, low
 from spark_jobs.change_batches import StreamEvent
+from spark_jobs.engines.postgresql.pgoutput import UNCHANGED
 
 Position = tuple[int, int]
 
@@ -253,6 +254,11 @@ class StreamSource(LimitedSource):
         """Drop what sluice keeps on the source for the stream (``cutover``, ``reset``)."""
         return self._stream.drop()
 
+    def undo_start(self) -> list[str]:
+        """Drop what :meth:`check` created on the source (a start that failed); what was
+        dropped. Errors are the caller's to log."""
+        return self._stream.undo()
+
     def close(self) -> None:
         self._db.close()
 
@@ -278,7 +284,7 @@ class StreamSource(LimitedSource):
             ours = [m for m in txn.marks if m.partition(":")[2].startswith(self._nonce + ".")]
             closed = [m.partition(":")[2] for m in ours if m.startswith("high:")]
             merged = self._reconciler.feed(ours, txn.changes)
-            events = [StreamEvent.of(e, self._key) for e in merged]
+            events = self._complete([StreamEvent.of(e, self._key) for e in merged])
             progress = self._load
             for chunk in closed:
                 progress = self._chunks.pop(chunk)
@@ -293,6 +299,34 @@ class StreamSource(LimitedSource):
                     self._txns[txn.end] = (len(events), txn.committed_at)
                 self.changes_read += len(txn.changes)
             self._load = progress
+
+    def _complete(self, events: list[StreamEvent]) -> list[StreamEvent]:
+        """``events`` with the values an update did not send (PostgreSQL's unchanged
+        out-of-line values) read from the source, where the target cannot keep them: the
+        update moved the key (the row at the new key is new to the target), or a chunk
+        being read holds the key (its row is dropped for the change's sake).
+
+        The value read is the row's value now, not at the change: any change between the
+        two that set it comes later in the stream, with the value, so the row ends right.
+        A key no row has now keeps the marker: a later change in the stream removes it."""
+        held_back = self._reconciler.holds_back
+        wanted = [n for n, e in enumerate(events)
+                  if e.op == "update" and e.new is not None
+                  and any(v is UNCHANGED for v in e.new.values())
+                  and (e.moved_from is not None or held_back(e.key_values))]  # fmt: skip
+        if not wanted:
+            return events
+        columns = list(dict.fromkeys(c for n in wanted for c, v in (events[n].new or {}).items()
+                                     if v is UNCHANGED))  # fmt: skip
+        found = self._stream.current(list({events[n].key_values for n in wanted}), columns)
+        out = list(events)
+        for n in wanted:
+            now = found.get(events[n].key_values)
+            if now is None:
+                continue
+            new = {c: now[c] if v is UNCHANGED else v for c, v in (events[n].new or {}).items()}
+            out[n] = StreamEvent(events[n].op, events[n].key_values, events[n].moved_from, new)
+        return out
 
     def _spans(self, limit: int, epoch: int) -> list[Item]:
         """Up to ``limit`` events from the front, one span per transaction."""

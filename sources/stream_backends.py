@@ -27,6 +27,8 @@ from config.models import SqlSourceConfig
 from sources.pg_changes import PgChangeStream, StreamNames, stream_names
 from sources.sqldb import SourceDatabase
 from sources.watermarks import PREFIX
+from spark_jobs.change_batches import Key
+from spark_jobs.engines.postgresql.read import pin
 
 Guard = Callable[[Callable[[], Any]], Any]
 
@@ -89,8 +91,10 @@ class Backend(Protocol):
     def acknowledge(self, end: int) -> None: ...
     def mark(self, content: str) -> None: ...
     def chunk(self, after: list[Any] | None, rows: int) -> list[dict[str, Any]]: ...
+    def current(self, keys: list[Key], columns: list[str]) -> dict[Key, dict[str, Any]]: ...
     def retained_bytes(self) -> int | None: ...
     def drop(self) -> bool: ...
+    def undo(self) -> list[str]: ...
 
 
 class PgBackend:
@@ -100,6 +104,7 @@ class PgBackend:
         self.names = names_of(name, cfg)
         self._db = db
         self._stream = PgChangeStream(db.engine, [cfg.table], self.names, f"source {name}")
+        self._label = f"source {name}"
         self._table = cfg.table if "." in cfg.table else f"public.{cfg.table}"
         self._key = cfg.key_columns
         self._types: dict[str, str] | None = None
@@ -108,7 +113,39 @@ class PgBackend:
         self.reached = 0
 
     def open(self) -> None:
+        # Before the publication: publishing a table that has no replica identity makes
+        # the application's own UPDATEs and DELETEs of it fail.
+        self._db.guard(self._check_identity)
         self._db.guard(self._stream.open)
+
+    def _check_identity(self) -> None:
+        """Refuse, by name, a table whose changes would not carry the key they change: its
+        replica identity (``REPLICA IDENTITY``) must hold every key column."""
+        query = sa.text(
+            "SELECT c.relreplident, ARRAY(SELECT a.attname::text FROM pg_index i "
+            "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+            "WHERE i.indrelid = c.oid AND CASE c.relreplident WHEN 'd' THEN i.indisprimary "
+            "WHEN 'i' THEN i.indisreplident ELSE false END) "
+            "FROM pg_class c WHERE c.oid = to_regclass(:t)"
+        )
+        with self._db.engine.connect() as conn:
+            found = conn.execute(query, {"t": self._quoted()}).first()
+        if found is None:
+            return  # no such table: the check after names it
+        identity, held = found
+        if identity == "f":
+            return
+        missing = [k for k in self._key if k not in held]
+        if not missing:
+            return
+        what = {"n": "REPLICA IDENTITY NOTHING",
+                "d": f"a primary key of {list(held)}" if held else "no primary key",
+                "i": f"REPLICA IDENTITY USING INDEX of {list(held)}"}[identity]  # fmt: skip
+        raise ConfigError(
+            f"{self._label}: table {self._table} has {what}, so its updates and deletes "
+            f"would not carry the key column(s) {missing} in the change stream; give it a "
+            f"primary key on the key, or ALTER TABLE {self._quoted()} REPLICA IDENTITY FULL"
+        )
 
     def columns(self) -> list[str]:
         if self._types is None:
@@ -165,16 +202,51 @@ class PgBackend:
 
         def read() -> list[dict[str, Any]]:
             with self._db.engine.connect() as conn:
+                pin(conn)  # the text forms the stream's values take
                 return [dict(zip(self._types or {}, r, strict=True))
                         for r in conn.execute(query, params)]  # fmt: skip
 
         return self._db.guard(read)
+
+    def current(self, keys: list[Key], columns: list[str]) -> dict[Key, dict[str, Any]]:
+        """The values of ``columns`` the rows of ``keys`` (as the stream prints them) hold
+        now, by key; a key no row has is left out."""
+        self.columns()
+        assert self._types is not None
+        quote = self._db.engine.dialect.identifier_preparer.quote
+        found: dict[Key, dict[str, Any]] = {}
+        names = [*self._key, *columns]
+        for start in range(0, len(keys), 500):
+            part = keys[start : start + 500]
+            rows = ", ".join(
+                "(" + ", ".join(f"CAST(:k{n}_{i} AS {self._types[k]})"
+                                for i, k in enumerate(self._key)) + ")"
+                for n in range(len(part))
+            )  # fmt: skip
+            params = {f"k{n}_{i}": v for n, key in enumerate(part) for i, v in enumerate(key)}
+            query = sa.text(
+                f"SELECT {', '.join(f'{quote(c)}::text' for c in names)} FROM {self._quoted()} "
+                f"WHERE ({', '.join(quote(k) for k in self._key)}) IN ({rows})"
+            )
+
+            def read(query: sa.TextClause = query, params: dict[str, Any] = params) -> list[Any]:
+                with self._db.engine.connect() as conn:
+                    pin(conn)
+                    return list(conn.execute(query, params))
+
+            for row in self._db.guard(read):
+                width = len(self._key)
+                found[tuple(row[:width])] = dict(zip(columns, row[width:], strict=True))
+        return found
 
     def retained_bytes(self) -> int | None:
         return self._db.guard(self._stream.retained_bytes)
 
     def drop(self) -> bool:
         return self._db.guard(self._stream.drop)
+
+    def undo(self) -> list[str]:
+        return self._db.guard(self._stream.undo)
 
     def _quoted(self) -> str:
         quote = self._db.engine.dialect.identifier_preparer.quote
@@ -271,11 +343,19 @@ class MariaBackend:
 
         return self._db.guard(read)
 
+    def current(self, keys: list[Key], columns: list[str]) -> dict[Key, dict[str, Any]]:
+        """Never asked: the binary log's full row images carry every value."""
+        return {}
+
     def retained_bytes(self) -> int | None:
         return None
 
     def drop(self) -> bool:
         return bool(self._db.guard(self._stream.drop))
+
+    def undo(self) -> list[str]:
+        """Nothing to undo: the binary log has no slot, the watermark table holds nothing."""
+        return []
 
     def _described(self) -> dict[str, Any]:
         if self._columns is None:

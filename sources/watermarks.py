@@ -75,6 +75,11 @@ class Reconciler:
         window = self._windows.setdefault(chunk, _Window())
         window.rows = {tuple(row[c] for c in self.key_columns): dict(row) for row in rows}
 
+    def holds_back(self, key: Key) -> bool:
+        """Whether a chunk whose window is open read ``key``: a change of it now drops that
+        row, and the change alone must bring the row's every value."""
+        return any(w.open and w.rows is not None and key in w.rows for w in self._windows.values())
+
     @property
     def pending(self) -> list[str]:
         """Chunks whose high watermark the stream has not brought yet."""

@@ -27,11 +27,26 @@ import sqlalchemy as sa
 from spark_jobs.engines.postgresql import textcopy
 from spark_jobs.engines.postgresql.copy_out import copy_out
 
-SESSION = (
-    "-c DateStyle=ISO,MDY -c IntervalStyle=postgres -c TimeZone=UTC -c extra_float_digits=3 "
-    "-c bytea_output=hex -c client_encoding=UTF8"
-)
+SETTINGS = {
+    "DateStyle": "ISO,MDY", "IntervalStyle": "postgres", "TimeZone": "UTC",
+    "extra_float_digits": "3", "bytea_output": "hex", "client_encoding": "UTF8",
+}  # fmt: skip
 """Settings of every connection that reads or writes text: the forms the text takes."""
+
+SESSION = " ".join(f"-c {name}={value}" for name, value in SETTINGS.items())
+""":data:`SETTINGS` as libpq's ``options``."""
+
+
+def pin(conn: sa.Connection) -> None:
+    """Give ``conn``'s session :data:`SETTINGS` (but the encoding, which its driver keeps):
+    a connection made by SQLAlchemy, such as a change stream's, prints values as a
+    keyset read does, whatever the database's or the role's defaults."""
+    names = [n for n in SETTINGS if n != "client_encoding"]
+    calls = ", ".join(f"set_config(:n{i}, :v{i}, false)" for i in range(len(names)))
+    params = {f"n{i}": name for i, name in enumerate(names)}
+    params.update({f"v{i}": SETTINGS[name] for i, name in enumerate(names)})
+    conn.execute(sa.text(f"SELECT {calls}"), params)
+
 
 CHUNK = 4 << 20
 """Bytes of lines parsed at once: ~20,000 rows of 200 bytes (measured: 1 MB chunks
