@@ -7,7 +7,8 @@ in production) a crash point costs one dictionary look-up.
 
 Points: ``after_claim`` (a batch is claimed in the ledger, not yet handed to
 the sink), ``after_target_commit`` (rows and the commit record are in the
-target, the ledger does not know yet), ``before_ledger_done`` (the import
+target, the ledger does not know yet; for a stream's batch, its changes and the
+target's position), ``before_ledger_done`` (the import
 returned, the ledger is about to record it), ``mid_sqs_delete`` (some of a
 done batch's messages are deleted, others not).
 """

@@ -18,6 +18,7 @@ from dataclasses import replace
 import sqlalchemy as sa
 
 from config.errors import TargetError
+from config.faults import crash_point
 from config.models import JdbcTargetConfig, SqlSourceConfig
 from spark_jobs.apply_changes import apply_changes
 from spark_jobs.engines import engine_of
@@ -52,6 +53,8 @@ def import_changes(source: SqlSourceConfig, target: TargetTable, manifest: Manif
         ensure_own_tables(engine)
         ensure_table(sql_engine(source.url), source.table, engine, target)
         written = apply_changes(engine, target, manifest)
+        if written.method == "stream changes":  # applied now, the ledger does not know yet
+            crash_point("after_target_commit")
     except sa.exc.SQLAlchemyError as error:
         raise BatchImportFailed(
             f"batch {manifest.batch_id} ({manifest.source} -> {target.label}): {reason(error)}",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import logging
+import time
 import urllib.request
 from dataclasses import replace
 from html.parser import HTMLParser
@@ -429,9 +430,11 @@ targets:
     source = StreamSource("items", src)
     try:
         source.check()
+        begun = time.time()  # the transaction commits between these two (one clock)
         with engine.begin() as conn:
             conn.execute(sa.text("INSERT INTO items VALUES (6, 'six'), (7, 'seven')"))
             conn.execute(sa.text("UPDATE items SET name = 'one' WHERE id = 1"))
+        committed = time.time()
         events = 0
         for _ in range(20):
             events += sum(item.rows for item in source.next_batch(1_000))
@@ -439,7 +442,9 @@ targets:
                 break
         with caplog.at_level(logging.INFO, logger="sluice.streams"):
             watch = StreamWatch({"items": source})
+            asked = time.time()
             view = watch.poll()["items"]
+            answered = time.time()
             watch.poll()
         with engine.connect() as conn:
             kept = conn.execute(sa.text(
@@ -454,7 +459,10 @@ targets:
         assert view.loaded and view.changes_read == 3  # two inserts, one update
         # No target applied anything: every event read waits (the 3 changes, then the 7 rows
         # the load's chunk read after them), and the target lags.
-        assert view.waiting == events == 3 + 7 and view.lag_s is not None and view.lag_s >= 0
+        assert view.waiting == events == 3 + 7
+        # Behind by the age of the oldest change not applied: the transaction's commit time.
+        assert view.lag_s is not None and asked - committed <= view.lag_s <= answered - begun
+        assert committed + 60 - begun >= source.lag(now=committed + 60) >= 60
         assert not view.caught_up
         [warning] = _warnings(caplog)
         assert "slot sluice_items keeps" in warning and "(100 B;" in warning

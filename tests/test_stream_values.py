@@ -182,3 +182,60 @@ def _kept(url: str) -> list[str]:
             )))  # fmt: skip
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("engine_name", ["postgresql", "mysql"])
+def test_reset_of_a_stream_drops_what_it_keeps_on_the_source_and_its_position(
+    tmp_path: Path, engine_name: str, pg_factory: Any, spark: Any,
+    request: pytest.FixtureRequest,
+) -> None:  # fmt: skip
+    """``sluice reset --source``: the slot and publication (PostgreSQL) or the watermark
+    table (MariaDB) go, and the target forgets how far the stream is applied."""
+    from tests.chaos.procs import sluice
+
+    servers = request.getfixturevalue("logical_pg" if engine_name == "postgresql"
+                                      else "binlog_mariadb")  # fmt: skip
+    source, target = servers.create("reset_src"), pg_factory.create("reset_dst")
+    _run(source, "CREATE TABLE notes (id integer PRIMARY KEY, v integer);"
+                 "INSERT INTO notes VALUES (1, 1), (2, 2), (3, 3)")  # fmt: skip
+    path, cfg = write_config(tmp_path, _config(source, target, table="notes"))
+    drain(cfg, path, spark)
+    _run(source, "UPDATE notes SET v = 5 WHERE id = 2")
+    drain(cfg, path, spark)
+    assert _position(target) is not None
+    assert _kept_on(source) != []
+
+    done = sluice("reset", str(path), "--source", "docs", "--yes")
+    assert done.returncode == 0, done.stderr
+    kept = ("slot sluice_docs and publication sluice_docs" if engine_name == "postgresql"
+            else "table sluice_watermarks")  # fmt: skip
+    assert f"docs: dropped {kept}; forgot its position in the target" in done.stdout
+    assert _kept_on(source) == []
+    assert _position(target) is None
+
+
+def _kept_on(url: str) -> list[str]:
+    """What a stream keeps on ``url``'s database: slots and publications, or sluice's
+    watermark table."""
+    if sa.make_url(url).get_backend_name() == "postgresql":
+        return _kept(url)
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return list(conn.scalars(sa.text(
+                "SELECT table_name FROM information_schema.tables "
+                "WHERE table_schema = DATABASE() AND table_name = 'sluice_watermarks'"
+            )))  # fmt: skip
+    finally:
+        engine.dispose()
+
+
+def _position(target: str) -> str | None:
+    """The stream position the target records for source ``docs``."""
+    engine = sa.create_engine(target)
+    try:
+        with engine.connect() as conn:
+            return conn.scalar(sa.text("SELECT position FROM _sluice_streams "
+                                       "WHERE source = 'docs'"))  # fmt: skip
+    finally:
+        engine.dispose()
