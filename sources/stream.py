@@ -189,15 +189,20 @@ class StreamSource(LimitedSource):
 
     def _learn_applied(self) -> int:
         """Read the target's position; the last transaction whose every event it holds: the
-        one at that position when all its events are in, else the one before (the target's
-        truth, not a batch's end: a dead batch is not in, and a restart knows only that)."""
+        one at that position when all its events are in (the target's truth, not a batch's
+        end: a dead batch is not in, and a restart knows only that), else what was
+        acknowledged before."""
         held = None if self._committed is None else self._committed()
         if not held:
             return 0
         at = cast(Position, tuple(held))
         with self._lock:
             events, committed = self._txns.get(at[0], (-1, 0.0))
-            complete = at[0] if events == at[1] else at[0] - 1
+            # A transaction the target holds part of (or one not read in this process) stays
+            # in the slot: the server skips a transaction whose commit lies before the slot's
+            # position, and an end LSN minus one is past its commit, so its other changes
+            # would never come again after a restart.
+            complete = at[0] if events == at[1] else self._acked
             for lsn in [lsn for lsn in self._txns if lsn <= complete]:
                 del self._txns[lsn]
             if committed:

@@ -68,6 +68,14 @@ def _confirmed(source: str) -> int:
                             "WHERE slot_name = 'sluice_resumed'"))  # fmt: skip
 
 
+def _crash(path: Path, fault: str, log: Path) -> None:
+    """``sluice run`` until it dies at ``fault``, as kill -9 of its group would."""
+    crashed = Proc([SLUICE, "run", str(path), "--until-drained"], base_env(SLUICE_FAULT=fault), log)
+    assert crashed.wait(240) == -9, crashed.tail()
+    crashed.wait_group_gone()
+    assert f"SLUICE_FAULT: crashing at {fault.partition(':')[0]}" in crashed.output()
+
+
 def test_a_stream_killed_right_after_a_batch_commit_resumes_from_the_targets_position(
     tmp_path: Path, logical_pg: Any, pg_factory: Any, spark: Any
 ) -> None:
@@ -89,29 +97,37 @@ def test_a_stream_killed_right_after_a_batch_commit_resumes_from_the_targets_pos
 ledger: sqlite:///ledger.db
 sources:
   resumed: {{kind: sql, url: '{source}', table: notes, key: id, mode: stream, page_size: 20,
+            buffer: {{capacity: 15, replenish_below: 5}},
             target: wh.notes}}
 targets:
   wh: {{kind: jdbc, url: '{target}'}}
 batch: {{max_items: 15, max_wait: 50ms}}
 """)  # fmt: skip
     try:
-        env = base_env(SLUICE_FAULT="after_target_commit:2")
-        crashed = Proc([SLUICE, "run", str(path), "--until-drained"], env, tmp_path / "crash.log")
-        assert crashed.wait(240) == -9, crashed.tail()
-        crashed.wait_group_gone()
-        assert "SLUICE_FAULT: crashing at after_target_commit" in crashed.output()
-        written = _one(target, "SELECT count(*) FROM seen")
-        assert 0 < written < ROWS  # two batches in, the rest not
-        assert _confirmed(source) <= _held(target)
+        assert drain(cfg, path, spark).exit_code == 0  # the full load: each row written once
+        assert _one(target, "SELECT count(*) FROM seen") == ROWS
 
-        _run(source, "UPDATE notes SET v = 1 WHERE id <= 10")  # after the kill: 10 changes
+        # 30 changes, one transaction each, in batches of at most 15: killed after the
+        # first batch's commit, then restarted.
+        for key in range(1, 31):
+            _run(source, f"UPDATE notes SET v = 1 WHERE id = {key}")
+        _crash(path, "after_target_commit:1", tmp_path / "crash.log")
+        assert 0 < _one(target, "SELECT count(*) FROM seen WHERE v = 1") < 30
+        assert _confirmed(source) <= _held(target)
         assert drain(cfg, path, spark).exit_code == 0
         assert _rows(target) == _rows(source)
-        # Each row loaded once, each change applied once: nothing before the target's
-        # position came again.
-        assert _one(target, "SELECT count(*) FROM seen") == ROWS + 10
-        assert _one(target, "SELECT count(*) FROM (SELECT id, v FROM seen GROUP BY id, v "
-                            "HAVING count(*) > 1) AS twice") == 0  # fmt: skip
+        # Each change applied once; the table not loaded again.
+        assert _one(target, "SELECT count(*) FROM seen") == ROWS + 30
         assert _confirmed(source) <= _held(target)
+
+        # One transaction of 60 changes, split across batches of 15: killed after the
+        # first, the rest of that transaction must still come from the slot.
+        _run(source, "UPDATE notes SET v = 2")
+        _crash(path, "after_target_commit:1", tmp_path / "split.log")
+        assert _one(target, "SELECT count(*) FROM notes WHERE v = 2") == 15
+        assert _confirmed(source) <= _held(target)
+        assert drain(cfg, path, spark).exit_code == 0
+        assert _rows(target) == _rows(source)
+        assert _one(target, "SELECT count(*) FROM seen") == ROWS + 30 + ROWS
     finally:
         drop_streams(cfg)
