@@ -136,6 +136,11 @@ class SluiceConfig(Model):
     def with_tables(self, catalog: TableCatalog, groups: dict[str, list[str]]) -> SluiceConfig:
         """This config, remembering what its ``tables:`` sources expanded into."""
         self._tables, self._groups = catalog, groups
+        for group, members in groups.items():
+            for member in members:
+                src = self.sources.get(member)
+                if isinstance(src, SqlSourceConfig):
+                    src.in_group(group)
         return self
 
     @model_validator(mode="before")

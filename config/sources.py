@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 
 from config.base import Bytes, DatabaseUrl, Duration, Model
 
@@ -169,10 +169,24 @@ class SqlSourceConfig(Model):
             raise ValueError("stream: name both publication and slot, or neither "
                              "(sluice then makes its own)")  # fmt: skip
 
+    # The tables: entry this source was made from; set by the loader, not the YAML.
+    _group: str | None = PrivateAttr(default=None)
+
     @property
     def key_columns(self) -> tuple[str, ...]:
         """The key as a tuple of column names (one for a simple key)."""
         return (self.key,) if isinstance(self.key, str) else tuple(self.key)
+
+    @property
+    def group(self) -> str | None:
+        """The ``tables:`` entry this source is one table of; None for a source written as
+        itself."""
+        return self._group
+
+    def in_group(self, group: str) -> SqlSourceConfig:
+        """This source, one table of the ``tables:`` entry ``group``."""
+        self._group = group
+        return self
 
 
 class SqsSourceConfig(Model):

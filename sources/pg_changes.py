@@ -66,7 +66,7 @@ class PgChangeStream:
         self, engine: sa.Engine, tables: Sequence[str], names: StreamNames, label: str
     ) -> None:
         self._engine = engine.execution_options(isolation_level="AUTOCOMMIT")
-        self._tables = list(tables)
+        self.tables = list(tables)  # the publication's, when it is made
         self.names = names
         self.label = label
         self.at_end = False  # the last :meth:`changes` read every change committed then
@@ -88,7 +88,7 @@ class PgChangeStream:
                 if not self.names.owned:
                     raise ConfigError(f"{self.label}: publication {self.names.publication!r} "
                                       "does not exist")  # fmt: skip
-                tables = ", ".join(self._quoted_table(t) for t in self._tables)
+                tables = ", ".join(self._quoted_table(t) for t in self.tables)
                 conn.exec_driver_sql(
                     f"CREATE PUBLICATION {self._quoted(self.names.publication)} FOR TABLE {tables}"
                 )
@@ -106,6 +106,24 @@ class PgChangeStream:
                 self.made.append("slot")
                 position = lsn_int(made)
         return position
+
+    def publish(self, table: str) -> None:
+        """Make sure the publication publishes ``table`` (``schema.table``): sluice's own gets
+        it added; one the config named must have it."""
+        schema, _, name = table.rpartition(".")
+        with self._connect() as conn:
+            found = conn.execute(
+                sa.text("SELECT 1 FROM pg_publication_tables WHERE pubname = :p "
+                        "AND schemaname = :s AND tablename = :t"),
+                {"p": self.names.publication, "s": schema or "public", "t": name},
+            ).scalar()  # fmt: skip
+            if found:
+                return
+            if not self.names.owned:
+                raise ConfigError(f"{self.label}: publication {self.names.publication!r} does "
+                                  f"not publish table {table}")  # fmt: skip
+            conn.exec_driver_sql(f"ALTER PUBLICATION {self._quoted(self.names.publication)} "
+                                 f"ADD TABLE {self._quoted_table(table)}")  # fmt: skip
 
     def undo(self) -> list[str]:
         """Drop what :meth:`open` created in this process (a start that failed must not leave

@@ -40,12 +40,22 @@ from config.sources import StreamConfig
 from sources.abc import Item, LimitedSource
 from sources.budget import Budget
 from sources.sqldb import SourceDatabase
-from sources.stream_backends import Txn, backend_of, names_of
+from sources.stream_backends import Backend, Txn, complete_unsent, names_of
 from sources.watermarks import Reconciler, high, low
 from spark_jobs.change_batches import StreamEvent
-from spark_jobs.engines.postgresql.pgoutput import UNCHANGED
 
 Position = tuple[int, int]
+
+
+def backend_of(name: str, cfg: SqlSourceConfig, db: SourceDatabase) -> Backend:
+    """The backend of ``cfg``'s database engine."""
+    if sa.make_url(cfg.url).get_backend_name() == "postgresql":
+        from sources.pg_stream import PgBackend
+
+        return PgBackend(name, cfg, db)
+    from sources.binlog_stream import MariaBackend
+
+    return MariaBackend(name, cfg, db)
 
 DONE = "done"
 
@@ -118,9 +128,10 @@ class StreamSource(LimitedSource):
         self._key = cfg.key_columns
         self._lock = threading.Lock()
         self.epoch = 0
-        # Per transaction read and not yet acknowledged: its events and commit time.
-        self._txns: dict[int, tuple[int, float]] = {}
+        # Per transaction read and not yet acknowledged: its events, commit time, commit LSN.
+        self._txns: dict[int, tuple[int, float, int]] = {}
         self.applied: tuple[Position, float] | None = None  # the target's position, its commit
+        self._held: Position | None = None  # the target's position, as last read
         self._committed = committed
         self._acked = 0
         self.changes_read = 0
@@ -136,6 +147,8 @@ class StreamSource(LimitedSource):
             self.epoch += 1
             self._after: Position | None = None if after is None else (after[0], after[1])
             self._read_to = 0 if after is None else after[0] - 1  # transactions fed
+            self._resumed: Position | None = self._after  # claimed up to, at this start
+            self._fed = False  # a read since: _read_to is where the slot was read to
             self._load = LoadProgress(progress or "")
             self._reconciler = Reconciler(self._key)
             self._chunks: dict[str, LoadProgress] = {}  # read, high mark not seen: progress after
@@ -170,7 +183,7 @@ class StreamSource(LimitedSource):
         at_end = False
         if more > 0:
             # The slot is peeked from its acknowledged position: what was read since counts.
-            read = sum(n + 3 for n, _ in self._txns.values()) + 4 * more + 1000
+            read = sum(n + 3 for n, _, _ in self._txns.values()) + 4 * more + 1000
             self._feed(self._stream.read(self._read_to, read))
             at_end = self._stream.at_end
             self._read_to = max(self._read_to, self._stream.reached)
@@ -181,11 +194,33 @@ class StreamSource(LimitedSource):
         return items
 
     def _acknowledge(self) -> None:
-        """Let the slot forget what the target has applied (see :meth:`_learn_applied`)."""
+        """Let the slot forget what the target has applied (see :meth:`_learn_applied`); of a
+        slot shared by a ``tables:`` group, what this table needs no more
+        (:meth:`_needs_from`)."""
         complete = self._learn_applied()
+        if self._stream.shared:
+            needs = self._needs_from()
+            if needs is not None:
+                self._stream.acknowledge(needs)
+            return
         if complete > self._acked:
             self._stream.acknowledge(complete)
             self._acked = complete
+
+    def _needs_from(self) -> int | None:
+        """Of a shared slot, the position before which this table needs nothing again: the
+        commit of the first transaction read whose events the target does not all hold
+        (a slot at a commit still has that transaction), or, with none, as far as the slot
+        was read (what lies between is other tables' or applied). None holds the slot
+        where it is: nothing read since the start, or batches claimed before it not yet
+        in the target."""
+        with self._lock:
+            if not self._fed:
+                return None
+            if self._resumed is not None and (self._held is None or self._held < self._resumed):
+                return None
+            waiting = [begin for _, _, begin in self._txns.values()]
+            return min(waiting) if waiting else self._read_to
 
     def _learn_applied(self) -> int:
         """Read the target's position; the last transaction whose every event it holds: the
@@ -197,7 +232,8 @@ class StreamSource(LimitedSource):
             return 0
         at = cast(Position, tuple(held))
         with self._lock:
-            events, committed = self._txns.get(at[0], (-1, 0.0))
+            self._held = at
+            events, committed, _ = self._txns.get(at[0], (-1, 0.0, 0))
             # A transaction the target holds part of (or one not read in this process) stays
             # in the slot: the server skips a transaction whose commit lies before the slot's
             # position, and an end LSN minus one is past its commit, so its other changes
@@ -215,7 +251,7 @@ class StreamSource(LimitedSource):
         self._learn_applied()  # not only at the next read: the lag would lag
         with self._lock:
             applied = self.applied[0][0] if self.applied is not None else 0
-            waiting = sum(n for lsn, (n, _) in self._txns.items() if lsn > applied)
+            waiting = sum(n for lsn, (n, _, _) in self._txns.items() if lsn > applied)
         return StreamHealth(
             slot=self.names.slot, publication=self.names.publication, lag=self.lag(now),
             changes_read=self.changes_read, waiting=waiting + len(self._out),
@@ -230,7 +266,7 @@ class StreamSource(LimitedSource):
         the source's end in the last :data:`FRESH_END` seconds (else the time since it did);
         None before anything was read."""
         with self._lock:
-            waiting = [at for lsn, (_, at) in self._txns.items()
+            waiting = [at for lsn, (_, at, _) in self._txns.items()
                        if self.applied is None or lsn > self.applied[0][0]]  # fmt: skip
         if waiting:
             return max(0.0, (now or time.time()) - min(waiting))
@@ -265,6 +301,7 @@ class StreamSource(LimitedSource):
         return self._stream.undo()
 
     def close(self) -> None:
+        self._stream.close()
         self._db.close()
 
     # -- inside ------------------------------------------------------------------
@@ -289,7 +326,8 @@ class StreamSource(LimitedSource):
             ours = [m for m in txn.marks if m.partition(":")[2].startswith(self._nonce + ".")]
             closed = [m.partition(":")[2] for m in ours if m.startswith("high:")]
             merged = self._reconciler.feed(ours, txn.changes)
-            events = self._complete([StreamEvent.of(e, self._key) for e in merged])
+            events = [StreamEvent.of(e, self._key) for e in merged]
+            events = complete_unsent(events, self._reconciler.holds_back, self._stream.current)
             progress = self._load
             for chunk in closed:
                 progress = self._chunks.pop(chunk)
@@ -300,52 +338,33 @@ class StreamSource(LimitedSource):
                         self._out.append((at, event, progress if n == len(events) else
                                           self._load))  # fmt: skip
                 self._read_to = txn.end
+                self._fed = True
                 if events:
-                    self._txns[txn.end] = (len(events), txn.committed_at)
+                    self._txns[txn.end] = (len(events), txn.committed_at, txn.begin)
                 self.changes_read += len(txn.changes)
             self._load = progress
 
-    def _complete(self, events: list[StreamEvent]) -> list[StreamEvent]:
-        """``events`` with the values an update did not send (PostgreSQL's unchanged
-        out-of-line values) read from the source, where the target cannot keep them: the
-        update moved the key (the row at the new key is new to the target), or a chunk
-        being read holds the key (its row is dropped for the change's sake).
-
-        The value read is the row's value now, not at the change: any change between the
-        two that set it comes later in the stream, with the value, so the row ends right.
-        A key no row has now keeps the marker: a later change in the stream removes it."""
-        held_back = self._reconciler.holds_back
-        wanted = [n for n, e in enumerate(events)
-                  if e.op == "update" and e.new is not None
-                  and any(v is UNCHANGED for v in e.new.values())
-                  and (e.moved_from is not None or held_back(e.key_values))]  # fmt: skip
-        if not wanted:
-            return events
-        columns = list(dict.fromkeys(c for n in wanted for c, v in (events[n].new or {}).items()
-                                     if v is UNCHANGED))  # fmt: skip
-        found = self._stream.current(list({events[n].key_values for n in wanted}), columns)
-        out = list(events)
-        for n in wanted:
-            now = found.get(events[n].key_values)
-            if now is None:
-                continue
-            new = {c: now[c] if v is UNCHANGED else v for c, v in (events[n].new or {}).items()}
-            out[n] = StreamEvent(events[n].op, events[n].key_values, events[n].moved_from, new)
-        return out
-
     def _spans(self, limit: int, epoch: int) -> list[Item]:
         """Up to ``limit`` events from the front, one span per transaction."""
-        items: list[Item] = []
         with self._lock:
-            taken = 0
-            while self._out and taken < limit:
-                lsn = self._out[0][0][0]
-                span: list[tuple[Position, StreamEvent, LoadProgress]] = []
-                while self._out and self._out[0][0][0] == lsn and taken < limit:
-                    span.append(self._out.popleft())
-                    taken += 1
-                last, _, progress = span[-1]
-                payload = tuple(e.to_json() for _, e, _ in span)
-                items.append(Item(self.name, last, payload, handle=epoch,
-                                  version=progress.text, rows=len(span)))  # fmt: skip
-        return items
+            return take_spans(self._out, self.name, limit, epoch)
+
+
+def take_spans(
+    out: deque[tuple[Position, StreamEvent, LoadProgress]], name: str, limit: int, epoch: int
+) -> list[Item]:
+    """Up to ``limit`` events from the front of ``out``, one span (an item of source
+    ``name``, of ``epoch``) per transaction."""
+    items: list[Item] = []
+    taken = 0
+    while out and taken < limit:
+        lsn = out[0][0][0]
+        span: list[tuple[Position, StreamEvent, LoadProgress]] = []
+        while out and out[0][0][0] == lsn and taken < limit:
+            span.append(out.popleft())
+            taken += 1
+        last, _, progress = span[-1]
+        payload = tuple(e.to_json() for _, e, _ in span)
+        items.append(Item(name, last, payload, handle=epoch, version=progress.text,
+                          rows=len(span)))  # fmt: skip
+    return items

@@ -476,7 +476,7 @@ class _AtItsEnd:
     """A change stream with nothing in it: what a stream source reads when it is at its end
     (its watermarks come back through it; its table is empty)."""
 
-    what, at_end, reached = "nothing", True, 0
+    what, at_end, reached, shared = "nothing", True, 0, False
 
     def __init__(self) -> None:
         self.marks: list[str] = []
@@ -502,6 +502,10 @@ class _AtItsEnd:
 
     def retained_bytes(self) -> None:
         return None
+
+    def close(self) -> None: ...
+    def current(self, keys: Any, columns: Any) -> dict[Any, Any]:
+        return {}
 
 
 def test_a_stream_is_caught_up_only_while_its_last_read_at_the_end_is_recent() -> None:

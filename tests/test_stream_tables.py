@@ -20,7 +20,7 @@ from config.loader import load_config
 from scheduler.commands.cutover import run_cutover
 from scheduler.daemon import Daemon
 from sinks.spark import SparkSink
-from tests.helpers import run_sql, write_config
+from tests.helpers import drain, run_sql, write_config
 
 pytestmark = [pytest.mark.postgres, pytest.mark.spark]
 
@@ -94,11 +94,12 @@ batch: {{max_items: 100, max_wait: 50ms}}
     assert report.ready, report.problems
     for table in TABLES:
         assert _rows(target, table) == _rows(source, table), table
-    if engine_name == "postgresql":
-        assert report.streams == [f"shop.{t}: dropped slot sluice_shop_{t} and publication "
-                                  f"sluice_shop_{t}" for t in sorted(TABLES)]  # fmt: skip
+    if engine_name == "postgresql":  # one slot and one publication for the group
+        assert report.streams == ["shop: dropped slot sluice_shop and publication sluice_shop "
+                                  "(tables customers, orders)"]  # fmt: skip
     else:  # one watermark table for the database's streams
-        assert report.streams[0] == "shop.customers: dropped table sluice_watermarks"
+        assert report.streams == ["shop: dropped table sluice_watermarks "
+                                  "(tables customers, orders)"]  # fmt: skip
 
 
 def test_two_streams_that_would_share_a_slot_or_a_publication_are_refused_by_name() -> None:
@@ -133,3 +134,88 @@ targets:
 """, "sluice.yaml")  # fmt: skip
     with pytest.raises(ConfigError, match="sources a and b would share the slot 's'"):
         check_distinct(dict(again.sources))
+
+
+MANY = 50
+
+
+def test_fifty_tables_stream_through_one_slot_and_one_publication(
+    tmp_path: Path, logical_pg: Any, pg_factory: Any, spark: Any
+) -> None:
+    """More tables than the server has replication slots, streamed under a writer: one slot
+    and one publication the whole time; after cutover every table equals its source and
+    nothing of sluice's is left on the server."""
+    import random
+    import threading
+
+    source, target = logical_pg.create("many_src"), pg_factory.create("many_dst")
+    names = [f"t{n:02d}" for n in range(MANY)]
+    run_sql(source, *[statement for t in names for statement in (
+        f"CREATE TABLE {t} (id integer PRIMARY KEY, v bigint, note text)",
+        f"INSERT INTO {t} SELECT i, i, concat('row ', i) FROM generate_series(1, 20) i",
+    )])  # fmt: skip
+    assert int(_one(source, "SHOW max_replication_slots")) < MANY
+    path, cfg = write_config(tmp_path, f"""
+ledger: sqlite:///ledger.db
+sources:
+  shop: {{kind: sql, url: '{source}', tables: ["t*"], mode: stream, page_size: 25, target: wh}}
+targets:
+  wh: {{kind: jdbc, url: '{target}'}}
+batch: {{max_items: 100, max_wait: 50ms}}
+""")  # fmt: skip
+    assert len(cfg.sources) == MANY
+
+    stop = threading.Event()
+    seen: list[tuple[int, int]] = []
+    rng = random.Random(11)
+
+    def write() -> None:
+        engine = sa.create_engine(source)
+        n = 100
+        while not stop.wait(0.005):
+            t, n = rng.choice(names), n + 1
+            with engine.begin() as conn:
+                conn.execute(sa.text(f"INSERT INTO {t} VALUES ({n}, {n}, 'new')"))
+                conn.execute(sa.text(f"UPDATE {t} SET v = v + 1 WHERE id = {rng.randint(1, 20)}"))
+                conn.execute(sa.text(f"DELETE FROM {t} WHERE id = {rng.randint(1, 20)}"))
+        engine.dispose()
+
+    def watch() -> None:
+        while not stop.wait(0.2):
+            seen.append((int(_one(source, "SELECT count(*) FROM pg_replication_slots "
+                                          "WHERE database = current_database()")),
+                         int(_one(source, "SELECT count(*) FROM pg_publication"))))  # fmt: skip
+
+    threads = [threading.Thread(target=write), threading.Thread(target=watch)]
+    for thread in threads:
+        thread.start()
+    try:
+        # The writer goes on for the first seconds of the run; then the run drains.
+        stopper = threading.Timer(8.0, stop.set)
+        stopper.start()
+        summary = drain(cfg, path, spark)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert summary.exit_code == 0
+    assert seen and set(seen) == {(1, 1)}, seen
+    assert int(_one(source, "SELECT count(*) FROM pg_publication_tables")) == MANY
+
+    run_sql(source, *[f"UPDATE {t} SET note = 'last' WHERE id = 3" for t in names[::7]])
+    report = run_cutover(spark, cfg, path)
+    assert report.ready, report.problems
+    for table in names:
+        assert _rows(target, table) == _rows(source, table), table
+    assert _one(source, "SELECT count(*) FROM pg_replication_slots") == 0
+    assert report.streams == [f"shop: dropped slot sluice_shop and publication sluice_shop "
+                              f"(tables {', '.join(names)})"]  # fmt: skip
+
+
+def _one(url: str, query: str) -> Any:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return conn.execute(sa.text(query)).scalar()
+    finally:
+        engine.dispose()

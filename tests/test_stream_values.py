@@ -19,8 +19,8 @@ import sqlalchemy as sa
 from config.errors import ConfigError
 from config.models import SqlSourceConfig
 from scheduler.commands.cutover import run_cutover
+from sources.pg_stream import PgBackend
 from sources.sqldb import SourceDatabase
-from sources.stream_backends import PgBackend
 from tests.helpers import drain, write_config
 
 pytestmark = [pytest.mark.postgres, pytest.mark.spark]

@@ -41,24 +41,42 @@ def drop_streams(
     cfg: SluiceConfig, names: Iterable[str] | None = None, *, forget_position: bool = False
 ) -> list[str]:
     """Drop the slot and publication of each stream source (see the module); what was done,
-    a line per source. ``forget_position``: also forget the stream's position in its target."""
-    from sources.stream import StreamSource
-    from spark_jobs.apply_changes import forget_stream
-    from spark_jobs.jdbc import sql_engine
-
-    done = []
+    a line per source, or per ``tables:`` group for the tables that share them.
+    ``forget_position``: also forget each stream's position in its target."""
+    done: dict[str, list[str]] = {}  # the line's subject → the sources it covers
+    what: dict[str, str] = {}
     for name in stream_sources(cfg, names):
         src = cfg.sources[name]
         assert isinstance(src, SqlSourceConfig)
-        source = StreamSource(name, src)
-        try:
-            dropped = source.drop()
-        finally:
-            source.close()
-        what = f"dropped {source.kept}" if dropped else f"no {source.kept} of sluice's to drop"
+        subject = src.group or name
+        if subject not in done:
+            what[subject] = _dropped(name, src)
+        done.setdefault(subject, []).append(name)
         target = cfg.targets.get(split_target(src.target)[0])
         if forget_position and isinstance(target, JdbcTargetConfig):
+            from spark_jobs.apply_changes import forget_stream
+            from spark_jobs.jdbc import sql_engine
+
             forget_stream(sql_engine(target.url), name)
-            what += "; forgot its position in the target"
-        done.append(f"{name}: {what}")
-    return done
+    lines = []
+    for subject, members in done.items():
+        line = f"{subject}: {what[subject]}"
+        if members != [subject]:
+            line += f" (tables {', '.join(m.partition('.')[2] or m for m in members)})"
+        if forget_position:
+            line += "; forgot its position in the target" if len(members) == 1 else \
+                "; forgot their positions in the target"  # fmt: skip
+        lines.append(line)
+    return lines
+
+
+def _dropped(name: str, src: SqlSourceConfig) -> str:
+    """Drop what stream source ``name`` keeps on its database; what was done."""
+    from sources.stream import StreamSource
+
+    source = StreamSource(name, src)
+    try:
+        dropped = source.drop()
+    finally:
+        source.close()
+    return f"dropped {source.kept}" if dropped else f"no {source.kept} of sluice's to drop"

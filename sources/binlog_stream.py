@@ -1,0 +1,143 @@
+"""A MariaDB/MySQL table's change stream and chunks, for :class:`~sources.stream.StreamSource`.
+
+Changes come from the row binary log read by GTID (:mod:`sources.binlog_changes`;
+one replication domain), chunks are read by PyMySQL in UTC; values are put in
+PostgreSQL's text by the catalogue's mapping (:mod:`spark_jobs.engines.mysql.stream_text`);
+a position is a GTID's sequence number. The binary log has no slot: nothing to
+acknowledge.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from config.errors import ConfigError
+from config.models import SqlSourceConfig
+from sources.sqldb import SourceDatabase
+from sources.stream_backends import Txn
+from sources.watermarks import PREFIX
+from spark_jobs.change_batches import Key
+
+
+class MariaBackend:
+    """A MariaDB/MySQL table's stream: the row binary log by GTID, in one replication domain;
+    values in PostgreSQL's text by the catalogue's mapping."""
+
+    def __init__(self, name: str, cfg: SqlSourceConfig, db: SourceDatabase) -> None:
+        from sources.binlog_changes import WATERMARKS, BinlogChangeStream
+
+        self._db = db
+        self._label = f"source {name}"
+        self._stream = BinlogChangeStream(db.engine.url, [cfg.table], self._label)
+        self._table = cfg.table
+        self._key = cfg.key_columns
+        self._columns: dict[str, Any] | None = None
+        self._gtid = ""  # "domain-server-": a position is its sequence number
+        self._start = 0
+        self.what = f"table {WATERMARKS}"
+        self.shared = False  # each table reads the binary log itself
+        self.at_end = False
+        self.reached = 0
+
+    def open(self) -> None:
+        position = self._db.guard(self._stream.check)
+        domains = [p for p in str(position).split(",") if p.strip()]
+        if len(domains) > 1:
+            raise ConfigError(f"{self._label}: the server's binary log has {len(domains)} "
+                              "replication domains; a stream follows one")  # fmt: skip
+        domain, server, sequence = (domains[0].split("-") if domains else ("0", "1", "0"))
+        self._gtid = f"{domain}-{server}-"
+        # A stream that has claimed nothing yet starts here: what the log holds before
+        # is in the table the full load reads.
+        self._start = int(sequence)
+
+    def columns(self) -> list[str]:
+        return list(self._described())
+
+    def read(self, after: int, messages: int) -> list[Txn]:
+        from sources.binlog_changes import RowChange, reached
+        from spark_jobs.engines.mysql.stream_text import from_binlog, postgres_row
+
+        columns = self._described()
+
+        def text(row: dict[str, Any] | None) -> dict[str, Any] | None:
+            return None if row is None else postgres_row(from_binlog(row, columns), columns)
+
+        after = after or self._start
+        position = f"{self._gtid}{after}" if after else ""
+        # Caught up when the read got as far as the server was when it began.
+        end = self._db.guard(self._stream.source_position)
+        # Each read is a replica connection of its own: it reads as far as it may.
+        found = self._db.guard(lambda: self._stream.changes(position, max(2_000, messages)))
+        self.at_end = reached(found.position, end) if found.position else not end
+        self.reached = int(found.position.rsplit("-", 1)[1]) if found.position else 0
+        return [Txn(int(t.gtid.rsplit("-", 1)[1]), t.committed_at.timestamp(),
+                    [RowChange(c.op, c.table, text(c.new), text(c.old)) for c in t.changes],
+                    [m.decode() for p, m in t.messages if p == PREFIX])
+                for t in found.transactions]  # fmt: skip
+
+    def acknowledge(self, end: int) -> None:
+        """Nothing: the binary log is the server's to keep (a purged position is an error
+        that names the way out)."""
+
+    def mark(self, content: str) -> None:
+        # One row per chunk's mark: the table holds one row per prefix.
+        self._db.guard(lambda: self._stream.mark(f"{PREFIX}", content))
+
+    def chunk(self, after: list[Any] | None, rows: int) -> list[dict[str, Any]]:
+        from spark_jobs.engines.mysql.stream_text import (
+            SESSION_TIME_ZONE,
+            postgres_row,
+            select_list,
+        )
+
+        columns = self._described()
+        quote = self._db.engine.dialect.identifier_preparer.quote
+        keys = ", ".join(f"c.{quote(k)}" for k in self._key)
+        where, params = "", {"n": rows}
+        if after is not None:
+            where = f"WHERE ({keys}) > ({', '.join(f':k{i}' for i in range(len(after)))})"
+            params.update({f"k{i}": v for i, v in enumerate(after)})
+        query = sa.text(f"SELECT {select_list(list(columns.values()), quote)} "
+                        f"FROM {quote(self._table)} AS c {where} ORDER BY {keys} LIMIT :n")
+
+        def read() -> list[dict[str, Any]]:
+            with self._db.engine.connect() as conn:
+                # TIMESTAMP values as the instants they are (see stream_text).
+                conn.exec_driver_sql(f"SET time_zone = '{SESSION_TIME_ZONE}'")
+                return [postgres_row(dict(r._mapping), columns)
+                        for r in conn.execute(query, params)]  # fmt: skip
+
+        return self._db.guard(read)
+
+    def current(self, keys: list[Key], columns: list[str]) -> dict[Key, dict[str, Any]]:
+        """Never asked: the binary log's full row images carry every value."""
+        return {}
+
+    def retained_bytes(self) -> int | None:
+        return None
+
+    def drop(self) -> bool:
+        return bool(self._db.guard(self._stream.drop))
+
+    def undo(self) -> list[str]:
+        """Nothing to undo: the binary log has no slot, the watermark table holds nothing."""
+        return []
+
+    def close(self) -> None:
+        """Nothing held: each read is a replica connection of its own."""
+
+    def _described(self) -> dict[str, Any]:
+        if self._columns is None:
+            from spark_jobs.engines.mysql.catalog import describe
+
+            def read() -> dict[str, Any]:
+                with self._db.engine.connect() as conn:
+                    # Generated columns: the target computes them, or has none.
+                    return {c.name: c for c in describe(conn, None, self._table)
+                            if not c.generated}  # fmt: skip
+
+            self._columns = self._db.guard(read)
+        return self._columns

@@ -1,0 +1,176 @@
+"""A PostgreSQL table's change stream and chunks, for :class:`~sources.stream.StreamSource`.
+
+Changes come from a logical slot with ``pgoutput`` (:mod:`sources.stream_hub`:
+the table's own slot, or its ``tables:`` group's), chunks are read as
+``col::text`` in the keyset read's output settings; a position is a
+transaction's end LSN.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from config.errors import ConfigError
+from config.models import SqlSourceConfig
+from sources.sqldb import SourceDatabase
+from sources.stream_backends import Txn, names_of
+from sources.stream_hub import give_back, take_slot
+from sources.watermarks import PREFIX
+from spark_jobs.change_batches import Key
+from spark_jobs.engines.postgresql.read import pin
+
+
+class PgBackend:
+    """A PostgreSQL table's stream: a slot with ``pgoutput``, its values the server's text.
+
+    The slot is a :class:`~sources.stream_hub.SharedSlot`: the table's own, or, for a
+    table of a ``tables:`` group, the group's (``shared``)."""
+
+    def __init__(self, name: str, cfg: SqlSourceConfig, db: SourceDatabase) -> None:
+        self.names = names_of(name, cfg)
+        self.shared = cfg.group is not None
+        self._db = db
+        self._label = f"source {name}"
+        self._slot = take_slot(db.engine, self.names, self._label)
+        self._table = cfg.table if "." in cfg.table else f"public.{cfg.table}"
+        self._slot.join(self._table)
+        self._key = cfg.key_columns
+        self._types: dict[str, str] | None = None
+        self.what = f"slot {self.names.slot} and publication {self.names.publication}"
+        self.at_end = False
+        self.reached = 0
+
+    def open(self) -> None:
+        # Before the publication: publishing a table that has no replica identity makes
+        # the application's own UPDATEs and DELETEs of it fail.
+        self._db.guard(self._check_identity)
+        self._slot.open(self._table, self._db.guard)
+
+    def _check_identity(self) -> None:
+        """Refuse, by name, a table whose changes would not carry the key they change: its
+        replica identity (``REPLICA IDENTITY``) must hold every key column."""
+        query = sa.text(
+            "SELECT c.relreplident, ARRAY(SELECT a.attname::text FROM pg_index i "
+            "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+            "WHERE i.indrelid = c.oid AND CASE c.relreplident WHEN 'd' THEN i.indisprimary "
+            "WHEN 'i' THEN i.indisreplident ELSE false END) "
+            "FROM pg_class c WHERE c.oid = to_regclass(:t)"
+        )
+        with self._db.engine.connect() as conn:
+            found = conn.execute(query, {"t": self._quoted()}).first()
+        if found is None:
+            return  # no such table: the check after names it
+        identity, held = found
+        if identity == "f":
+            return
+        missing = [k for k in self._key if k not in held]
+        if not missing:
+            return
+        what = {"n": "REPLICA IDENTITY NOTHING",
+                "d": f"a primary key of {list(held)}" if held else "no primary key",
+                "i": f"REPLICA IDENTITY USING INDEX of {list(held)}"}[identity]  # fmt: skip
+        raise ConfigError(
+            f"{self._label}: table {self._table} has {what}, so its updates and deletes "
+            f"would not carry the key column(s) {missing} in the change stream; give it a "
+            f"primary key on the key, or ALTER TABLE {self._quoted()} REPLICA IDENTITY FULL"
+        )
+
+    def columns(self) -> list[str]:
+        if self._types is None:
+            query = sa.text(
+                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = CAST(:t AS regclass) AND attnum > 0 AND NOT attisdropped "
+                "AND attgenerated = '' ORDER BY attnum"  # generated: the target computes them
+            )
+
+            def read() -> dict[str, str]:
+                with self._db.engine.connect() as conn:
+                    return {r[0]: r[1] for r in conn.execute(query, {"t": self._quoted()})}
+
+            self._types = self._db.guard(read)
+        return list(self._types)
+
+    def read(self, after: int, messages: int) -> list[Txn]:
+        found, self.at_end = self._slot.changes(after, messages, self._db.guard)
+        return [Txn(t.end_lsn, t.committed_at.timestamp(),
+                    [c for c in t.changes if c.relation.qualified == self._table],
+                    [m.decode() for p, m in t.messages if p == PREFIX], t.commit_lsn)
+                for t in found]  # fmt: skip
+
+    def acknowledge(self, end: int) -> None:
+        self._slot.acknowledge(self._table, end, self._db.guard)
+
+    def mark(self, content: str) -> None:
+        self._slot.mark(PREFIX, content, self._db.guard)
+
+    def chunk(self, after: list[Any] | None, rows: int) -> list[dict[str, Any]]:
+        self.columns()
+        assert self._types is not None
+        quote = self._db.engine.dialect.identifier_preparer.quote
+        # Qualified: ORDER BY "id" would sort by the output column "id", the text.
+        keys = ", ".join(f"c.{quote(k)}" for k in self._key)
+        where, params = "", {"n": rows}
+        if after is not None:
+            bounds = ", ".join(f"CAST(:k{i} AS {self._types[k]})" for i, k in enumerate(self._key))
+            where = f"WHERE ({keys}) > ({bounds})"
+            params.update({f"k{i}": v for i, v in enumerate(after)})
+        select = ", ".join(f"{quote(c)}::text" for c in self._types)
+        query = sa.text(f"SELECT {select} FROM {self._quoted()} AS c {where} "
+                        f"ORDER BY {keys} LIMIT :n")  # fmt: skip
+
+        def read() -> list[dict[str, Any]]:
+            with self._db.engine.connect() as conn:
+                pin(conn)  # the text forms the stream's values take
+                return [dict(zip(self._types or {}, r, strict=True))
+                        for r in conn.execute(query, params)]  # fmt: skip
+
+        return self._db.guard(read)
+
+    def current(self, keys: list[Key], columns: list[str]) -> dict[Key, dict[str, Any]]:
+        """The values of ``columns`` the rows of ``keys`` (as the stream prints them) hold
+        now, by key; a key no row has is left out."""
+        self.columns()
+        assert self._types is not None
+        quote = self._db.engine.dialect.identifier_preparer.quote
+        found: dict[Key, dict[str, Any]] = {}
+        names = [*self._key, *columns]
+        for start in range(0, len(keys), 500):
+            part = keys[start : start + 500]
+            rows = ", ".join(
+                "(" + ", ".join(f"CAST(:k{n}_{i} AS {self._types[k]})"
+                                for i, k in enumerate(self._key)) + ")"
+                for n in range(len(part))
+            )  # fmt: skip
+            params = {f"k{n}_{i}": v for n, key in enumerate(part) for i, v in enumerate(key)}
+            query = sa.text(
+                f"SELECT {', '.join(f'{quote(c)}::text' for c in names)} FROM {self._quoted()} "
+                f"WHERE ({', '.join(quote(k) for k in self._key)}) IN ({rows})"
+            )
+
+            def read(query: sa.TextClause = query, params: dict[str, Any] = params) -> list[Any]:
+                with self._db.engine.connect() as conn:
+                    pin(conn)
+                    return list(conn.execute(query, params))
+
+            for row in self._db.guard(read):
+                width = len(self._key)
+                found[tuple(row[:width])] = dict(zip(columns, row[width:], strict=True))
+        return found
+
+    def retained_bytes(self) -> int | None:
+        return self._slot.retained_bytes(self._db.guard)
+
+    def drop(self) -> bool:
+        return self._slot.drop(self._db.guard)
+
+    def undo(self) -> list[str]:
+        return self._slot.undo(self._db.guard)
+
+    def close(self) -> None:
+        give_back(self._slot, self._db.engine)
+
+    def _quoted(self) -> str:
+        quote = self._db.engine.dialect.identifier_preparer.quote
+        return ".".join(quote(part) for part in self._table.split(".", 1))

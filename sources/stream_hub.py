@@ -1,0 +1,179 @@
+"""One logical slot and one publication read for every table of a ``tables:`` group.
+
+A slot per table does not scale: a server has ``max_replication_slots`` (10 by
+default), and each slot decodes the whole WAL again. The tables of a group share
+one :class:`SharedSlot` (publication and slot named after the group), and the
+stream sources of its tables read it through this process's one instance
+(:func:`take_slot`): the slot is peeked once for all of them, and what it
+decoded is kept (:attr:`SharedSlot.cached`) until every table has read past it,
+so that a table asking again within :data:`REFRESH` seconds, or for what another
+table's read already brought, costs no decoding.
+
+The slot moves on only as far as every table allows (:meth:`SharedSlot.acknowledge`):
+each says the position before which it needs nothing again, and the slot goes to
+the least of them. A table of the group that has said nothing yet holds it where
+it is.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import sqlalchemy as sa
+
+from config.errors import SourceError
+from sources.pg_changes import PgChangeStream, StreamNames
+from spark_jobs.engines.postgresql.pgoutput import Transaction
+
+T = TypeVar("T")
+Guard = Callable[[Callable[[], T]], T]
+"""Runs a call to the database under a permit of its budget, its errors as SourceError."""
+
+REFRESH = 0.1
+"""Seconds a read that reached the slot's end answers other tables of the group before
+the slot is peeked again."""
+
+_BUSY_PAUSES = (0.05, 0.1, 0.2, 0.4, 0.8, 0.0)
+"""A slot serves one session at a time: while another daemon's read holds it (hot-hot),
+a read waits its turn a little, these many seconds between tries."""
+
+
+def _messages(txn: Transaction) -> int:
+    """About how many of the slot's messages a transaction took (begin, relations, commit)."""
+    return len(txn.changes) + len(txn.messages) + 3
+
+
+class SharedSlot:
+    """The publication and slot ``names`` on ``engine``'s database, for the tables that
+    :meth:`join` (``schema.table``); ``label`` names it in errors."""
+
+    def __init__(self, engine: sa.Engine, names: StreamNames, label: str) -> None:
+        self.names = names
+        self._stream = PgChangeStream(engine, [], names, label)
+        self._lock = threading.Lock()
+        self._members: dict[str, int | None] = {}  # table → where it lets the slot go
+        self._opened: set[str] = set()
+        self.cached: list[Transaction] = []  # decoded past the slot's position, in order
+        self._cached_at_end = False
+        self._read_at = -1e9  # time.monotonic() of the last peek
+        self._acked = 0
+        self._dropped = False
+
+    # -- the tables ----------------------------------------------------------------
+
+    def join(self, table: str) -> None:
+        """``table`` reads this slot from now on (before :meth:`open`)."""
+        with self._lock:
+            self._members.setdefault(table, None)
+
+    def open(self, table: str, guard: Guard[object]) -> None:
+        """Make the publication (with ``table`` in it) and the slot, where missing."""
+        with self._lock:
+            if table in self._opened:
+                return
+            if not self._opened:
+                self._stream.tables = [table]  # made with the first, the others added
+                guard(self._stream.open)
+            guard(lambda: self._stream.publish(table))
+            self._opened.add(table)
+            self._dropped = False
+
+    # -- reading ----------------------------------------------------------------------
+
+    def changes(
+        self, after: int, wanted: int, guard: Guard[list[Transaction]]
+    ) -> tuple[list[Transaction], bool]:
+        """The transactions that end past ``after``, at least about ``wanted`` messages of
+        them where the slot has them; and whether they reach the slot's end."""
+        with self._lock:
+            ahead = [t for t in self.cached if t.end_lsn > after]
+            fresh = time.monotonic() - self._read_at <= REFRESH and len(self._members) > 1
+            if not (sum(map(_messages, ahead)) >= wanted or (fresh and self._cached_at_end)):
+                behind = sum(_messages(t) for t in self.cached if t.end_lsn <= after)
+                self._peek(behind + wanted, guard)
+                ahead = [t for t in self.cached if t.end_lsn > after]
+            return ahead, self._cached_at_end
+
+    def _peek(self, messages: int, guard: Guard[list[Transaction]]) -> None:
+        for pause in _BUSY_PAUSES:
+            try:
+                self.cached = guard(lambda: self._stream.changes(self._acked, messages))
+                break
+            except SourceError as error:
+                if "is active for PID" not in str(error) or not pause:
+                    raise
+                time.sleep(pause)
+        self._cached_at_end = self._stream.at_end
+        self._read_at = time.monotonic()
+
+    def acknowledge(self, table: str, lsn: int, guard: Guard[None]) -> None:
+        """``table`` needs nothing before ``lsn`` again; the slot moves to the least position
+        every table of the group allows."""
+        with self._lock:
+            self._members[table] = max(lsn, self._members.get(table) or 0)
+            allowed = [at for at in self._members.values()]
+            if any(at is None for at in allowed):
+                return
+            least = min(at for at in allowed if at is not None)
+            if least <= self._acked:
+                return
+            guard(lambda: self._stream.acknowledge(least))
+            self._acked = least
+            self.cached = [t for t in self.cached if t.end_lsn > least]
+
+    # -- the server's side --------------------------------------------------------------
+
+    def mark(self, prefix: str, content: str, guard: Guard[int]) -> int:
+        """A watermark into the slot's stream (see :meth:`PgChangeStream.mark`)."""
+        return guard(lambda: self._stream.mark(prefix, content))
+
+    def retained_bytes(self, guard: Guard[int | None]) -> int | None:
+        return guard(self._stream.retained_bytes)
+
+    def drop(self, guard: Guard[bool]) -> bool:
+        """Drop sluice's own slot and publication, once for the group."""
+        with self._lock:
+            if self._dropped:
+                return False
+            self._dropped = True
+            self._opened.clear()
+            return guard(self._stream.drop)
+
+    def undo(self, guard: Guard[list[str]]) -> list[str]:
+        """Drop what this process's :meth:`open` made (a start that failed)."""
+        with self._lock:
+            self._opened.clear()
+            return guard(self._stream.undo)
+
+
+_slots: dict[tuple[str, str], tuple[SharedSlot, int]] = {}
+_slots_lock = threading.Lock()
+
+
+def take_slot(engine: sa.Engine, names: StreamNames, label: str) -> SharedSlot:
+    """This process's :class:`SharedSlot` of ``names`` on ``engine``'s database, for one of
+    its tables; :func:`give_back` when done with it (the last one forgets it)."""
+    key = (engine.url.render_as_string(hide_password=True), names.slot)
+    with _slots_lock:
+        found, users = _slots.get(key, (None, 0))
+        if found is None:
+            found = SharedSlot(engine, names, label)
+        _slots[key] = (found, users + 1)
+        return found
+
+
+def give_back(slot: SharedSlot, engine: sa.Engine) -> None:
+    """One table less reads ``slot``."""
+    key = (engine.url.render_as_string(hide_password=True), slot.names.slot)
+    with _slots_lock:
+        found, users = _slots.get(key, (None, 0))
+        if found is not slot:
+            return
+        if users <= 1:
+            del _slots[key]
+        else:
+            _slots[key] = (found, users - 1)
+
