@@ -220,7 +220,10 @@ def _apply(conn: sa.Connection, target: TargetTable, net: NetBatch) -> int:
         statement = pg_insert(table, overriding).from_select(
             written, sa.select(*[stage.c[c] for c in written]).where(stage.c[GROUP] == group)
         )
-        updated = [c for c in written if c not in target.key]
+        # An identity GENERATED ALWAYS may only be updated to DEFAULT: a new row takes the
+        # source's value (OVERRIDING SYSTEM VALUE), a row there keeps its own, as a keyset
+        # batch's upsert does (the source cannot update it to a value either).
+        updated = [c for c in written if c not in target.key and not columns[c][1]]
         if updated:
             statement = statement.on_conflict_do_update(
                 index_elements=list(target.key),
