@@ -1,10 +1,11 @@
 """``mode: stream`` into PostgreSQL, from PostgreSQL and from MariaDB: a live table followed,
 then cut over.
 
-One run measures each source engine in turn (``ENGINES``, default ``pg,mariadb``),
-the same way. A server of the benchmark's own holds ``items`` (a bigint key,
-text, a decimal of 14,2, a timestamp with its zone, a version bigint) of
-``ROWS`` rows (default 100,000):
+One run measures each source engine in turn (``ENGINES``, default ``pg,mariadb,tables``),
+the same way; ``tables`` is a whole database of 100 tables in one ``tables:`` source
+(:mod:`benchmarks.bench_stream_tables`, its own figures). A server of the benchmark's own
+holds ``items`` (a bigint key, text, a decimal of 14,2, a timestamp with its zone, a
+version bigint) of ``ROWS`` rows (default 100,000):
 
 - ``pg``: ``tests.servers.LogicalPostgres`` (``wal_level=logical``, which the
   machine's shared server does not have and must not be given), the columns
@@ -110,7 +111,8 @@ from tests.servers import MARIADBD, PG_BIN, BinlogMariaDB, LogicalPostgres  # no
 ROWS = int(os.environ.get("ROWS", "100000"))
 RATE = int(os.environ.get("RATE", "5000"))  # changes per second offered
 SECONDS = float(os.environ.get("SECONDS", "60"))
-ENGINES = os.environ.get("ENGINES", "pg,mariadb").split(",")  # the source engines measured
+# The source engines measured; "tables": a tables: group (benchmarks/bench_stream_tables.py).
+ENGINES = os.environ.get("ENGINES", "pg,mariadb,tables").split(",")
 ADMIN = os.environ.get("SLUICE_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 PER_TXN = (40, 40, 20)  # inserts, updates, deletes per transaction
 SAMPLE = 0.5  # seconds between two lag samples
@@ -190,11 +192,12 @@ BY_NAME = {e.name: e for e in (PG, MARIADB)}
 
 
 def main() -> int:
-    unknown = [name for name in ENGINES if name not in BY_NAME]
+    unknown = [name for name in ENGINES if name not in BY_NAME and name != "tables"]
     if unknown:
-        raise SystemExit(f"ENGINES: unknown {', '.join(unknown)}; known: {', '.join(BY_NAME)}")
+        raise SystemExit(f"ENGINES: unknown {', '.join(unknown)}; known: "
+                         f"{', '.join(BY_NAME)}, tables")  # fmt: skip
     ok = True
-    for engine in (BY_NAME[name] for name in ENGINES):
+    for engine in (BY_NAME[name] for name in ENGINES if name in BY_NAME):
         print(f"== {engine.label} → PostgreSQL", flush=True)
         if not engine.server.available():
             # Said on stdout: the runner shows stderr only for a script that failed.
@@ -204,6 +207,15 @@ def main() -> int:
             ok = measure(engine) and ok
         except SystemExit as stop:  # one engine's failure: the next is still measured
             print(f"problem: {engine.label}: {stop}", flush=True)
+            ok = False
+    if "tables" in ENGINES:  # a whole database: benchmarks/bench_stream_tables.py
+        from benchmarks import bench_stream_tables
+
+        print("== a tables: group of PostgreSQL → PostgreSQL", flush=True)
+        try:
+            ok = bench_stream_tables.main() == 0 and ok
+        except SystemExit as stop:
+            print(f"problem: tables: {stop}", flush=True)
             ok = False
     return 0 if ok else 1
 
