@@ -10,6 +10,8 @@ may be deleted (SQS).
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -194,12 +196,41 @@ def claims_lookup(
 
 def target_position(cfg: SluiceConfig, name: str) -> Callable[[], list[int] | None]:
     """For a stream source: the stream's position its target has applied (None: none yet)."""
-    from spark_jobs.apply_changes import stream_position
-    from spark_jobs.jdbc import sql_engine
-
     target = cfg.targets[split_target(cfg.sources[name].target)[0]]
     url = getattr(target, "url", None)
-    return lambda: None if url is None else stream_position(sql_engine(url), name)
+    if url is None:
+        return lambda: None
+    with _positions_lock:
+        positions = _positions.setdefault(url, _TargetPositions(url))
+    return lambda: positions.of(name)
+
+
+class _TargetPositions:
+    """The positions one target holds for every stream into it, read at most every
+    :attr:`FRESH` seconds: one query for the tables of a ``tables:`` group, not one per
+    table at each of its reads (an older position only holds a slot back longer)."""
+
+    FRESH = 0.2
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._lock = threading.Lock()
+        self._read_at = -1e9
+        self._found: dict[str, list[int]] = {}
+
+    def of(self, name: str) -> list[int] | None:
+        from spark_jobs.apply_changes import stream_positions
+        from spark_jobs.jdbc import sql_engine
+
+        with self._lock:
+            if time.monotonic() - self._read_at > self.FRESH:
+                self._found = stream_positions(sql_engine(self._url))
+                self._read_at = time.monotonic()
+            return self._found.get(name)
+
+
+_positions: dict[str, _TargetPositions] = {}
+_positions_lock = threading.Lock()
 
 
 def _check(source: SqlSource | SqsSource | StreamSource) -> None:

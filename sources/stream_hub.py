@@ -6,8 +6,8 @@ one :class:`SharedSlot` (publication and slot named after the group), and the
 stream sources of its tables read it through this process's one instance
 (:func:`take_slot`): the slot is peeked once for all of them, and what it
 decoded is kept (:attr:`SharedSlot.cached`) until every table has read past it,
-so that a table asking again within :data:`REFRESH` seconds, or for what another
-table's read already brought, costs no decoding.
+so that a table asking within :data:`REFRESH` seconds of the last peek for what it
+brought costs no decoding.
 
 The slot moves on only as far as every table allows (:meth:`SharedSlot.acknowledge`):
 each says the position before which it needs nothing again, and the slot goes to
@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import threading
 import time
+from bisect import bisect_right
 from collections.abc import Callable
+from itertools import accumulate
 from typing import TypeVar
 
 import sqlalchemy as sa
@@ -57,6 +59,8 @@ class SharedSlot:
         self._members: dict[str, int | None] = {}  # table → where it lets the slot go
         self._opened: set[str] = set()
         self.cached: list[Transaction] = []  # decoded past the slot's position, in order
+        self._ends: list[int] = []  # each cached transaction's end LSN
+        self._counts: list[int] = []  # the slot's messages up to and with each
         self._cached_at_end = False
         self._read_at = -1e9  # time.monotonic() of the last peek
         self._acked = 0
@@ -86,28 +90,39 @@ class SharedSlot:
     def changes(
         self, after: int, wanted: int, guard: Guard[list[Transaction]]
     ) -> tuple[list[Transaction], bool]:
-        """The transactions that end past ``after``, at least about ``wanted`` messages of
-        them where the slot has them; and whether they reach the slot's end."""
+        """The transactions that end past ``after``, about ``wanted`` messages of them where
+        the slot has them; and whether they reach the slot's end.
+
+        Of a group, what was peeked less than :data:`REFRESH` seconds ago answers as long
+        as it holds something past ``after`` (or it reached the end): a backlog is decoded
+        once for the group, not once per table."""
         with self._lock:
-            ahead = [t for t in self.cached if t.end_lsn > after]
+            start = bisect_right(self._ends, after)
             fresh = time.monotonic() - self._read_at <= REFRESH and len(self._members) > 1
-            if not (sum(map(_messages, ahead)) >= wanted or (fresh and self._cached_at_end)):
-                behind = sum(_messages(t) for t in self.cached if t.end_lsn <= after)
-                self._peek(behind + wanted, guard)
-                ahead = [t for t in self.cached if t.end_lsn > after]
-            return ahead, self._cached_at_end
+            if not fresh or (start == len(self.cached) and not self._cached_at_end):
+                behind = self._counts[start - 1] if start else 0
+                self._peek(max(behind + wanted, self._counts[-1] if self._counts else 0), guard)
+                start = bisect_right(self._ends, after)
+            return self.cached[start:], self._cached_at_end
 
     def _peek(self, messages: int, guard: Guard[list[Transaction]]) -> None:
         for pause in _BUSY_PAUSES:
             try:
-                self.cached = guard(lambda: self._stream.changes(self._acked, messages))
+                found = guard(lambda: self._stream.changes(self._acked, messages))
                 break
             except SourceError as error:
                 if "is active for PID" not in str(error) or not pause:
                     raise
                 time.sleep(pause)
+        self._cache(found)
         self._cached_at_end = self._stream.at_end
         self._read_at = time.monotonic()
+
+    def _cache(self, transactions: list[Transaction]) -> None:
+        """Keep ``transactions``, with their ends and the messages up to each, for bisecting."""
+        self.cached = transactions
+        self._ends = [t.end_lsn for t in transactions]
+        self._counts = list(accumulate(map(_messages, transactions)))
 
     def acknowledge(self, table: str, lsn: int, guard: Guard[None]) -> None:
         """``table`` needs nothing before ``lsn`` again; the slot moves to the least position
@@ -122,7 +137,7 @@ class SharedSlot:
                 return
             guard(lambda: self._stream.acknowledge(least))
             self._acked = least
-            self.cached = [t for t in self.cached if t.end_lsn > least]
+            self._cache(self.cached[bisect_right(self._ends, least) :])
 
     # -- the server's side --------------------------------------------------------------
 

@@ -101,6 +101,17 @@ def stream_position(engine: sa.Engine, source: str) -> list[int] | None:
     return None if text is None else list(json.loads(text))
 
 
+def stream_positions(engine: sa.Engine) -> dict[str, list[int]]:
+    """The position of every stream the target holds changes of, by source."""
+    streams = streams_table()
+    try:
+        with engine.connect() as conn:
+            found = conn.execute(sa.select(streams.c.source, streams.c.position)).all()
+    except sa.exc.ProgrammingError:  # no stream has written here yet: no table
+        return {}
+    return {source: list(json.loads(text)) for source, text in found if text is not None}
+
+
 def forget_stream(engine: sa.Engine, source: str) -> None:
     """Forget how far ``source`` is applied (``sluice reset``): its next batch starts over."""
     streams = streams_table()
