@@ -128,6 +128,11 @@ class BinlogChangeStream:
         # A replica's id: two readers with one id would disconnect each other.
         self.server_id = random.randint(10_000, 2**31 - 1)
 
+    def add(self, table: str) -> None:
+        """Read the changes of ``table`` too."""
+        database = self._url.database or ""
+        self._tables.add(table if "." in table else f"{database}.{table}")
+
     def check(self) -> str:
         """Raise :class:`ConfigError` unless the server writes a row binary log with column
         names; the server's current position."""

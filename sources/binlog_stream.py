@@ -27,11 +27,20 @@ class MariaBackend:
 
     def __init__(self, name: str, cfg: SqlSourceConfig, db: SourceDatabase) -> None:
         from sources.binlog_changes import WATERMARKS, BinlogChangeStream
+        from sources.binlog_hub import take_binlog
 
         self._db = db
         self._label = f"source {name}"
         self._stream = BinlogChangeStream(db.engine.url, [cfg.table], self._label)
         self._table = cfg.table
+        # A tables: group's tables read the log once for all of them.
+        self._group = cfg.group
+        self._shared = None if cfg.group is None else take_binlog(db.engine.url, cfg.group,
+                                                                  f"group {cfg.group}")  # fmt: skip
+        if self._shared is not None:
+            self._shared.join(cfg.table)
+        database = db.engine.url.database or ""
+        self._qualified = cfg.table if "." in cfg.table else f"{database}.{cfg.table}"
         self._key = cfg.key_columns
         self._columns: dict[str, Any] | None = None
         self._gtid = ""  # "domain-server-": a position is its sequence number
@@ -67,16 +76,23 @@ class MariaBackend:
 
         after = after or self._start
         position = f"{self._gtid}{after}" if after else ""
-        # Caught up when the read got as far as the server was when it began.
-        end = self._db.guard(self._stream.source_position)
-        # Each read is a replica connection of its own: it reads as far as it may.
-        found = self._db.guard(lambda: self._stream.changes(position, max(2_000, messages)))
-        self.at_end = reached(found.position, end) if found.position else not end
-        self.reached = int(found.position.rsplit("-", 1)[1]) if found.position else 0
+        if self._shared is not None:
+            found, reached_at, self.at_end = self._shared.changes(
+                position, max(2_000, messages), self._db.guard
+            )
+        else:
+            # Caught up when the read got as far as the server was when it began.
+            end = self._db.guard(self._stream.source_position)
+            # Each read is a replica connection of its own: it reads as far as it may.
+            read = self._db.guard(lambda: self._stream.changes(position, max(2_000, messages)))
+            found, reached_at = read.transactions, read.position
+            self.at_end = reached(read.position, end) if read.position else not end
+        self.reached = int(reached_at.rsplit("-", 1)[1]) if reached_at else 0
         return [Txn(int(t.gtid.rsplit("-", 1)[1]), t.committed_at.timestamp(),
-                    [RowChange(c.op, c.table, text(c.new), text(c.old)) for c in t.changes],
+                    [RowChange(c.op, c.table, text(c.new), text(c.old)) for c in t.changes
+                     if c.table == self._qualified],
                     [m.decode() for p, m in t.messages if p == PREFIX])
-                for t in found.transactions]  # fmt: skip
+                for t in found]  # fmt: skip
 
     def acknowledge(self, end: int) -> None:
         """Nothing: the binary log is the server's to keep (a purged position is an error
@@ -127,7 +143,11 @@ class MariaBackend:
         return []
 
     def close(self) -> None:
-        """Nothing held: each read is a replica connection of its own."""
+        """Let go of the group's reader (each read is a replica connection of its own)."""
+        if self._shared is not None and self._group is not None:
+            from sources.binlog_hub import give_back
+
+            give_back(self._shared, self._db.engine.url, self._group)
 
     def _described(self) -> dict[str, Any]:
         if self._columns is None:

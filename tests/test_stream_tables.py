@@ -17,6 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from config.loader import load_config
+from config.models import SqlSourceConfig
 from scheduler.commands.cutover import run_cutover
 from scheduler.daemon import Daemon
 from sinks.spark import SparkSink
@@ -219,3 +220,49 @@ def _one(url: str, query: str) -> Any:
             return conn.execute(sa.text(query)).scalar()
     finally:
         engine.dispose()
+
+
+def test_the_tables_of_a_mariadb_group_read_the_binary_log_once_for_all(
+    tmp_path: Path, binlog_mariadb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two tables of one group: one read of the log brings the changes of both, each table
+    gets its own, and the second asks the server nothing while that read is fresh."""
+    from sources.binlog_changes import BinlogChangeStream
+    from sources.sqldb import SourceDatabase
+    from sources.stream import backend_of
+
+    source = binlog_mariadb.create("share_src")
+    run_sql(source, "CREATE TABLE a (id integer PRIMARY KEY, v integer)",
+            "CREATE TABLE b (id integer PRIMARY KEY, v integer)")  # fmt: skip
+    path, cfg = write_config(tmp_path, f"""
+ledger: sqlite:///ledger.db
+sources:
+  grp: {{kind: sql, url: '{source}', tables: ["a", "b"], mode: stream, target: wh}}
+targets:
+  wh: {{kind: jdbc, url: 'postgresql+psycopg://u@127.0.0.1:1/db'}}
+""")  # fmt: skip
+    reads: list[str] = []
+    changes = BinlogChangeStream.changes
+
+    def counted(self: BinlogChangeStream, after: str, *args: Any, **kwargs: Any) -> Any:
+        reads.append(after)
+        return changes(self, after, *args, **kwargs)
+
+    monkeypatch.setattr(BinlogChangeStream, "changes", counted)
+    monkeypatch.setattr("sources.binlog_hub.REFRESH", 30.0)  # fresh however slow the machine
+    backends = []
+    for name in ("grp.a", "grp.b"):
+        src = cfg.sources[name]
+        assert isinstance(src, SqlSourceConfig)
+        backends.append(backend_of(name, src, SourceDatabase(name, src, None)))
+    try:
+        for backend in backends:
+            backend.open()
+        run_sql(source, "INSERT INTO a VALUES (1, 1)", "INSERT INTO b VALUES (2, 2)",
+                "INSERT INTO a VALUES (3, 3)")  # fmt: skip
+        got = [[c.new for t in backend.read(0, 100) for c in t.changes] for backend in backends]
+        assert got == [[{"id": "1", "v": "1"}, {"id": "3", "v": "3"}], [{"id": "2", "v": "2"}]]
+        assert len(reads) == 1
+    finally:
+        for backend in backends:
+            backend.close()
