@@ -96,6 +96,11 @@ class SourceOpener:
                 {name: fingerprint(src_cfg) for name, src_cfg in cfg.sources.items()},
                 config_path=self.config_path,
             )
+            from sources.stream import StreamSource, check_resumable
+
+            for name, source in sources.items():
+                if isinstance(source, StreamSource):
+                    check_resumable(source, checkpoints[name].high_water)
         except BaseException:
             for source in sources.values():
                 _undo_start(source)
@@ -253,7 +258,7 @@ def _undo_start(source: LimitedSource) -> None:
     if not isinstance(source, StreamSource):
         return
     try:
-        dropped = source.undo_start()
+        dropped = source.backend.undo()
     except Exception as error:  # noqa: BLE001 - the start's error is the one to raise
         log.error("source %s: the start failed, and what it made on the source could not be "
                   "dropped: %s; drop it with sluice reset", source.name, error)  # fmt: skip

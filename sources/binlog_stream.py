@@ -46,7 +46,8 @@ class MariaBackend:
         self._gtid = ""  # "domain-server-": a position is its sequence number
         self._start = 0
         self.what = f"table {WATERMARKS}"
-        self.shared = False  # each table reads the binary log itself
+        self.shared = False  # no slot: each table says nothing of how far the log may go
+        self.made_slot = False  # the server keeps its binary log, whoever reads it
         self.at_end = False
         self.reached = 0
 

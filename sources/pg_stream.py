@@ -171,6 +171,10 @@ class PgBackend:
     def close(self) -> None:
         give_back(self._slot, self._db.engine)
 
+    @property
+    def made_slot(self) -> bool:
+        return self._slot.made_slot
+
     def _quoted(self) -> str:
         quote = self._db.engine.dialect.identifier_preparer.quote
         return ".".join(quote(part) for part in self._table.split(".", 1))

@@ -295,10 +295,10 @@ class StreamSource(LimitedSource):
         """Drop what sluice keeps on the source for the stream (``cutover``, ``reset``)."""
         return self._stream.drop()
 
-    def undo_start(self) -> list[str]:
-        """Drop what :meth:`check` created on the source (a start that failed); what was
-        dropped. Errors are the caller's to log."""
-        return self._stream.undo()
+    @property
+    def backend(self) -> Backend:
+        """The engine's stream and table behind this source (see :mod:`sources.stream_backends`)."""
+        return self._stream
 
     def close(self) -> None:
         self._stream.close()
@@ -368,3 +368,15 @@ def take_spans(
         items.append(Item(name, last, payload, handle=epoch, version=progress.text,
                           rows=len(span)))  # fmt: skip
     return items
+
+
+def check_resumable(source: StreamSource, claimed: Sequence[int] | None) -> None:
+    """Raise :class:`ConfigError` when ``source`` resumes after ``claimed`` (the ledger's
+    mark) from a slot this start made: the changes in between are in no slot."""
+    if claimed is not None and source.backend.made_slot:
+        raise ConfigError(
+            f"source {source.name}: its stream resumes after position {list(claimed)}, but "
+            f"its slot {source.names.slot} was made by this start (the one before was "
+            "dropped, or the config names another): the changes in between are not in it; "
+            f"start it over with a new full load: sluice reset --source {source.name}"
+        )

@@ -83,6 +83,10 @@ class Backend(Protocol):
     at_end: bool  # the last read reached what was committed when it began
     reached: int  # the position the last read got to (past transactions of other tables)
 
+    @property
+    def made_slot(self) -> bool:
+        """This process made its slot: it holds no change from before."""
+
     def open(self) -> None: ...
     def columns(self) -> list[str]: ...
     def read(self, after: int, messages: int) -> list[Txn]: ...

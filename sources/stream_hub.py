@@ -85,6 +85,11 @@ class SharedSlot:
             self._opened.add(table)
             self._dropped = False
 
+    @property
+    def made_slot(self) -> bool:
+        """Whether this process made the slot (it holds nothing from before it)."""
+        return "slot" in self._stream.made
+
     # -- reading ----------------------------------------------------------------------
 
     def changes(

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from scheduler.commands.streams import drop_streams
 from spark_jobs.engines.postgresql.read import pin
 from tests.helpers import drain, write_config
 from tests.type_matrix import (
@@ -70,14 +71,17 @@ targets:
   wh: {{kind: jdbc, url: '{target}'}}
 batch: {{max_items: 1000, max_wait: 100ms}}
 """)  # fmt: skip
-    assert drain(cfg, path, spark).exit_code == 0  # the full load, from chunks
-    listed = ", ".join(["id", *columns, "n_identity"])
-    with engine.begin() as conn:  # every value again, through the slot
-        conn.exec_driver_sql("DELETE FROM matrix")
-        conn.exec_driver_sql(f"INSERT INTO matrix ({listed}) OVERRIDING SYSTEM VALUE "
-                             f"SELECT {listed} FROM matrix_seed")  # fmt: skip
-    engine.dispose()
-    assert drain(cfg, path, spark).exit_code == 0
+    try:
+        assert drain(cfg, path, spark).exit_code == 0  # the full load, from chunks
+        listed = ", ".join(["id", *columns, "n_identity"])
+        with engine.begin() as conn:  # every value again, through the slot
+            conn.exec_driver_sql("DELETE FROM matrix")
+            conn.exec_driver_sql(f"INSERT INTO matrix ({listed}) OVERRIDING SYSTEM VALUE "
+                                 f"SELECT {listed} FROM matrix_seed")  # fmt: skip
+        engine.dispose()
+        assert drain(cfg, path, spark).exit_code == 0
+    finally:
+        drop_streams(cfg)  # the server is the session's: leave no slot for the next test
 
     shown = [*(t for t, _ in PG_TYPES), "identity column", "generated column"]
     every = [*columns, "n_identity", "n_generated"]
