@@ -18,6 +18,7 @@ from typing import TypeVar
 import sqlalchemy as sa
 
 from sources.binlog_changes import BinlogChangeStream, BinlogRead, BinlogTransaction, reached
+from sources.stream_hub import Shared
 
 T = TypeVar("T")
 Guard = Callable[[Callable[[], T]], T]
@@ -71,30 +72,17 @@ class SharedBinlog:
             return ahead, read.position, self._at_end
 
 
-_readers: dict[tuple[str, str], tuple[SharedBinlog, int]] = {}
-_readers_lock = threading.Lock()
+
+_readers: Shared[SharedBinlog] = Shared()
 
 
 def take_binlog(url: sa.URL, group: str, label: str) -> SharedBinlog:
     """This process's :class:`SharedBinlog` of ``group`` on the server of ``url``; give it
-    back with :func:`give_back` (the last one forgets it)."""
+    back with :func:`give_back`."""
     key = (url.render_as_string(hide_password=True), group)
-    with _readers_lock:
-        found, users = _readers.get(key, (None, 0))
-        if found is None:
-            found = SharedBinlog(url, label)
-        _readers[key] = (found, users + 1)
-        return found
+    return _readers.take(key, lambda: SharedBinlog(url, label))
 
 
 def give_back(reader: SharedBinlog, url: sa.URL, group: str) -> None:
     """One table less reads ``reader``."""
-    key = (url.render_as_string(hide_password=True), group)
-    with _readers_lock:
-        found, users = _readers.get(key, (None, 0))
-        if found is not reader:
-            return
-        if users <= 1:
-            del _readers[key]
-        else:
-            _readers[key] = (found, users - 1)
+    _readers.give_back((url.render_as_string(hide_password=True), group), reader)

@@ -22,7 +22,7 @@ import time
 from bisect import bisect_right
 from collections.abc import Callable
 from itertools import accumulate
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import sqlalchemy as sa
 
@@ -31,6 +31,7 @@ from sources.pg_changes import PgChangeStream, StreamNames
 from spark_jobs.engines.postgresql.pgoutput import Transaction
 
 T = TypeVar("T")
+S = TypeVar("S")
 Guard = Callable[[Callable[[], T]], T]
 """Runs a call to the database under a permit of its budget, its errors as SourceError."""
 
@@ -169,31 +170,48 @@ class SharedSlot:
             return guard(self._stream.undo)
 
 
-_slots: dict[tuple[str, str], tuple[SharedSlot, int]] = {}
-_slots_lock = threading.Lock()
+class Shared(Generic[S]):
+    """This process's one instance per key of something several sources read (a slot, a
+    binary-log reader), counted: the last source to give it back forgets it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[tuple[str, str], tuple[S, int]] = {}
+
+    def take(self, key: tuple[str, str], make: Callable[[], S]) -> S:
+        """The instance of ``key``, made by ``make`` when there is none."""
+        with self._lock:
+            found, users = self._held.get(key, (None, 0))
+            if found is None:
+                found = make()
+            self._held[key] = (found, users + 1)
+            return found
+
+    def give_back(self, key: tuple[str, str], instance: S) -> None:
+        """One source less reads ``instance``."""
+        with self._lock:
+            found, users = self._held.get(key, (None, 0))
+            if found is not instance:
+                return
+            if users <= 1:
+                del self._held[key]
+            else:
+                self._held[key] = (found, users - 1)
+
+
+_slots: Shared[SharedSlot] = Shared()
+
+
+def _slot_key(engine: sa.Engine, slot: str) -> tuple[str, str]:
+    return engine.url.render_as_string(hide_password=True), slot
 
 
 def take_slot(engine: sa.Engine, names: StreamNames, label: str) -> SharedSlot:
     """This process's :class:`SharedSlot` of ``names`` on ``engine``'s database, for one of
-    its tables; :func:`give_back` when done with it (the last one forgets it)."""
-    key = (engine.url.render_as_string(hide_password=True), names.slot)
-    with _slots_lock:
-        found, users = _slots.get(key, (None, 0))
-        if found is None:
-            found = SharedSlot(engine, names, label)
-        _slots[key] = (found, users + 1)
-        return found
+    its tables; :func:`give_back` when done with it."""
+    return _slots.take(_slot_key(engine, names.slot), lambda: SharedSlot(engine, names, label))
 
 
 def give_back(slot: SharedSlot, engine: sa.Engine) -> None:
     """One table less reads ``slot``."""
-    key = (engine.url.render_as_string(hide_password=True), slot.names.slot)
-    with _slots_lock:
-        found, users = _slots.get(key, (None, 0))
-        if found is not slot:
-            return
-        if users <= 1:
-            del _slots[key]
-        else:
-            _slots[key] = (found, users - 1)
-
+    _slots.give_back(_slot_key(engine, slot.names.slot), slot)

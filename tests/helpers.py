@@ -35,6 +35,30 @@ def run_sql(url: str, *statements: str) -> None:
         engine.dispose()
 
 
+def scalar(url: str, query: str) -> Any:
+    """The one value ``query`` gives on the database at ``url``."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return conn.execute(sa.text(query)).scalar()
+    finally:
+        engine.dispose()
+
+
+def stream_leftovers(url: str) -> list[str]:
+    """The replication slots and publications of the PostgreSQL database at ``url``: what a
+    stream keeps there."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return list(conn.scalars(sa.text(
+                "SELECT slot_name FROM pg_replication_slots WHERE database = current_database() "
+                "UNION ALL SELECT pubname FROM pg_publication"
+            )))  # fmt: skip
+    finally:
+        engine.dispose()
+
+
 def seed_orders(url: str, rows: int, table: str = "orders") -> None:
     """Create ``table`` with a mix of types (and NULLs) and fill it."""
     engine = sa.create_engine(url)

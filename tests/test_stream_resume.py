@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from scheduler.commands.streams import drop_streams
 from tests.chaos.procs import SLUICE, Proc, base_env
-from tests.helpers import drain, write_config
+from tests.helpers import drain, scalar, write_config
 
 pytestmark = [pytest.mark.postgres, pytest.mark.spark]
 
@@ -38,13 +38,6 @@ def _run(url: str, sql: str) -> None:
         engine.dispose()
 
 
-def _one(url: str, query: str) -> Any:
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return conn.execute(sa.text(query)).scalar()
-    finally:
-        engine.dispose()
 
 
 def _rows(url: str, table: str = "notes") -> dict[int, int]:
@@ -58,14 +51,14 @@ def _rows(url: str, table: str = "notes") -> dict[int, int]:
 
 def _held(target: str) -> int:
     """The end LSN of the last transaction the target holds changes of (its position)."""
-    text = _one(target, "SELECT position FROM _sluice_streams WHERE source = 'resumed'")
+    text = scalar(target, "SELECT position FROM _sluice_streams WHERE source = 'resumed'")
     return int(json.loads(text)[0])
 
 
 def _confirmed(source: str) -> int:
     """The slot's ``confirmed_flush_lsn``: what the source server may forget."""
-    return int(_one(source, "SELECT confirmed_flush_lsn - '0/0'::pg_lsn FROM pg_replication_slots "
-                            "WHERE slot_name = 'sluice_resumed'"))  # fmt: skip
+    return int(scalar(source, "SELECT confirmed_flush_lsn - '0/0'::pg_lsn "
+                              "FROM pg_replication_slots WHERE slot_name = 'sluice_resumed'"))
 
 
 def _crash(path: Path, fault: str, log: Path) -> None:
@@ -105,30 +98,30 @@ batch: {{max_items: 15, max_wait: 50ms}}
 """)  # fmt: skip
     try:
         assert drain(cfg, path, spark).exit_code == 0  # the full load: each row written once
-        assert _one(target, "SELECT count(*) FROM seen") == ROWS
+        assert scalar(target, "SELECT count(*) FROM seen") == ROWS
 
         # 30 changes, one transaction each, in batches of at most 15: killed after the
         # first batch's commit, then restarted.
         for key in range(1, 31):
             _run(source, f"UPDATE notes SET v = 1 WHERE id = {key}")
         _crash(path, "after_target_commit:1", tmp_path / "crash.log")
-        assert 0 < _one(target, "SELECT count(*) FROM seen WHERE v = 1") < 30
+        assert 0 < scalar(target, "SELECT count(*) FROM seen WHERE v = 1") < 30
         assert _confirmed(source) <= _held(target)
         assert drain(cfg, path, spark).exit_code == 0
         assert _rows(target) == _rows(source)
         # Each change applied once; the table not loaded again.
-        assert _one(target, "SELECT count(*) FROM seen") == ROWS + 30
+        assert scalar(target, "SELECT count(*) FROM seen") == ROWS + 30
         assert _confirmed(source) <= _held(target)
 
         # One transaction of 60 changes, split across batches of 15: killed after the
         # first, the rest of that transaction must still come from the slot.
         _run(source, "UPDATE notes SET v = 2")
         _crash(path, "after_target_commit:1", tmp_path / "split.log")
-        assert _one(target, "SELECT count(*) FROM notes WHERE v = 2") == 15
+        assert scalar(target, "SELECT count(*) FROM notes WHERE v = 2") == 15
         assert _confirmed(source) <= _held(target)
         assert drain(cfg, path, spark).exit_code == 0
         assert _rows(target) == _rows(source)
-        assert _one(target, "SELECT count(*) FROM seen") == ROWS + 30 + ROWS
+        assert scalar(target, "SELECT count(*) FROM seen") == ROWS + 30 + ROWS
     finally:
         drop_streams(cfg)
 
@@ -171,7 +164,7 @@ batch: {{max_items: 15, max_wait: 50ms}}
     assert sorted(cfg.sources) == ["grp.a", "grp.b", "grp.c"]
     try:
         assert drain(cfg, path, spark).exit_code == 0
-        assert _one(target, "SELECT count(*) FROM seen") == 60
+        assert scalar(target, "SELECT count(*) FROM seen") == 60
         for key in range(1, 11):  # one table at a time, then all three in one transaction
             _run(source, f"UPDATE {tables[key % 3]} SET v = 1 WHERE id = {key}")
         _run(source, "UPDATE a SET v = 2; UPDATE b SET v = 2; UPDATE c SET v = 2")
@@ -179,9 +172,9 @@ batch: {{max_items: 15, max_wait: 50ms}}
         assert drain(cfg, path, spark).exit_code == 0
         for t in tables:
             assert _rows(target, t) == _rows(source, t), t
-        assert _one(target, "SELECT count(*) FROM seen") == 60 + 10 + 60
-        assert _one(target, "SELECT count(*) FROM seen WHERE v = 2") == 60
-        assert _one(source, "SELECT count(*) FROM pg_replication_slots "
+        assert scalar(target, "SELECT count(*) FROM seen") == 60 + 10 + 60
+        assert scalar(target, "SELECT count(*) FROM seen WHERE v = 2") == 60
+        assert scalar(source, "SELECT count(*) FROM pg_replication_slots "
                             "WHERE database = current_database()") == 1  # fmt: skip
     finally:
         drop_streams(cfg)

@@ -25,7 +25,7 @@ from scheduler.commands.cutover import run_cutover
 from scheduler.daemon import Daemon
 from sinks.spark import SparkSink
 from sources.stream import StreamSource
-from tests.helpers import write_config
+from tests.helpers import stream_leftovers, write_config
 
 pytestmark = [pytest.mark.postgres, pytest.mark.spark]
 
@@ -151,16 +151,6 @@ def versions_only_grow(target: str) -> None:
         last[key] = version
 
 
-def _slots(url: str) -> list[str]:
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return list(conn.scalars(sa.text(
-                "SELECT slot_name FROM pg_replication_slots UNION ALL "
-                "SELECT pubname FROM pg_publication"
-            )))  # fmt: skip
-    finally:
-        engine.dispose()
 
 
 @pytest.mark.parametrize("engine_name", ["postgresql", "mysql"])
@@ -197,7 +187,7 @@ def test_a_live_table_is_loaded_and_followed_exactly_once_across_restarts(
     versions_only_grow(target)
     if engine_name == "postgresql":
         assert report.streams == ["items: dropped slot sluice_items and publication sluice_items"]
-        assert _slots(source) == []
+        assert stream_leftovers(source) == []
     else:
         assert report.streams == ["items: dropped table sluice_watermarks"]
 

@@ -21,7 +21,7 @@ from config.models import SqlSourceConfig
 from scheduler.commands.cutover import run_cutover
 from scheduler.daemon import Daemon
 from sinks.spark import SparkSink
-from tests.helpers import drain, run_sql, write_config
+from tests.helpers import drain, run_sql, scalar, write_config
 
 pytestmark = [pytest.mark.postgres, pytest.mark.spark]
 
@@ -155,7 +155,7 @@ def test_fifty_tables_stream_through_one_slot_and_one_publication(
         f"CREATE TABLE {t} (id integer PRIMARY KEY, v bigint, note text)",
         f"INSERT INTO {t} SELECT i, i, concat('row ', i) FROM generate_series(1, 20) i",
     )])  # fmt: skip
-    assert int(_one(source, "SHOW max_replication_slots")) < MANY
+    assert int(scalar(source, "SHOW max_replication_slots")) < MANY
     path, cfg = write_config(tmp_path, f"""
 ledger: sqlite:///ledger.db
 sources:
@@ -183,9 +183,9 @@ batch: {{max_items: 100, max_wait: 50ms}}
 
     def watch() -> None:
         while not stop.wait(0.2):
-            seen.append((int(_one(source, "SELECT count(*) FROM pg_replication_slots "
+            seen.append((int(scalar(source, "SELECT count(*) FROM pg_replication_slots "
                                           "WHERE database = current_database()")),
-                         int(_one(source, "SELECT count(*) FROM pg_publication"))))  # fmt: skip
+                         int(scalar(source, "SELECT count(*) FROM pg_publication"))))  # fmt: skip
 
     threads = [threading.Thread(target=write), threading.Thread(target=watch)]
     for thread in threads:
@@ -201,26 +201,19 @@ batch: {{max_items: 100, max_wait: 50ms}}
             thread.join()
     assert summary.exit_code == 0
     assert seen and set(seen) == {(1, 1)}, seen
-    assert int(_one(source, "SELECT count(*) FROM pg_publication_tables")) == MANY
+    assert int(scalar(source, "SELECT count(*) FROM pg_publication_tables")) == MANY
 
     run_sql(source, *[f"UPDATE {t} SET note = 'last' WHERE id = 3" for t in names[::7]])
     report = run_cutover(spark, cfg, path)
     assert report.ready, report.problems
     for table in names:
         assert _rows(target, table) == _rows(source, table), table
-    assert _one(source, "SELECT count(*) FROM pg_replication_slots "
+    assert scalar(source, "SELECT count(*) FROM pg_replication_slots "
                         "WHERE database = current_database()") == 0
     assert report.streams == [f"shop: dropped slot sluice_shop and publication sluice_shop "
                               f"(tables {', '.join(names)})"]  # fmt: skip
 
 
-def _one(url: str, query: str) -> Any:
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return conn.execute(sa.text(query)).scalar()
-    finally:
-        engine.dispose()
 
 
 def test_the_tables_of_a_mariadb_group_read_the_binary_log_once_for_all(

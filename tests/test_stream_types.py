@@ -49,6 +49,18 @@ def _texts(url: str, columns: list[str]) -> dict[Any, tuple[Any, ...]]:
         engine.dispose()
 
 
+def _config(source: str, target: str) -> str:
+    return f"""
+ledger: sqlite:///ledger.db
+sources:
+  matrix: {{kind: sql, url: '{source}', table: matrix, key: id, mode: stream,
+           target: wh.matrix}}
+targets:
+  wh: {{kind: jdbc, url: '{target}'}}
+batch: {{max_items: 1000, max_wait: 100ms}}
+"""
+
+
 def test_every_postgresql_type_goes_through_the_slot_as_it_was(
     tmp_path: Path, logical_pg: Any, pg_factory: Any, spark: Any
 ) -> None:
@@ -62,15 +74,7 @@ def test_every_postgresql_type_goes_through_the_slot_as_it_was(
                         "TimeZone = 'Pacific/Chatham'", "extra_float_digits = 0"):  # fmt: skip
             conn.exec_driver_sql(f"ALTER DATABASE {database} SET {setting}")
         conn.exec_driver_sql("CREATE TABLE matrix_seed AS SELECT * FROM matrix")
-    path, cfg = write_config(tmp_path, f"""
-ledger: sqlite:///ledger.db
-sources:
-  matrix: {{kind: sql, url: '{source}', table: matrix, key: id, mode: stream,
-           target: wh.matrix}}
-targets:
-  wh: {{kind: jdbc, url: '{target}'}}
-batch: {{max_items: 1000, max_wait: 100ms}}
-""")  # fmt: skip
+    path, cfg = write_config(tmp_path, _config(source, target))
     try:
         assert drain(cfg, path, spark).exit_code == 0  # the full load, from chunks
         listed = ", ".join(["id", *columns, "n_identity"])
@@ -109,15 +113,7 @@ def test_every_mariadb_type_goes_through_the_binary_log_as_the_mapping_says(
         # (refused by name: the target table is made first then); the keyset matrix has it.
         conn.exec_driver_sql("ALTER TABLE matrix DROP COLUMN n_generated")
         conn.exec_driver_sql("CREATE TABLE matrix_seed AS SELECT * FROM matrix")
-    path, cfg = write_config(tmp_path, f"""
-ledger: sqlite:///ledger.db
-sources:
-  matrix: {{kind: sql, url: '{source}', table: matrix, key: id, mode: stream,
-           target: wh.matrix}}
-targets:
-  wh: {{kind: jdbc, url: '{target}'}}
-batch: {{max_items: 1000, max_wait: 100ms}}
-""")  # fmt: skip
+    path, cfg = write_config(tmp_path, _config(source, target))
     assert drain(cfg, path, spark).exit_code == 0  # the full load, from chunks
     listed = ", ".join(["id", *(f"`{c}`" for c in columns)])
     with engine.begin() as conn:  # every value again, through the binary log

@@ -21,7 +21,7 @@ from config.models import SqlSourceConfig
 from scheduler.commands.cutover import run_cutover
 from sources.pg_stream import PgBackend
 from sources.sqldb import SourceDatabase
-from tests.helpers import drain, write_config
+from tests.helpers import drain, stream_leftovers, write_config
 
 pytestmark = [pytest.mark.postgres, pytest.mark.spark]
 
@@ -133,7 +133,7 @@ def test_out_of_line_values_stay_through_updates_key_moves_and_both_in_one_trans
     assert all(row[3] >= 22_000 for row in got.values())  # no large value lost
     report = run_cutover(spark, cfg, path)
     assert report.ready, report.problems
-    assert _kept(source) == []
+    assert stream_leftovers(source) == []
 
 
 def test_a_start_refused_part_way_leaves_no_slot_and_names_the_table(
@@ -155,7 +155,7 @@ def test_a_start_refused_part_way_leaves_no_slot_and_names_the_table(
     with pytest.raises(ConfigError, match=r"source docs: table public.docs has no primary key.*"
                                           r"REPLICA IDENTITY FULL"):  # fmt: skip
         Daemon(cfg, config_path=str(path)).run(until_drained=True)
-    assert _kept(source) == []
+    assert stream_leftovers(source) == []
 
     _run(source, "ALTER TABLE docs REPLICA IDENTITY FULL")  # every column in the old row
     cfg_docs = cfg.sources["docs"]
@@ -164,24 +164,13 @@ def test_a_start_refused_part_way_leaves_no_slot_and_names_the_table(
     try:
         backend = PgBackend("docs", cfg_docs, SourceDatabase("docs", cfg_docs, engine))
         backend.open()
-        assert sorted(_kept(source)) == ["sluice_docs", "sluice_docs"]
+        assert sorted(stream_leftovers(source)) == ["sluice_docs", "sluice_docs"]
         assert backend.undo() == ["slot sluice_docs", "publication sluice_docs"]
     finally:
         engine.dispose()
-    assert _kept(source) == []
+    assert stream_leftovers(source) == []
 
 
-def _kept(url: str) -> list[str]:
-    """The slots and publications of ``url``'s database."""
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return list(conn.scalars(sa.text(
-                "SELECT slot_name FROM pg_replication_slots WHERE database = current_database() "
-                "UNION ALL SELECT pubname FROM pg_publication"
-            )))  # fmt: skip
-    finally:
-        engine.dispose()
 
 
 @pytest.mark.parametrize("engine_name", ["postgresql", "mysql"])
@@ -227,7 +216,7 @@ def _kept_on(url: str) -> list[str]:
     """What a stream keeps on ``url``'s database: slots and publications, or sluice's
     watermark table."""
     if sa.make_url(url).get_backend_name() == "postgresql":
-        return _kept(url)
+        return stream_leftovers(url)
     engine = sa.create_engine(url)
     try:
         with engine.connect() as conn:
