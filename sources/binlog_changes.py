@@ -25,6 +25,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from config.connections import CONNECT_TIMEOUT, keep_alive
 from config.errors import ConfigError, SourceError
 from config.secrets import redact_url
 
@@ -181,6 +182,7 @@ class BinlogChangeStream:
             return BinlogRead(done, position)
         reader = BinLogStreamReader(
             connection_settings=self._settings(), server_id=self.server_id, blocking=True,
+            pymysql_wrapper=_kept_alive,
             is_mariadb=True, auto_position=after or "0-0-0", slave_heartbeat=1.0,
             only_events=[MariadbGtidEvent, XidEvent, QueryEvent, WriteRowsEvent,
                          UpdateRowsEvent, DeleteRowsEvent, HeartbeatLogEvent],
@@ -256,7 +258,8 @@ class BinlogChangeStream:
     def _settings(self) -> dict[str, Any]:
         url = self._url
         return {"host": url.host or "127.0.0.1", "port": url.port or 3306,
-                "user": url.username or "root", "password": url.password or ""}  # fmt: skip
+                "user": url.username or "root", "password": url.password or "",
+                "connect_timeout": CONNECT_TIMEOUT}  # fmt: skip
 
     def _one_row(self, sql: str) -> tuple[Any, ...]:
         connection = self._connect()
@@ -284,9 +287,20 @@ class BinlogChangeStream:
 
         database = self._url.database or None
         try:
-            return pymysql.connect(**self._settings(), database=database, connect_timeout=10)
+            return _kept_alive(**self._settings(), database=database)
         except pymysql.err.OperationalError as error:
             raise SourceError(f"{self.label}: cannot reach the database: {error}") from error
+
+
+def _kept_alive(**settings: Any) -> Any:
+    """A PyMySQL connection with sluice's TCP keepalives (:mod:`config.connections`): a
+    replica read from a server that went away without a word fails within about a minute
+    instead of waiting for the operating system's two hours."""
+    import pymysql  # the mysql extra: sluice imports without it
+
+    connection = pymysql.connect(**settings)
+    keep_alive(connection)
+    return connection
 
 
 def _row_changes(event: Any) -> list[RowChange]:

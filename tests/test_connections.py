@@ -68,3 +68,38 @@ def test_mysql_connections_keep_alive(mariadb_factory: Any) -> None:
     assert _mysql_socket(url) == (1, KEEPALIVES["keepalives_idle"],
                                   KEEPALIVES["keepalives_interval"],
                                   KEEPALIVES["keepalives_count"])  # fmt: skip
+
+
+@pytest.mark.mariadb
+def test_the_binary_log_readers_connections_keep_alive(
+    binlog_mariadb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replica connections a change stream reads the binary log on (the library's
+    control and stream connections) carry the same keepalives."""
+    import sources.binlog_changes as binlog
+
+    url = binlog_mariadb.create("keepalive")
+    seen: list[tuple[int, int, int, int]] = []
+    keep = binlog.keep_alive
+
+    def recorded(connection: Any) -> None:
+        keep(connection)
+        sock = connection._sock
+        seen.append((sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+                     sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+                     sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL),
+                     sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT)))  # fmt: skip
+
+    monkeypatch.setattr(binlog, "keep_alive", recorded)
+    stream = binlog.BinlogChangeStream(url, ["t"], "source t")
+    start = stream.check()
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE t (id integer PRIMARY KEY)")
+        conn.exec_driver_sql("INSERT INTO t VALUES (1)")
+    engine.dispose()
+    read = stream.changes(start)
+    assert [c.new for t in read.transactions for c in t.changes] == [{"id": 1}]
+    expected = (1, KEEPALIVES["keepalives_idle"], KEEPALIVES["keepalives_interval"],
+                KEEPALIVES["keepalives_count"])  # fmt: skip
+    assert len(seen) >= 3 and set(seen) == {expected}  # check's, and the reader's two
