@@ -6,8 +6,8 @@ TCP keepalives: the command line calls it first thing, and so do the load
 tasks' processes (:func:`spark_jobs.jdbc.sql_engine`), on this machine or on a
 cluster's executors. The connections made without SQLAlchemy take the same
 settings where they are made: a PostgreSQL read's (:func:`libpq_keepalives`),
-a PyMySQL read's and the binary-log reader's (:func:`keep_alive`). connectorx's
-reads keep their library's settings.
+a PyMySQL read's and the binary-log reader's (:func:`keep_alive`), connectorx's
+(in its URL: :func:`spark_jobs.engines.mysql.read.connectorx_url`).
 
 - **Connect timeout**: a PostgreSQL connection gives up after
   :data:`CONNECT_TIMEOUT` seconds (libpq's ``PGCONNECT_TIMEOUT``, unless the

@@ -4,6 +4,8 @@ tasks' workers: a database that goes silent mid-query fails the query within abo
 from __future__ import annotations
 
 import socket
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -103,3 +105,48 @@ def test_the_binary_log_readers_connections_keep_alive(
     expected = (1, KEEPALIVES["keepalives_idle"], KEEPALIVES["keepalives_interval"],
                 KEEPALIVES["keepalives_count"])  # fmt: skip
     assert len(seen) >= 3 and set(seen) == {expected}  # check's, and the reader's two
+
+
+
+def _keepalive_timer(local_port: int) -> bool | None:
+    """Whether the keepalive timer of this machine's TCP connection from ``local_port`` runs
+    (``/proc/net/tcp``'s timer 2); None when there is no such connection."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].split(":")[1], 16) == local_port:
+            return fields[5].split(":")[0] == "02"
+    return None
+
+
+@pytest.mark.mariadb
+def test_connectorx_reads_keep_alive(mariadb_factory: Any) -> None:
+    """A MariaDB read by connectorx (the Rust driver, outside Python's sockets) runs on a
+    connection whose keepalive timer runs. Read over TCP: on the database's own host the
+    driver would take the server's Unix socket."""
+    import threading
+
+    connectorx = pytest.importorskip("connectorx")
+    from spark_jobs.engines.mysql.read import connectorx_url
+
+    url = mariadb_factory.create("keepalive")
+    over_tcp = connectorx_url(url) + "&prefer_socket=false"
+    reading = threading.Thread(target=connectorx.read_sql,
+                               args=(over_tcp, "SELECT SLEEP(3) AS keepalive_probe"),
+                               kwargs={"return_type": "arrow"})  # fmt: skip
+    reading.start()
+    engine = sa.create_engine(url)
+    try:
+        host = None
+        deadline = time.monotonic() + 10
+        while host is None and time.monotonic() < deadline:
+            with engine.connect() as conn:  # the server says which client port runs it
+                host = conn.execute(sa.text(
+                    "SELECT host FROM information_schema.processlist "
+                    "WHERE info LIKE 'SELECT SLEEP(3) AS keepalive_probe%'"
+                )).scalar()  # fmt: skip
+            time.sleep(0.05)
+        assert host is not None, "the read never showed in the server's process list"
+        assert _keepalive_timer(int(str(host).rsplit(":", 1)[1])) is True
+    finally:
+        reading.join()
+        engine.dispose()

@@ -65,12 +65,20 @@ def has_reader() -> bool:
 
 def connectorx_url(url: str | sa.URL) -> str:
     """ConnectorX's URL for a SQLAlchemy MySQL URL: ``mysql://user:password@host:port/db``
-    (the driver and the query's options left out)."""
+    (the driver and the query's options left out), with sluice's connect timeout and TCP
+    keepalives (:mod:`config.connections`) in the Rust driver's terms."""
+    from config.connections import CONNECT_TIMEOUT, KEEPALIVES
+
     parsed = sa.make_url(url)
     user = quote(parsed.username or "", safe="")
     password = "" if parsed.password is None else ":" + quote(str(parsed.password), safe="")
     at = f"{user}{password}@" if user or password else ""
-    return f"mysql://{at}{parsed.host or 'localhost'}:{parsed.port or 3306}/{parsed.database or ''}"
+    where = f"{parsed.host or 'localhost'}:{parsed.port or 3306}/{parsed.database or ''}"
+    options = (f"tcp_connect_timeout_ms={CONNECT_TIMEOUT * 1000}"
+               f"&tcp_keepalive_time_ms={KEEPALIVES['keepalives_idle'] * 1000}"
+               f"&tcp_keepalive_probe_interval_secs={KEEPALIVES['keepalives_interval']}"
+               f"&tcp_keepalive_probe_count={KEEPALIVES['keepalives_count']}")  # fmt: skip
+    return f"mysql://{at}{where}?{options}"
 
 
 def read_expression(read: str, carrier: pa.DataType, column: Column) -> str:
