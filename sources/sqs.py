@@ -132,15 +132,19 @@ class SqsSource(LimitedSource):
             ("queue", self.cfg.queue_url),
             ("dead-letter queue", self.cfg.dead_letter_queue_url),
         ]
-        for what, url in queues:
-            if url is None:
-                continue
-            try:
-                self._sqs.attributes(f"check {what}", url, ["QueueArn"])
-            except SourceError as exc:
-                if exc.transient:
-                    raise
-                raise ConfigError(f"{exc} (region {self.cfg.region})") from exc
+        calls = self._sqs.quick()  # one short try: an endpoint away is waited for later
+        try:
+            for what, url in queues:
+                if url is None:
+                    continue
+                try:
+                    calls.attributes(f"check {what}", url, ["QueueArn"])
+                except SourceError as exc:
+                    if exc.transient:
+                        raise
+                    raise ConfigError(f"{exc} (region {self.cfg.region})") from exc
+        finally:
+            calls.close()
 
     def backlog(self) -> int:
         """Messages waiting in the queue (SQS's ``ApproximateNumberOfMessages``).

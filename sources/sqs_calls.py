@@ -71,6 +71,15 @@ class QueueCalls:
         self._owns_client = client is None
         self.client = client if client is not None else make_client(name, cfg)
 
+    def quick(self) -> QueueCalls:
+        """Calls of one short try each (:data:`START_CHECK`), for the start's check; the
+        client given to this one where there was one. Close it after."""
+        if not self._owns_client:
+            return QueueCalls(self.name, self.cfg, self.client)
+        calls = QueueCalls(self.name, self.cfg, make_client(self.name, self.cfg, quick=True))
+        calls._owns_client = True
+        return calls
+
     def call(self, what: str, call: Callable[..., Any], url: str, **params: Any) -> Any:
         """One SQS request, its errors turned into sluice errors naming source and queue."""
         try:
@@ -185,8 +194,14 @@ class QueueCalls:
         return redact_text(text, [s.get_secret_value() for s in secrets if s is not None])
 
 
-def make_client(name: str, cfg: SqsSourceConfig) -> Any:
-    """A boto3 SQS client for source ``name``; :class:`ConfigError` for half a key pair."""
+START_CHECK = {"connect_timeout": 2, "read_timeout": 5, "total_max_attempts": 1}
+"""The start check's client: one try of a few seconds. An endpoint away or hung at start is
+waited for in the background (the source starts empty), not by holding the others' start."""
+
+
+def make_client(name: str, cfg: SqsSourceConfig, *, quick: bool = False) -> Any:
+    """A boto3 SQS client for source ``name`` (``quick``: :data:`START_CHECK`'s);
+    :class:`ConfigError` for half a key pair."""
     # Off EC2, boto3's instance-metadata probe takes seconds and then fails
     # vaguely; without it a missing credential is a clear error at check().
     os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
@@ -198,11 +213,15 @@ def make_client(name: str, cfg: SqsSourceConfig) -> Any:
     # None for both: boto3's standard credential chain.
     key_id = None if cfg.access_key_id is None else cfg.access_key_id.get_secret_value()
     secret = None if cfg.secret_access_key is None else cfg.secret_access_key.get_secret_value()
-    config = Config(
-        connect_timeout=5,
-        read_timeout=MAX_WAIT + 10,
-        retries={"mode": "standard", "max_attempts": 3},
-    )
+    config = (
+        Config(connect_timeout=START_CHECK["connect_timeout"],
+               read_timeout=START_CHECK["read_timeout"],
+               retries={"mode": "standard",
+                        "total_max_attempts": START_CHECK["total_max_attempts"]})
+        if quick else
+        Config(connect_timeout=5, read_timeout=MAX_WAIT + 10,
+               retries={"mode": "standard", "max_attempts": 3})
+    )  # fmt: skip
     # A session per source: boto3's default session is not safe to share across threads.
     session = boto3.session.Session()
     return session.client(
