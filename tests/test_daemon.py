@@ -239,7 +239,7 @@ def test_a_message_of_a_key_another_daemon_imports_is_deleted_only_once_that_bat
     clock = SqsClock()
     make_client = sqs_calls.make_client
     monkeypatch.setattr(sqs_calls, "make_client",
-                        lambda name, cfg: clock.watch(make_client(name, cfg)))
+                        lambda name, cfg, **how: clock.watch(make_client(name, cfg, **how)))
     sink = WatchedSink(auto_complete=False)
     # max_receives 1: receives of a message held off must not make it poison.
     daemon = sqs_daemon(tmp_path, moto_server, queue, sink, visibility="300s", max_receives=1)

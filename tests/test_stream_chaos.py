@@ -24,10 +24,10 @@ import sqlalchemy as sa
 
 from tests.chaos.procs import SLUICE, Proc, base_env, sluice
 from tests.conftest import need, spark_missing_reason
+from tests.helpers import stream_leftovers
 from tests.test_stream_source import (
     Writer,
     _rows,
-    _slots,
     _watch_versions,
     make_source,
     versions_only_grow,
@@ -124,7 +124,7 @@ def test_a_live_table_streamed_through_kills_and_hot_hot_daemons_ends_equal(
     assert set(got) == set(want)
     versions_only_grow(target)
     if engine_name == "postgresql":
-        assert _slots(source) == []
+        assert stream_leftovers(source) == []
     else:
         engine = sa.create_engine(source)
         with engine.connect() as conn:
