@@ -109,7 +109,7 @@ def test_out_of_line_values_stay_through_updates_key_moves_and_both_in_one_trans
         return got
 
     monkeypatch.setattr(PgBackend, "chunk", chunk_then_change)
-    drain(cfg, path, spark)
+    assert drain(cfg, path, spark).exit_code == 0
     monkeypatch.undo()
     assert len(chunks) >= 2
 
@@ -124,7 +124,7 @@ def test_out_of_line_values_stay_through_updates_key_moves_and_both_in_one_trans
         _run(source, f"UPDATE docs SET id = id + {step} WHERE id IN (28, 29, {28 + 4000}, "
                      f"{29 + 4000})")  # fmt: skip
     _run(source, f"UPDATE docs SET body = {BIG} WHERE id = 30", salt="new")
-    drain(cfg, path, spark)
+    assert drain(cfg, path, spark).exit_code == 0
 
     got, want = _rows(target), _rows(source)
     assert {k: (got.get(k), v) for k, v in want.items() if got.get(k) != v} == {}
@@ -188,9 +188,9 @@ def test_reset_of_a_stream_drops_what_it_keeps_on_the_source_and_its_position(
     _run(source, "CREATE TABLE notes (id integer PRIMARY KEY, v integer);"
                  "INSERT INTO notes VALUES (1, 1), (2, 2), (3, 3)")  # fmt: skip
     path, cfg = write_config(tmp_path, _config(source, target, table="notes"))
-    drain(cfg, path, spark)
+    assert drain(cfg, path, spark).exit_code == 0
     _run(source, "UPDATE notes SET v = 5 WHERE id = 2")
-    drain(cfg, path, spark)
+    assert drain(cfg, path, spark).exit_code == 0
     assert _position(target) is not None
     assert _kept_on(source) != []
     if engine_name == "postgresql":
