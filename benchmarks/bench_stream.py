@@ -376,14 +376,21 @@ def stop_daemon(daemon: subprocess.Popen[bytes] | None) -> None:
         daemon.wait()
 
 
-def wait_loaded(target: str, daemon: subprocess.Popen[bytes], folder: Path) -> None:
-    """Until the target holds every row of the full load (nothing else writes yet)."""
+def wait_loaded(target: str, daemon: subprocess.Popen[bytes], folder: Path,
+                count: str = "SELECT count(*) FROM items", rows: int = ROWS) -> None:  # fmt: skip
+    """Until ``count`` on the target gives ``rows``: every row of the full load is there
+    (nothing else writes yet; a table sluice has not made yet counts as empty)."""
     engine = sa.create_engine(target)
     deadline = time.monotonic() + LOAD_TIMEOUT
     stop = threading.Event()
     try:
         with engine.connect() as conn:
-            while conn.scalar(sa.text("SELECT count(*) FROM items")) < ROWS:
+            while True:
+                try:
+                    if int(conn.scalar(sa.text(count)) or 0) >= rows:
+                        return
+                except sa.exc.ProgrammingError:
+                    pass  # a table not made yet
                 conn.rollback()
                 if daemon.poll() is not None:
                     tail = (folder / "daemon.log").read_text(errors="replace")[-3000:]

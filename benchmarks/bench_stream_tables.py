@@ -37,7 +37,6 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -56,6 +55,7 @@ from benchmarks.bench_stream import (  # noqa: E402
     run_cutover,
     start_daemon,
     stop_daemon,
+    wait_loaded,
 )
 from benchmarks.common import Server, report  # noqa: E402
 from tests.servers import LogicalPostgres  # noqa: E402
@@ -67,7 +67,6 @@ SECONDS = float(os.environ.get("SECONDS", "30"))
 ADMIN = os.environ.get("SLUICE_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 PER_TXN = 100  # half inserts of new keys, half updates
 SAMPLE = 0.5
-LOAD_TIMEOUT = 900.0
 COLUMNS = ("id bigint PRIMARY KEY, name text NOT NULL, amount numeric(14,2), "
            "changed_at timestamptz NOT NULL, version bigint NOT NULL")  # fmt: skip
 NAMES = [f"t{n:03d}" for n in range(TABLES)]
@@ -96,7 +95,8 @@ targets:
 """)  # fmt: skip
         started = time.monotonic()
         daemon = start_daemon(folder)
-        _wait_loaded(target, daemon)
+        counts = " UNION ALL ".join(f"SELECT count(*) AS n FROM {t}" for t in NAMES)
+        wait_loaded(target, daemon, folder, f"SELECT sum(n) FROM ({counts}) AS c", TABLES * ROWS)
         print(f"load: {TABLES} tables of {ROWS:,} rows in {time.monotonic() - started:.1f} s "
               "(from the daemon's start)", flush=True)  # fmt: skip
 
@@ -170,28 +170,6 @@ def _one(url: str, query: str) -> int:
     try:
         with engine.connect() as conn:
             return int(conn.execute(sa.text(query)).scalar() or 0)
-    finally:
-        engine.dispose()
-
-
-def _wait_loaded(target: str, daemon: subprocess.Popen[bytes]) -> None:
-    engine = sa.create_engine(target)
-    deadline = time.monotonic() + LOAD_TIMEOUT
-    counts = " UNION ALL ".join(f"SELECT count(*) AS n FROM {t}" for t in NAMES)
-    try:
-        while True:
-            with engine.connect() as conn:
-                try:
-                    if int(conn.execute(sa.text(f"SELECT sum(n) FROM ({counts}) AS c")).scalar()
-                           or 0) >= TABLES * ROWS:  # fmt: skip
-                        return
-                except sa.exc.ProgrammingError:
-                    pass  # a table not made yet
-            if daemon.poll() is not None:
-                raise SystemExit("the daemon exited during the load")
-            if time.monotonic() > deadline:
-                raise SystemExit(f"the load was not done after {LOAD_TIMEOUT:.0f} s")
-            time.sleep(0.5)
     finally:
         engine.dispose()
 

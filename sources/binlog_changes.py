@@ -93,6 +93,11 @@ def _domains(position: str) -> dict[str, int]:
     return found
 
 
+def sequence(position: str) -> int:
+    """A one-domain position's (or GTID's) sequence number; 0 for none."""
+    return int(position.rsplit("-", 1)[1]) if position else 0
+
+
 def reached(position: str, target: str) -> bool:
     """Whether ``position`` is at or past ``target`` (a position or a GTID) in every domain
     ``target`` names."""

@@ -12,24 +12,20 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from typing import TypeVar
 
 import sqlalchemy as sa
 
-from sources.binlog_changes import BinlogChangeStream, BinlogRead, BinlogTransaction, reached
-from sources.stream_hub import Shared
-
-T = TypeVar("T")
-Guard = Callable[[Callable[[], T]], T]
+from sources.binlog_changes import (
+    BinlogChangeStream,
+    BinlogRead,
+    BinlogTransaction,
+    reached,
+    sequence,
+)
+from sources.stream_hub import Guard, Shared
 
 REFRESH = 0.2
 """Seconds a read answers the group's other tables before the log is read again."""
-
-
-def _sequence(position: str) -> int:
-    """A one-domain position's sequence number (0 for none)."""
-    return int(position.rsplit("-", 1)[1]) if position else 0
 
 
 class SharedBinlog:
@@ -56,7 +52,7 @@ class SharedBinlog:
         """The transactions past ``after`` that changed one of the tables (or wrote a
         watermark), the position the read reached, and whether that is the server's end
         when the read began."""
-        start = _sequence(after)
+        start = sequence(after)
         with self._lock:
             fresh = time.monotonic() - self._read_at <= REFRESH and len(self._tables) > 1
             if not (fresh and self._read is not None and self._from <= start):
@@ -68,7 +64,7 @@ class SharedBinlog:
                 self._read_at = time.monotonic()
             read = self._read
             assert read is not None
-            ahead = [t for t in read.transactions if _sequence(t.gtid) > start]
+            ahead = [t for t in read.transactions if sequence(t.gtid) > start]
             return ahead, read.position, self._at_end
 
 

@@ -67,7 +67,7 @@ class MariaBackend:
         return list(self._described())
 
     def read(self, after: int, messages: int) -> list[Txn]:
-        from sources.binlog_changes import RowChange, reached
+        from sources.binlog_changes import RowChange, reached, sequence
         from spark_jobs.engines.mysql.stream_text import from_binlog, postgres_row
 
         columns = self._described()
@@ -88,8 +88,8 @@ class MariaBackend:
             read = self._db.guard(lambda: self._stream.changes(position, max(2_000, messages)))
             found, reached_at = read.transactions, read.position
             self.at_end = reached(read.position, end) if read.position else not end
-        self.reached = int(reached_at.rsplit("-", 1)[1]) if reached_at else 0
-        return [Txn(int(t.gtid.rsplit("-", 1)[1]), t.committed_at.timestamp(),
+        self.reached = sequence(reached_at)
+        return [Txn(sequence(t.gtid), t.committed_at.timestamp(),
                     [RowChange(c.op, c.table, text(c.new), text(c.old)) for c in t.changes
                      if c.table == self._qualified],
                     [m.decode() for p, m in t.messages if p == PREFIX])

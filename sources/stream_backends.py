@@ -24,8 +24,6 @@ from sources.pg_changes import StreamNames, stream_names
 from spark_jobs.change_batches import Key, StreamEvent
 from spark_jobs.engines.postgresql.pgoutput import UNCHANGED
 
-Guard = Callable[[Callable[[], Any]], Any]
-
 
 def names_of(name: str, cfg: SqlSourceConfig) -> StreamNames:
     """The publication and slot of a PostgreSQL stream source: the config's, or sluice's own,

@@ -135,8 +135,8 @@ class SharedSlot:
         every table of the group allows."""
         with self._lock:
             self._members[table] = max(lsn, self._members.get(table) or 0)
-            allowed = [at for at in self._members.values()]
-            if any(at is None for at in allowed):
+            allowed = list(self._members.values())
+            if None in allowed:
                 return
             least = min(at for at in allowed if at is not None)
             if least <= self._acked:
