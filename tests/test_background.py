@@ -15,7 +15,7 @@ def test_a_slow_job_waits_twenty_times_its_length_and_a_quick_one_runs_each_tick
         ran.append(clock.now)
         clock.now += length["s"]
 
-    tick = at_most(job, 1.0, 0.05, clock=lambda: clock.now)
+    tick = at_most(job, 1.0, 0.05, clock=lambda: clock.now, cost=lambda: clock.now)
     for second in range(5):  # quick: every tick
         clock.now = float(second)
         tick()
@@ -32,3 +32,20 @@ def test_a_slow_job_waits_twenty_times_its_length_and_a_quick_one_runs_each_tick
         clock.now = float(second)
         tick()
     assert ran == [125.0, 126.0, 127.0, 128.0]
+
+
+def test_a_job_that_waits_but_costs_little_runs_each_tick() -> None:
+    """A busy machine (or a slow ledger) stretches a job's wall time, not its CPU time: it
+    still runs each tick."""
+    clock = FakeClock(0.0)
+    ran: list[float] = []
+
+    def job() -> None:
+        ran.append(clock.now)
+        clock.now += 3.0  # three seconds waiting for the interpreter or an answer
+
+    tick = at_most(job, 1.0, 0.05, clock=lambda: clock.now)  # cost: the thread's CPU time
+    for second in range(0, 20, 4):
+        clock.now = float(second)
+        tick()
+    assert ran == [0.0, 4.0, 8.0, 12.0, 16.0]
