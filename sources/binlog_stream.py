@@ -25,6 +25,8 @@ class MariaBackend:
     """A MariaDB/MySQL table's stream: the row binary log by GTID, in one replication domain;
     values in PostgreSQL's text by the catalogue's mapping."""
 
+    whole_chunks = False
+
     def __init__(self, name: str, cfg: SqlSourceConfig, db: SourceDatabase) -> None:
         from sources.binlog_changes import WATERMARKS, BinlogChangeStream
         from sources.binlog_hub import take_binlog

@@ -1,9 +1,10 @@
 """A PostgreSQL table's change stream and chunks, for :class:`~sources.stream.StreamSource`.
 
 Changes come from a logical slot with ``pgoutput`` (:mod:`sources.stream_hub`:
-the table's own slot, or its ``tables:`` group's), chunks are read as
-``col::text`` in the keyset read's output settings; a position is a
-transaction's end LSN.
+the table's own slot, or its ``tables:`` group's); a chunk is read whole by
+``COPY (SELECT …) TO STDOUT`` in the keyset read's output settings (the
+values as the stream prints them, no Python per row) and goes into its
+target by COPY; a position is a transaction's end LSN.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from sources.sqldb import SourceDatabase
 from sources.stream_backends import Txn, names_of
 from sources.stream_hub import give_back, take_slot
 from sources.watermarks import PREFIX
-from spark_jobs.change_batches import Key
+from spark_jobs.change_batches import CopyRows, Key
 from spark_jobs.engines.postgresql.read import pin
+from spark_jobs.engines.postgresql.textcopy import line_keys
 
 
 class PgBackend:
@@ -27,6 +29,8 @@ class PgBackend:
 
     The slot is a :class:`~sources.stream_hub.SharedSlot`: the table's own, or, for a
     table of a ``tables:`` group, the group's (``shared``)."""
+
+    whole_chunks = True
 
     def __init__(self, name: str, cfg: SqlSourceConfig, db: SourceDatabase) -> None:
         self.names = names_of(name, cfg)
@@ -105,28 +109,36 @@ class PgBackend:
     def mark(self, content: str) -> None:
         self._slot.mark(PREFIX, content, self._db.guard)
 
-    def chunk(self, after: list[Any] | None, rows: int) -> list[dict[str, Any]]:
+    def chunk(self, after: list[Any] | None, rows: int) -> CopyRows:
         self.columns()
         assert self._types is not None
+        types = self._types
         quote = self._db.engine.dialect.identifier_preparer.quote
-        # Qualified: ORDER BY "id" would sort by the output column "id", the text.
+        # Qualified: ORDER BY "id" would sort by an output column of that name.
         keys = ", ".join(f"c.{quote(k)}" for k in self._key)
         where, params = "", {"n": rows}
         if after is not None:
-            bounds = ", ".join(f"CAST(:k{i} AS {self._types[k]})" for i, k in enumerate(self._key))
+            bounds = ", ".join(f"CAST(%(k{i})s AS {types[k]})" for i, k in enumerate(self._key))
             where = f"WHERE ({keys}) > ({bounds})"
             params.update({f"k{i}": v for i, v in enumerate(after)})
-        select = ", ".join(f"{quote(c)}::text" for c in self._types)
-        query = sa.text(f"SELECT {select} FROM {self._quoted()} AS c {where} "
-                        f"ORDER BY {keys} LIMIT :n")  # fmt: skip
+        select = ", ".join(f"c.{quote(c)}" for c in types)
+        statement = (f"COPY (SELECT {select} FROM {self._quoted()} AS c {where} "
+                     f"ORDER BY {keys} LIMIT %(n)s) TO STDOUT")  # fmt: skip
 
-        def read() -> list[dict[str, Any]]:
+        def read() -> bytes:
             with self._db.engine.connect() as conn:
                 pin(conn)  # the text forms the stream's values take
-                return [dict(zip(self._types or {}, r, strict=True))
-                        for r in conn.execute(query, params)]  # fmt: skip
+                cursor = conn.connection.cursor()
+                try:
+                    with cursor.copy(statement, params) as copy:
+                        return b"".join(copy)
+                finally:
+                    cursor.close()
 
-        return self._db.guard(read)
+        text = self._db.guard(read).decode()
+        found = line_keys(text, [list(types).index(k) for k in self._key])
+        return CopyRows(tuple(types), text, len(found), tuple(found),
+                        (found[0], found[-1]) if found else None)  # fmt: skip
 
     def current(self, keys: list[Key], columns: list[str]) -> dict[Key, dict[str, Any]]:
         """The values of ``columns`` the rows of ``keys`` (as the stream prints them) hold

@@ -40,7 +40,7 @@ from config.sources import StreamConfig
 from sources.abc import Item, LimitedSource
 from sources.budget import Budget
 from sources.sqldb import SourceDatabase
-from sources.stream_backends import Backend, Txn, complete_unsent, names_of
+from sources.stream_backends import Backend, Txn, complete_unsent, last_key, names_of
 from sources.watermarks import Reconciler, high, low
 from spark_jobs.change_batches import StreamEvent
 
@@ -128,8 +128,8 @@ class StreamSource(LimitedSource):
         self._key = cfg.key_columns
         self._lock = threading.Lock()
         self.epoch = 0
-        # Per transaction read and not yet acknowledged: its events, commit time, commit LSN.
-        self._txns: dict[int, tuple[int, float, int]] = {}
+        # Per transaction read, not yet acknowledged: events, commit time, commit LSN, rows.
+        self._txns: dict[int, tuple[int, float, int, int]] = {}
         self.applied: tuple[Position, float] | None = None  # the target's position, its commit
         self._held: Position | None = None  # the target's position, as last read
         self._committed = committed
@@ -178,12 +178,12 @@ class StreamSource(LimitedSource):
         # On this thread, as every use of the slot: a slot serves one session at a time.
         self._acknowledge()
         if not self._load.done and not self._chunks:
-            self._read_chunk()
+            self._read_chunk(limit)
         more = limit - len(self._out)
         at_end = False
         if more > 0:
             # The slot is peeked from its acknowledged position: what was read since counts.
-            read = sum(n + 3 for n, _, _ in self._txns.values()) + 4 * more + 1000
+            read = sum(n + 3 for n, _, _, _ in self._txns.values()) + 4 * more + 1000
             self._feed(self._stream.read(self._read_to, read))
             at_end = self._stream.at_end
             self._read_to = max(self._read_to, self._stream.reached)
@@ -219,7 +219,7 @@ class StreamSource(LimitedSource):
                 return None
             if self._resumed is not None and (self._held is None or self._held < self._resumed):
                 return None
-            waiting = [begin for _, _, begin in self._txns.values()]
+            waiting = [begin for _, _, begin, _ in self._txns.values()]
             return min(waiting) if waiting else self._read_to
 
     def _learn_applied(self) -> int:
@@ -233,7 +233,7 @@ class StreamSource(LimitedSource):
         at = cast(Position, tuple(held))
         with self._lock:
             self._held = at
-            events, committed, _ = self._txns.get(at[0], (-1, 0.0, 0))
+            events, committed, _, _ = self._txns.get(at[0], (-1, 0.0, 0, 0))
             # A transaction the target holds part of (or one not read in this process) stays
             # in the slot: the server skips a transaction whose commit lies before the slot's
             # position, and an end LSN minus one is past its commit, so its other changes
@@ -251,10 +251,11 @@ class StreamSource(LimitedSource):
         self._learn_applied()  # not only at the next read: the lag would lag
         with self._lock:
             applied = self.applied[0][0] if self.applied is not None else 0
-            waiting = sum(n for lsn, (n, _, _) in self._txns.items() if lsn > applied)
+            waiting = sum(r for lsn, (_, _, _, r) in self._txns.items() if lsn > applied)
         return StreamHealth(
             slot=self.names.slot, publication=self.names.publication, lag=self.lag(now),
-            changes_read=self.changes_read, waiting=waiting + len(self._out),
+            changes_read=self.changes_read,
+            waiting=waiting + sum(e.rows for _, e, _ in self._out),
             retained_bytes=self.retained_bytes(), caught_up=self._fresh_end(now),
             loaded=self._load.done, max_retained_wal=(self.cfg.stream or StreamConfig())
             .max_retained_wal,
@@ -266,7 +267,7 @@ class StreamSource(LimitedSource):
         the source's end in the last :data:`FRESH_END` seconds (else the time since it did);
         None before anything was read."""
         with self._lock:
-            waiting = [at for lsn, (_, at, _) in self._txns.items()
+            waiting = [at for lsn, (_, at, _, _) in self._txns.items()
                        if self.applied is None or lsn > self.applied[0][0]]  # fmt: skip
         if waiting:
             return max(0.0, (now or time.time()) - min(waiting))
@@ -306,17 +307,18 @@ class StreamSource(LimitedSource):
 
     # -- inside ------------------------------------------------------------------
 
-    def _read_chunk(self) -> None:
-        """Read the next chunk of the full load between a low and a high watermark."""
+    def _read_chunk(self, room: int) -> None:
+        """Read the next chunk of the full load between a low and a high watermark; a chunk
+        read whole (one event) holds no more rows than the buffer has ``room`` for."""
         self._seq += 1
         chunk = f"{self._nonce}.{self._seq}"
+        size = min(self.cfg.page_size, room) if self._stream.whole_chunks else self.cfg.page_size
         self._stream.mark(low(chunk))
-        rows = self._stream.chunk(self._load.after, self.cfg.page_size)
+        rows = self._stream.chunk(self._load.after, max(1, size))
         self._stream.mark(high(chunk))
         self._reconciler.chunk(chunk, rows)
-        last = rows[-1] if len(rows) == self.cfg.page_size else None
-        self._chunks[chunk] = LoadProgress(
-            DONE if last is None else json.dumps([last[k] for k in self._key]))
+        last = last_key(rows, self._key, size)
+        self._chunks[chunk] = LoadProgress(DONE if last is None else json.dumps(last))
 
     def _feed(self, transactions: list[Txn]) -> None:
         """Merge whole transactions past what was read into the ordered events."""
@@ -340,7 +342,8 @@ class StreamSource(LimitedSource):
                 self._read_to = txn.end
                 self._fed = True
                 if events:
-                    self._txns[txn.end] = (len(events), txn.committed_at, txn.begin)
+                    self._txns[txn.end] = (len(events), txn.committed_at, txn.begin,
+                                           sum(e.rows for e in events))  # fmt: skip
                 self.changes_read += len(txn.changes)
             self._load = progress
 
@@ -360,13 +363,20 @@ def take_spans(
     while out and taken < limit:
         lsn = out[0][0][0]
         span: list[tuple[Position, StreamEvent, LoadProgress]] = []
-        while out and out[0][0][0] == lsn and taken < limit:
+        while out and out[0][0][0] == lsn:
+            rows = out[0][1].rows
+            # A whole chunk is one event of many rows: it waits for room (a buffer of rows
+            # would refuse it), which comes as the buffer drains (its reads fit the room).
+            if taken + rows > limit:
+                break
             span.append(out.popleft())
-            taken += 1
+            taken += rows
+        if not span:
+            break
         last, _, progress = span[-1]
         payload = tuple(e.to_json() for _, e, _ in span)
         items.append(Item(name, last, payload, handle=epoch, version=progress.text,
-                          rows=len(span)))  # fmt: skip
+                          rows=sum(e.rows for _, e, _ in span)))  # fmt: skip
     return items
 
 

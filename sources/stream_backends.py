@@ -12,7 +12,7 @@ terms (PostgreSQL's text of each value):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from config.errors import ConfigError
 from config.models import SqlSourceConfig
 from sources.pg_changes import StreamNames, stream_names
-from spark_jobs.change_batches import Key, StreamEvent
+from spark_jobs.change_batches import CopyRows, Key, StreamEvent
 from spark_jobs.engines.postgresql.pgoutput import UNCHANGED
 
 
@@ -79,6 +79,7 @@ class Backend(Protocol):
     what: str  # what it keeps on the source: "slot X and publication Y", "table Z"
     shared: bool  # its stream is its tables: group's (each table says what it needs kept)
     at_end: bool  # the last read reached what was committed when it began
+    whole_chunks: bool  # a chunk is read whole, one event (CopyRows), not a row at a time
     reached: int  # the position the last read got to (past transactions of other tables)
 
     @property
@@ -90,12 +91,22 @@ class Backend(Protocol):
     def read(self, after: int, messages: int) -> list[Txn]: ...
     def acknowledge(self, end: int) -> None: ...
     def mark(self, content: str) -> None: ...
-    def chunk(self, after: list[Any] | None, rows: int) -> list[dict[str, Any]]: ...
+    def chunk(self, after: list[Any] | None, rows: int) -> list[dict[str, Any]] | CopyRows: ...
     def current(self, keys: list[Key], columns: list[str]) -> dict[Key, dict[str, Any]]: ...
     def retained_bytes(self) -> int | None: ...
     def drop(self) -> bool: ...
     def undo(self) -> list[str]: ...
     def close(self) -> None: ...
+
+
+def last_key(
+    rows: list[dict[str, Any]] | CopyRows, key: Sequence[str], size: int
+) -> list[Any] | None:
+    """The key of the last row of a chunk :meth:`Backend.chunk` read (its values as text)
+    when the chunk was full (more may follow); None: the table's end."""
+    if isinstance(rows, CopyRows):
+        return list(rows.keys[-1]) if rows.rows == size else None
+    return [rows[-1][k] for k in key] if len(rows) == size else None
 
 
 def complete_unsent(

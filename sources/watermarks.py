@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from spark_jobs.change_batches import ChunkRow, Key
+from spark_jobs.change_batches import ChunkRow, CopyRows, Key
 
 PREFIX = "sluice.watermark"
 """The prefix of sluice's watermark messages in a change stream."""
@@ -45,6 +45,7 @@ class _Window:
     rows: dict[Key, dict[str, Any]] | None = None  # None until the chunk was read
     changed: set[Key] = field(default_factory=set)
     open: bool = False  # the low watermark was seen in the stream
+    block: CopyRows | None = None  # a chunk read whole (rows: its keys, each to None)
 
 
 def low(chunk: str) -> str:
@@ -62,17 +63,22 @@ class Reconciler:
 
     ``key_columns``: the table's key. The output of :meth:`feed` is the stream's
     changes, as they come, and at each chunk's high watermark that chunk's rows
-    that no change touched between its watermarks (:class:`ChunkRow`).
+    that no change touched between its watermarks (:class:`ChunkRow`, or one
+    :class:`CopyRows` of a chunk read whole).
     """
 
     def __init__(self, key_columns: Sequence[str]) -> None:
         self.key_columns = tuple(key_columns)
         self._windows: dict[str, _Window] = {}
 
-    def chunk(self, chunk: str, rows: Iterable[dict[str, Any]]) -> None:
+    def chunk(self, chunk: str, rows: Iterable[dict[str, Any]] | CopyRows) -> None:
         """The rows ``chunk`` read between its watermarks (each a mapping with the key's
-        columns). Call it before the high watermark is written."""
+        columns, or a whole chunk, handed out whole). Call it before the high watermark is
+        written."""
         window = self._windows.setdefault(chunk, _Window())
+        if isinstance(rows, CopyRows):
+            window.block, window.rows = rows, dict.fromkeys(rows.keys)  # type: ignore[arg-type]
+            return
         window.rows = {tuple(row[c] for c in self.key_columns): dict(row) for row in rows}
 
     def holds_back(self, key: Key) -> bool:
@@ -102,6 +108,8 @@ class Reconciler:
                 for window in self._windows.values():
                     if window.open and window.rows is not None:
                         window.rows = {}
+                        if window.block is not None:
+                            window.block = CopyRows(window.block.columns, "", 0)
                 continue
             touched.add(change.key(self.key_columns))
             before = change.old_key(self.key_columns)
@@ -120,6 +128,11 @@ class Reconciler:
                 if window.rows is None or not window.open:
                     raise ValueError(f"high watermark of chunk {chunk!r} without its low "
                                      "watermark before it, or never read")  # fmt: skip
+                if window.block is not None:
+                    kept = window.block.without(window.changed)
+                    if kept.rows:
+                        out.append(kept)
+                    continue
                 out.extend(ChunkRow(key, row) for key, row in window.rows.items()
                            if key not in window.changed)  # fmt: skip
         return out

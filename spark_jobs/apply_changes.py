@@ -28,7 +28,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from config.errors import TargetError
-from spark_jobs.change_batches import NetBatch, StreamEvent, net_effect
+from spark_jobs.change_batches import CopyRows, Key, NetBatch, StreamEvent, segments
 from spark_jobs.commit_jdbc import take_commit_row
 from spark_jobs.engines.postgresql.insert import insert as pg_insert
 from spark_jobs.engines.postgresql.pgoutput import UNCHANGED
@@ -78,11 +78,12 @@ def apply_changes(engine: sa.Engine, target: TargetTable, manifest: Manifest) ->
             transient=False,
             permanent=True,
         )
-    net = net_effect([StreamEvent.from_json(p) for p in manifest.payloads], target.key, UNCHANGED)
+    parts = list(segments([StreamEvent.from_json(p) for p in manifest.payloads], target.key,
+                          UNCHANGED))  # fmt: skip
     _ensure_tables(engine)
     try:
         with engine.begin() as conn:
-            return _transaction(conn, target, manifest, list(manifest.hi), net)
+            return _transaction(conn, target, manifest, list(manifest.hi), parts)
     except sa.exc.DBAPIError:
         with _streams_lock:  # one of sluice's tables may have been dropped
             _streams_ready.discard(engine.url.render_as_string(hide_password=True))
@@ -135,8 +136,9 @@ def _ensure_tables(engine: sa.Engine) -> None:
 
 
 def _transaction(
-    conn: sa.Connection, target: TargetTable, manifest: Manifest, hi: list[Any], net: NetBatch
-) -> Written:
+    conn: sa.Connection, target: TargetTable, manifest: Manifest, hi: list[Any],
+    parts: Sequence[NetBatch | CopyRows],
+) -> Written:  # fmt: skip
     commits, streams = commits_table(), streams_table()
     current = take_commit_row(conn, commits, manifest)
     if current is not None:
@@ -162,7 +164,7 @@ def _transaction(
     elif held != lo:
         raise _out_of_order(target, manifest, held, lo)
     else:
-        rows, method = _apply(conn, target, net), "stream changes"
+        rows, method = _apply_all(conn, target, parts), "stream changes"
         conn.execute(
             streams.update()
             .where(streams.c.source == manifest.source)
@@ -191,11 +193,82 @@ def _out_of_order(
     return waiting
 
 
-def _apply(conn: sa.Connection, target: TargetTable, net: NetBatch) -> int:
-    """Apply ``net`` to the table; the rows written (upserts, plus rows deletes removed)."""
+def _apply_all(conn: sa.Connection, target: TargetTable,
+               parts: Sequence[NetBatch | CopyRows]) -> int:  # fmt: skip
+    """Apply ``parts`` (a batch's :func:`~spark_jobs.change_batches.segments`) in order; the
+    rows written."""
+    if not parts:
+        return 0
     prep = conn.dialect.identifier_preparer
     table_sql = ".".join(prep.quote(p) for p in (target.schema, target.table) if p)
     columns = _table_columns(conn, target, table_sql)
+    written = 0
+    for n, part in enumerate(parts):
+        if isinstance(part, CopyRows):
+            written += _apply_rows(conn, target, table_sql, columns, part, n)
+        else:
+            written += _apply(conn, target, table_sql, columns, part, n)
+    return written
+
+
+def _apply_rows(
+    conn: sa.Connection, target: TargetTable, table_sql: str,
+    columns: dict[str, tuple[bool, bool]], block: CopyRows, n: int,
+) -> int:  # fmt: skip
+    """Write a whole chunk (rows as COPY prints them) like inserts; the rows written.
+
+    Where the table holds no row between the chunk's first and last key (a full load's
+    usual case), the chunk is COPYed straight in; else, or when a row was there after all
+    (a unique violation, rolled back to a savepoint), COPYed into a stage shaped like the
+    table and upserted from there."""
+    names = list(block.columns)
+    for name in names:
+        if name not in columns:
+            raise missing_column(target, name)
+    if block.bounds is not None and not _holds_between(conn, table_sql, target.key, block.bounds):
+        try:
+            with conn.begin_nested():
+                _copy_in(conn, table_sql, names, block.text)
+            return block.rows
+        except sa.exc.IntegrityError:
+            pass  # a row of the chunk was there: upserted below
+    others = [c for c, (not_null, _) in columns.items() if not_null and c not in names]
+    stage = _stage(conn, table_sql, others, names, f"{STAGE}_{n}", block.text)
+    table = sa.table(target.table, *[sa.column(c) for c in names], schema=target.schema)
+    statement = pg_insert(table, any(columns[c][1] for c in names)).from_select(
+        names, sa.select(*[stage.c[c] for c in names]))  # fmt: skip
+    # An identity GENERATED ALWAYS keeps the target row's own value (see _apply).
+    updated = [c for c in names if c not in target.key and not columns[c][1]]
+    if updated:
+        statement = statement.on_conflict_do_update(
+            index_elements=list(target.key), set_={c: statement.excluded[c] for c in updated})
+    else:
+        statement = statement.on_conflict_do_nothing(index_elements=list(target.key))
+    conn.execute(statement)
+    return block.rows
+
+
+def _holds_between(
+    conn: sa.Connection, table_sql: str, key: Sequence[str], bounds: tuple[Key, Key]
+) -> bool:
+    """Whether the table holds a row whose key lies between ``bounds`` (the values as text,
+    typed by the server as the key's columns)."""
+    quote = conn.dialect.identifier_preparer.quote
+    columns = ", ".join(quote(k) for k in key)
+    low = ", ".join(f":lo{i}" for i in range(len(key)))
+    high = ", ".join(f":hi{i}" for i in range(len(key)))
+    params = {f"lo{i}": v for i, v in enumerate(bounds[0])}
+    params.update({f"hi{i}": v for i, v in enumerate(bounds[1])})
+    return bool(conn.execute(sa.text(
+        f"SELECT EXISTS (SELECT 1 FROM {table_sql} WHERE ({columns}) >= ({low}) "
+        f"AND ({columns}) <= ({high}))"), params).scalar())  # fmt: skip
+
+
+def _apply(
+    conn: sa.Connection, target: TargetTable, table_sql: str,
+    columns: dict[str, tuple[bool, bool]], net: NetBatch, n: int,
+) -> int:  # fmt: skip
+    """Apply ``net`` to the table; the rows written (upserts, plus rows deletes removed)."""
     names = list(target.key) + [
         c for c in dict.fromkeys(c for row in net.upserts.values() for c in row)
         if c not in target.key
@@ -220,7 +293,7 @@ def _apply(conn: sa.Connection, target: TargetTable, net: NetBatch) -> int:
     if not rows:
         return 0
     stage = _stage(conn, table_sql, [c for c, (not_null, _) in columns.items() if not_null],
-                   [*names, GROUP], rows)  # fmt: skip
+                   [*names, GROUP], f"{STAGE}_{n}", rows)  # fmt: skip
     removed = 0
     if net.deletes:
         match = [table.c[k] == stage.c[k] for k in target.key]
@@ -269,31 +342,46 @@ def _stage(
     table_sql: str,
     not_null: Sequence[str],
     names: Sequence[str],
-    rows: Iterable[Sequence[Any]],
+    name: str,
+    rows: Iterable[Sequence[Any]] | str,
 ) -> sa.TableClause:
-    """A temporary table of the target's column types (dropped at the commit), holding
-    ``rows`` (columns ``names``, the last :data:`GROUP`) parsed by those types' input
-    functions: COPY's text format, as pg_dump's restore."""
+    """A temporary table ``name`` of the target's column types (dropped at the commit),
+    holding ``rows`` (columns ``names``; rows, or lines of COPY text) parsed by those types'
+    input functions: COPY's text format, as pg_dump's restore. ``not_null``: the columns
+    whose NOT NULL it drops (those a row may leave out); :data:`GROUP` is added when named."""
     prep = conn.dialect.identifier_preparer
-    stage_sql = prep.quote(STAGE)
+    stage_sql = prep.quote(name)
     conn.execute(sa.text(f"CREATE TEMPORARY TABLE {stage_sql} (LIKE {table_sql}) ON COMMIT DROP"))
     # A row holds only what it writes: the columns it leaves alone, and all but the key
     # of a delete, are NULL here.
     alter = [f"ALTER COLUMN {prep.quote(c)} DROP NOT NULL" for c in not_null]
-    alter.append(f"ADD COLUMN {prep.quote(GROUP)} integer NOT NULL")
-    conn.execute(sa.text(f"ALTER TABLE {stage_sql} {', '.join(alter)}"))
-    statement = f"COPY {stage_sql} ({', '.join(prep.quote(c) for c in names)}) FROM STDIN"
+    if GROUP in names:
+        alter.append(f"ADD COLUMN {prep.quote(GROUP)} integer NOT NULL")
+    if alter:
+        conn.execute(sa.text(f"ALTER TABLE {stage_sql} {', '.join(alter)}"))
+    _copy_in(conn, stage_sql, names, rows)
+    return sa.table(name, *[sa.column(c) for c in names])
+
+
+def _copy_in(
+    conn: sa.Connection, table_sql: str, names: Sequence[str], rows: Iterable[Sequence[Any]] | str
+) -> None:
+    """COPY ``rows`` (or lines of COPY text) into ``names`` of ``table_sql``."""
+    prep = conn.dialect.identifier_preparer
+    statement = f"COPY {table_sql} ({', '.join(prep.quote(c) for c in names)}) FROM STDIN"
     cursor = conn.connection.cursor()
     try:
         with cursor.copy(statement) as copy:
-            for row in rows:
-                copy.write_row(row)
+            if isinstance(rows, str):
+                copy.write(rows)
+            else:
+                for row in rows:
+                    copy.write_row(row)
     except conn.dialect.loaded_dbapi.Error as error:
         # As SQLAlchemy reports a statement's error: the caller tells a refused value
-        # (DataError) from a lost server.
+        # (DataError), a row there (IntegrityError) from a lost server.
         raise sa.exc.DBAPIError.instance(
             statement, None, error, conn.dialect.loaded_dbapi.Error
         ) from error
     finally:
         cursor.close()
-    return sa.table(STAGE, *[sa.column(c) for c in names])

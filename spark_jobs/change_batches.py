@@ -5,16 +5,19 @@ a deleted key is removed (and one deleted then inserted again is written); a
 key that moved (an update of the key's columns) is removed under its old key
 and written under its new one. A truncate voids what came before it in the
 batch and empties the table first. Rows from a full load's chunks
-(:class:`ChunkRow`) are written like inserts, where the stream's order put them.
+(:class:`ChunkRow`) are written like inserts, where the stream's order put them;
+a PostgreSQL chunk comes whole (:class:`CopyRows`, its rows as COPY prints them)
+and goes in by COPY, with no Python per row: a batch is applied as
+:func:`segments`, in order.
 
 A batch travels in its manifest as :class:`StreamEvent` JSON texts, one per
-change or chunk row, in the stream's order.
+change, chunk row or whole chunk, in the stream's order.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +36,31 @@ class ChunkRow:
 
 
 @dataclass(frozen=True)
+class CopyRows:
+    """A full load's chunk as PostgreSQL's text COPY prints it, handed out whole at the
+    chunk's high watermark (one event): ``columns`` in the lines' order, ``text`` the
+    lines (each ending in a newline), ``rows`` how many, ``keys`` each line's key as the
+    stream prints it (empty once read back from a batch: its target needs none), ``bounds``
+    its first and last key (every line's key lies between)."""
+
+    columns: tuple[str, ...]
+    text: str
+    rows: int
+    keys: tuple[Key, ...] = ()
+    bounds: tuple[Key, Key] | None = None
+
+    def without(self, changed: set[Key]) -> CopyRows:
+        """The chunk without the rows of ``changed`` keys (a change between its watermarks
+        brings those, in order)."""
+        if not changed.intersection(self.keys):
+            return self
+        kept = [(line, key) for line, key in zip(self.text.split("\n"), self.keys, strict=False)
+                if key not in changed]  # fmt: skip
+        return CopyRows(self.columns, "".join(f"{line}\n" for line, _ in kept), len(kept),
+                        tuple(key for _, key in kept), self.bounds)  # fmt: skip
+
+
+@dataclass(frozen=True)
 class StreamEvent:
     """One change of a stream source as a batch carries it, its key already taken out.
 
@@ -42,13 +70,19 @@ class StreamEvent:
     it; ``new``: the row after an insert, update or load, each value as the
     stream gave it (PostgreSQL: the type's text output; None for NULL), or
     :data:`UNCHANGED` for a value the stream did not send (a TOASTed value an
-    update left alone).
+    update left alone). ``op`` ``copy``: a whole chunk, ``block``.
     """
 
     op: str
     key_values: Key = ()
     moved_from: Key | None = None
     new: dict[str, Any] | None = None
+    block: CopyRows | None = None
+
+    @property
+    def rows(self) -> int:
+        """The rows the event writes: a chunk's, or one."""
+        return 1 if self.block is None else self.block.rows
 
     def key(self, columns: Iterable[str] = ()) -> Key:
         """The row's key (the columns were taken out when the event was made)."""
@@ -59,7 +93,13 @@ class StreamEvent:
         return self.moved_from
 
     def to_json(self) -> str:
-        """JSON text: ``op``, ``key``, and where there are, ``from``, ``new``, ``unchanged``."""
+        """JSON text: ``op``, ``key``, and where there are, ``from``, ``new``, ``unchanged``;
+        a chunk's ``columns``, ``text`` and ``rows``."""
+        if self.block is not None:
+            b = self.block
+            whole = {"op": self.op, "columns": list(b.columns), "text": b.text, "rows": b.rows,
+                     "bounds": b.bounds}  # fmt: skip
+            return json.dumps(whole, separators=(",", ":"))
         out: dict[str, Any] = {"op": self.op, "key": list(self.key_values)}
         if self.moved_from is not None:
             out["from"] = list(self.moved_from)
@@ -75,6 +115,11 @@ class StreamEvent:
         """Read back what :meth:`to_json` wrote (the columns in their order, unsent ones
         :data:`UNCHANGED` again)."""
         data = json.loads(text)
+        if data["op"] == "copy":
+            ends = data.get("bounds")
+            bounds = None if ends is None else (tuple(ends[0]), tuple(ends[1]))
+            return cls("copy", block=CopyRows(tuple(data["columns"]), data["text"], data["rows"],
+                                              bounds=bounds))  # fmt: skip
         new = data.get("new")
         if new is not None:
             new.update(dict.fromkeys(data.get("unchanged", ()), UNCHANGED))
@@ -85,9 +130,11 @@ class StreamEvent:
     def of(cls, change: Any, key_columns: Sequence[str]) -> StreamEvent:
         """The event of a stream's change (anything with ``op``, ``new``, ``key(columns)``
         and ``old_key(columns)``, such as a decoded ``pgoutput`` change) or of a
-        :class:`ChunkRow`."""
+        :class:`ChunkRow` or :class:`CopyRows`."""
         if isinstance(change, ChunkRow):
             return cls("row", tuple(change.key), None, dict(change.row))
+        if isinstance(change, CopyRows):
+            return cls("copy", block=change)
         if change.op == "truncate":
             return cls("truncate")
         return cls(
@@ -110,6 +157,24 @@ class NetBatch:
     truncate: bool = False
     deletes: set[Key] = field(default_factory=set)
     upserts: dict[Key, dict[str, Any]] = field(default_factory=dict)
+
+
+def segments(
+    events: Iterable[StreamEvent], key_columns: Sequence[str], unchanged: object | None = None
+) -> Iterator[NetBatch | CopyRows]:
+    """What ``events`` (a batch, in the stream's order) do, in order: the net effect of the
+    changes between two whole chunks (see :func:`net_effect`), and each chunk."""
+    pending: list[StreamEvent] = []
+    for event in events:
+        if event.block is None:
+            pending.append(event)
+            continue
+        if pending:
+            yield net_effect(pending, key_columns, unchanged)
+            pending = []
+        yield event.block
+    if pending:
+        yield net_effect(pending, key_columns, unchanged)
 
 
 def net_effect(

@@ -1,11 +1,20 @@
-"""A batch of stream changes reduced to each key's last state (deletes, moves, truncates)."""
+"""A batch of stream changes reduced to each key's last state (deletes, moves, truncates),
+and whole chunks between them."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from spark_jobs.change_batches import ChunkRow, net_effect
+from spark_jobs.change_batches import (
+    ChunkRow,
+    CopyRows,
+    NetBatch,
+    StreamEvent,
+    net_effect,
+    segments,
+)
 from spark_jobs.engines.postgresql.pgoutput import UNCHANGED, Change, Relation
+from spark_jobs.engines.postgresql.textcopy import line_keys
 
 ITEMS = Relation(1, "public", "items", "d", ())
 
@@ -48,3 +57,36 @@ def test_a_truncate_voids_what_came_before_it() -> None:
         change("insert", {"id": "2"}),
     ], ["id"])  # fmt: skip
     assert net.truncate and net.deletes == set() and list(net.upserts) == [("2",)]
+
+
+def test_a_whole_chunk_splits_the_batch_into_segments_applied_in_order() -> None:
+    """A chunk read whole (COPY text) is one event: the changes before it and after it are
+    netted on their own, and the chunk goes in between, as it travels in a batch."""
+    block = CopyRows(("id", "v"), "1\tone\n2\ttwo\\tand tab\n", 2, (("1",), ("2",)))
+    events = [
+        StreamEvent("insert", ("9",), None, {"id": "9", "v": "x"}),
+        StreamEvent.from_json(StreamEvent.of(block, ["id"]).to_json()),
+        StreamEvent("delete", ("1",)),
+        StreamEvent("update", ("2",), None, {"id": "2", "v": "later"}),
+    ]
+    parts = list(segments(events, ["id"], UNCHANGED))
+    assert [type(p).__name__ for p in parts] == ["NetBatch", "CopyRows", "NetBatch"]
+    before, rows, after = parts
+    assert isinstance(before, NetBatch) and isinstance(after, NetBatch)
+    assert isinstance(rows, CopyRows)
+    assert list(before.upserts) == [("9",)]
+    assert (rows.columns, rows.text, rows.rows) == (block.columns, block.text, 2)
+    assert after.deletes == {("1",)} and after.upserts == {("2",): {"id": "2", "v": "later"}}
+    assert sum(e.rows for e in events) == 5
+
+
+def test_a_whole_chunk_loses_the_lines_of_keys_changed_while_it_was_read() -> None:
+    text = "1\ta\n2\tb\\\\c\n3\tc\n"
+    keys = line_keys(text, [0])
+    assert keys == [("1",), ("2",), ("3",)]
+    block = CopyRows(("id", "v"), text, 3, tuple(keys))
+    assert block.without({("7",)}) is block
+    kept = block.without({("2",)})
+    assert (kept.text, kept.rows, kept.keys) == ("1\ta\n3\tc\n", 2, (("1",), ("3",)))
+    # A key with a tab or backslash in it is printed escaped; its key is the value.
+    assert line_keys("a\\tb\t1\n", [0, 1]) == [("a\tb", "1")]

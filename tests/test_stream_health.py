@@ -477,6 +477,7 @@ class _AtItsEnd:
     (its watermarks come back through it; its table is empty)."""
 
     what, at_end, reached, shared = "nothing", True, 0, False
+    whole_chunks = False
 
     def __init__(self) -> None:
         self.marks: list[str] = []

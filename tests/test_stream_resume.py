@@ -199,6 +199,7 @@ class _SharedSlotView:
     is recorded."""
 
     what, reached, shared, at_end = "slot", 0, True, True
+    whole_chunks = False
 
     def __init__(self) -> None:
         self.marks: list[str] = []

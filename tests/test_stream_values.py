@@ -21,6 +21,7 @@ from config.models import SqlSourceConfig
 from scheduler.commands.cutover import run_cutover
 from sources.pg_stream import PgBackend
 from sources.sqldb import SourceDatabase
+from spark_jobs.change_batches import CopyRows
 from tests.helpers import drain, stream_leftovers, write_config
 
 pytestmark = [pytest.mark.postgres, pytest.mark.spark]
@@ -100,9 +101,9 @@ def test_out_of_line_values_stay_through_updates_key_moves_and_both_in_one_trans
     read = PgBackend.chunk
     chunks: list[int] = []
 
-    def chunk_then_change(self: PgBackend, after: Any, rows: int) -> list[dict[str, Any]]:
+    def chunk_then_change(self: PgBackend, after: Any, rows: int) -> CopyRows:
         got = read(self, after, rows)
-        chunks.append(len(got))
+        chunks.append(got.rows)
         if len(chunks) == 2:
             _run(source, "UPDATE docs SET v = v + 1 WHERE id IN (21, 22);"
                          "UPDATE docs SET id = id + 500 WHERE id IN (23, 24)")  # fmt: skip

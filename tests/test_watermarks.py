@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 import threading
+from collections import deque
 from typing import Any
 
 import pytest
@@ -22,11 +23,15 @@ import sqlalchemy as sa
 
 from sources.binlog_changes import BinlogChangeStream
 from sources.pg_changes import PgChangeStream, stream_names
+from sources.stream import LoadProgress, take_spans
 from sources.watermarks import PREFIX, ChunkRow, Reconciler, high, low
+from spark_jobs.change_batches import CopyRows, StreamEvent
+from spark_jobs.engines.postgresql.pgoutput import Change, Relation
 
 ROWS = 600
 CHUNK = 40
 COLUMNS = ("id", "version", "note")
+ITEMS = Relation(1, "public", "items", "d", ())
 
 
 class Copy:
@@ -204,3 +209,36 @@ def test_a_high_watermark_needs_its_low_one_and_its_rows() -> None:
     merge.chunk("4", [{"id": 1}])
     with pytest.raises(ValueError, match="chunk '4' without its low watermark"):
         merge.feed([high("4")], [])
+
+
+def test_a_chunk_read_whole_comes_out_whole_at_its_high_watermark_less_what_changed() -> None:
+    """A PostgreSQL chunk (COPY text, one event): a change in its window drops that key's
+    line; a truncate in its window drops them all; a chunk of keys no change touched comes
+    out as it was read."""
+    merge = Reconciler(["id"])
+    text = "1\ta\n2\tb\n3\tc\n"
+    merge.feed([low("1")], [])
+    merge.chunk("1", CopyRows(("id", "v"), text, 3, (("1",), ("2",), ("3",))))
+    assert merge.holds_back(("2",)) and not merge.holds_back(("4",))
+    moved = Change("update", ITEMS, {"id": "9", "v": "b"}, {"id": "2"})
+    out = merge.feed([high("1")], [moved])
+    assert out[0] is moved
+    assert [(b.text, b.rows) for b in out[1:]] == [("1\ta\n3\tc\n", 2)]
+    merge.feed([low("2")], [])
+    merge.chunk("2", CopyRows(("id", "v"), "4\td\n", 1, (("4",),)))
+    assert merge.feed([high("2")], [])[0].text == "4\td\n"  # untouched: as read
+    merge.feed([low("3")], [])
+    merge.chunk("3", CopyRows(("id", "v"), "5\te\n", 1, (("5",),)))
+    assert merge.feed([high("3")], [Change("truncate", ITEMS, None, None)])[1:] == []
+
+
+def test_a_whole_chunk_waits_for_room_in_the_buffer() -> None:
+    """A span never holds more rows than the buffer has room for (a buffer of rows would
+    refuse it): a whole chunk past the room stays until there is room."""
+    block = StreamEvent("copy", block=CopyRows(("id",), "1\n2\n3\n", 3, (("1",), ("2",), ("3",))))
+    change = StreamEvent("insert", ("0",), None, {"id": "0"})
+    out: deque[Any] = deque([((10, 1), change, LoadProgress()), ((20, 1), block, LoadProgress())])
+    first = take_spans(out, "t", 2, 0)
+    assert [(i.key, i.rows) for i in first] == [((10, 1), 1)] and len(out) == 1
+    assert take_spans(out, "t", 2, 0) == [] and len(out) == 1  # three rows, room for two
+    assert [(i.key, i.rows) for i in take_spans(out, "t", 3, 0)] == [((20, 1), 3)]

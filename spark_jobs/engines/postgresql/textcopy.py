@@ -83,6 +83,28 @@ def unescape(array: pa.Array) -> pa.Array:
     return array
 
 
+def line_keys(text: str, positions: Sequence[int]) -> list[tuple[str, ...]]:
+    """The fields at ``positions`` of each line of ``text`` (whole lines of text COPY), as the
+    server printed the values: a key's, never NULL."""
+    lines = text.split("\n")[:-1]
+    if list(positions) == [0]:  # the usual key: the first field, read without a split
+        keys = [(line.partition("\t")[0],) for line in lines]
+    else:
+        keys = [tuple(fields[p] for p in positions)
+                for fields in (line.split("\t") for line in lines)]  # fmt: skip
+    if "\\" in text:
+        keys = [tuple(_unescaped(v) for v in key) for key in keys]
+    return keys
+
+
+def _unescaped(value: str) -> str:
+    if "\\" not in value:
+        return value
+    for escaped, raw in _UNESCAPES:
+        value = value.replace(escaped, raw)
+    return value
+
+
 def from_hex(array: pa.Array) -> pa.Array:
     """bytea's hex text (``\\x0a1b``) as bytes."""
     text = pc.utf8_slice_codeunits(array.cast(pa.large_string()), 2)
