@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from config.errors import TargetError
 from config.models import JdbcTargetConfig
 from spark_jobs.apply_changes import apply_changes, forget_stream, stream_position
-from spark_jobs.change_batches import StreamEvent
+from spark_jobs.change_batches import CopyRows, StreamEvent
 from spark_jobs.engines.postgresql.pgoutput import UNCHANGED
 from spark_jobs.manifest import Manifest
 from spark_jobs.outcomes import BatchImportFailed
@@ -325,3 +325,30 @@ def test_a_forgotten_stream_has_no_position(engine: sa.Engine) -> None:
     assert stream_position(engine, SOURCE) == [4, 2]
     forget_stream(engine, SOURCE)
     assert stream_position(engine, SOURCE) is None
+
+
+def chunk(text: str, rows: int, bounds: tuple[str, str] | None) -> str:
+    """A whole chunk of a full load as its batch carries it (COPY text of id, v, big)."""
+    ends = None if bounds is None else ((bounds[0],), (bounds[1],))
+    block = CopyRows(("id", "v", "big"), text, rows, bounds=ends)
+    return StreamEvent("copy", block=block).to_json()
+
+
+def test_whole_chunks_go_in_between_the_changes_around_them(engine: sa.Engine) -> None:
+    """A chunk over keys the table lacks goes straight in; one over keys it holds (or whose
+    bounds miss a row it holds: the straight COPY's unique violation is rolled back to its
+    savepoint) is upserted; the changes after a chunk apply on top of it."""
+    written = apply_changes(engine, target(engine), batch("b1", None, [5, 1],
+        ev("update", 1, row(1, "a2", "big1")),
+        chunk("10\tj\t\\N\n11\tk\tx\\ty\n", 2, ("10", "11")),  # no row there: COPYed in
+        chunk("1\tfrom chunk\tb1\n12\tl\tb12\n", 2, ("12", "13")),  # 1 is there after all
+        chunk("2\tb2\tB2\n3\tc2\tB3\n", 2, ("2", "3")),  # rows there: upserted
+        ev("update", 11, row(11, "k2", UNCHANGED)),
+        ev("delete", 10),
+    ))  # fmt: skip
+    assert items(engine) == {
+        "1": ("from chunk", "b1"), "2": ("b2", "B2"), "3": ("c2", "B3"),
+        "11": ("k2", "x\ty"), "12": ("l", "b12"),
+    }  # fmt: skip
+    assert written.rows == 1 + 2 + 2 + 2 + 1 + 1
+    assert stream_position(engine, SOURCE) == [5, 1]
