@@ -56,6 +56,12 @@ benchmark added it after the first batch. With sluice's default batch settings:
 
 Figures, ``ENGINE`` being ``pg`` or ``mariadb``:
 
+- ``stream_ENGINE_load_rows_per_s``: the full load's rows over the seconds from
+  the daemon's start until the target holds every row (step 1); baseline the
+  same for a keyset copy (``mode: keyset``) of the same table into a table made
+  alike, run just before it (ratio: the stream's load at that share of the
+  copy's speed);
+
 - ``stream_ENGINE_changes_per_s``: the changes applied while the writer ran
   (from its start to its stop, read as above) over that time; baseline the
   writer's own rate, offered (ratio: applied / offered; a backlog left at the
@@ -238,12 +244,14 @@ def measure(engine: Engine) -> bool:
         target = machine.create(target_db)
         seed(engine, source, target)
         (folder / "sluice.yaml").write_text(config(source, target))
+        copy_s = keyset_load_s(engine, source, machine)
         machine.checkpoint()
         started = time.monotonic()
         daemon = start_daemon(folder)
         wait_loaded(target, daemon, folder)
-        print(f"load: {ROWS:,} rows in {time.monotonic() - started:.1f} s "
-              "(from the daemon's start)", flush=True)  # fmt: skip
+        load_s = time.monotonic() - started
+        print(f"load: {ROWS:,} rows in {load_s:.1f} s (from the daemon's start); the keyset "
+              f"copy of the same table: {copy_s:.1f} s", flush=True)  # fmt: skip
 
         writer = Writer(engine, source, ROWS)
         sampler = Sampler(target, writer)
@@ -281,6 +289,7 @@ def measure(engine: Engine) -> bool:
               f"the target held {applied_n:,} at its stop; lag samples: {len(lags)}, "
               f"max {max(lags):.2f} s", flush=True)  # fmt: skip
         figure = f"stream_{engine.name}"
+        report(f"{figure}_load_rows_per_s", ROWS / load_s, "rows/s", ROWS / copy_s, rows=ROWS)
         report(f"{figure}_changes_per_s", applied, "changes/s", offered, rows=ROWS)
         report(f"{figure}_lag_median", statistics.median(lags), "s", samples=len(lags))
         report(f"{figure}_lag_p99", percentile(lags, 0.99), "s", samples=len(lags))
@@ -328,8 +337,9 @@ def seed(engine: Engine, source: str, target: str) -> None:
     db.dispose()
 
 
-def config(source: str, target: str) -> str:
-    """The config of the brief: one stream source, sluice's default batch settings."""
+def config(source: str, target: str, mode: str = "stream") -> str:
+    """The config of the brief: one stream source (or a keyset one: ``mode``), sluice's
+    default batch settings."""
     return f"""
 ledger: sqlite:///ledger.db
 spark: {{master: "local[2]"}}
@@ -339,11 +349,37 @@ sources:
     url: '{source}'
     table: items
     key: id
-    mode: stream
+    mode: {mode}
     target: wh.items
 targets:
   wh: {{kind: jdbc, url: '{target}'}}
 """
+
+
+def keyset_load_s(engine: Engine, source: str, machine: Server) -> float:
+    """Seconds from ``sluice run``'s start until a keyset copy (``mode: keyset``, the
+    baseline of the full load's speed) of the source's ``items`` is all in a target table
+    made alike (its index on version too), measured as the stream's load is."""
+    name = f"sluice_bench_copy_{uuid.uuid4().hex[:8]}"
+    folder = Path(tempfile.mkdtemp(prefix="sluice-bench-stream-copy-"))
+    daemon: subprocess.Popen[bytes] | None = None
+    try:
+        target = machine.create(name)
+        db = sa.create_engine(target)
+        with db.begin() as conn:
+            conn.execute(sa.text(f"CREATE TABLE items ({engine.target_columns})"))
+            conn.execute(sa.text("CREATE INDEX items_version ON items (version)"))
+        db.dispose()
+        (folder / "sluice.yaml").write_text(config(source, target, "keyset"))
+        machine.checkpoint()
+        started = time.monotonic()
+        daemon = start_daemon(folder)
+        wait_loaded(target, daemon, folder)
+        return time.monotonic() - started
+    finally:
+        stop_daemon(daemon)
+        shutil.rmtree(folder, ignore_errors=True)
+        machine.drop(name)
 
 
 def sluice_env() -> dict[str, str]:
