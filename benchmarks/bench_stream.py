@@ -180,8 +180,10 @@ MARIADB = Engine(
     source_columns="id bigint PRIMARY KEY, name text NOT NULL, amount decimal(14,2), "
                    "changed_at timestamp(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), "
                    "version bigint NOT NULL",
+    # The source's default too: cutover is READY only when the target has it.
     target_columns="id bigint PRIMARY KEY, name text NOT NULL, amount numeric(14,2), "
-                   "changed_at timestamptz(6) NOT NULL, version bigint NOT NULL",
+                   "changed_at timestamptz(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), "
+                   "version bigint NOT NULL",
     seed="INSERT INTO items SELECT seq, CONCAT('item ', seq), MOD(seq, 100000) / 100.0, "
          "TIMESTAMP'2024-01-01 00:00:00' + INTERVAL seq SECOND, 0 FROM seq_1_to_{n}",
     analyze="ANALYZE TABLE items",
