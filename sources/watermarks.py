@@ -40,12 +40,16 @@ class RowChange(Protocol):
     def old_key(self, columns: Iterable[str]) -> Key | None: ...
 
 
+_WHOLE: dict[str, Any] = {}
+"""The row of each key of a chunk read whole (:class:`CopyRows`): its lines hold them."""
+
+
 @dataclass
 class _Window:
     rows: dict[Key, dict[str, Any]] | None = None  # None until the chunk was read
     changed: set[Key] = field(default_factory=set)
     open: bool = False  # the low watermark was seen in the stream
-    block: CopyRows | None = None  # a chunk read whole (rows: its keys, each to None)
+    block: CopyRows | None = None  # a chunk read whole (rows: its keys, each to _WHOLE)
 
 
 def low(chunk: str) -> str:
@@ -77,7 +81,8 @@ class Reconciler:
         written."""
         window = self._windows.setdefault(chunk, _Window())
         if isinstance(rows, CopyRows):
-            window.block, window.rows = rows, dict.fromkeys(rows.keys)  # type: ignore[arg-type]
+            # Its keys, for holds_back and the changes in its window; the rows stay whole.
+            window.block, window.rows = rows, dict.fromkeys(rows.keys, _WHOLE)
             return
         window.rows = {tuple(row[c] for c in self.key_columns): dict(row) for row in rows}
 

@@ -87,6 +87,7 @@ def line_keys(text: str, positions: Sequence[int]) -> list[tuple[str, ...]]:
     """The fields at ``positions`` of each line of ``text`` (whole lines of text COPY), as the
     server printed the values: a key's, never NULL."""
     lines = text.split("\n")[:-1]
+    keys: list[tuple[str, ...]]
     if list(positions) == [0]:  # the usual key: the first field, read without a split
         keys = [(line.partition("\t")[0],) for line in lines]
     else:
