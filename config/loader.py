@@ -103,7 +103,12 @@ def load_config_text(
         raise config_error(problems, path, find_secrets(data))
     if expansion.members:
         cfg = cfg.with_tables(expansion.catalog, expansion.members)
-    return cfg.resolve_paths(Path(path).parent)
+    cfg = cfg.resolve_paths(Path(path).parent)
+    tls = None if cfg.http is None else cfg.http.tls_problem()
+    if tls is not None:  # read only now: a relative path is next to the config file
+        key: KeyPath = ("http", *tls[0])
+        raise config_error([Problem(key, tls[1], line_at(lines, key))], path, find_secrets(data))
+    return cfg
 
 
 def _as_written(problem: Problem, expansion: Expansion, lines: dict[KeyPath, int]) -> Problem:

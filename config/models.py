@@ -19,6 +19,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from config.base import DatabaseUrl, Duration, Model, parse_duration, sqlite_url_at
 from config.catalog import TableCatalog
+from config.http import HttpConfig
 from config.settings import (
     BackpressureConfig,
     BatchConfig,
@@ -100,6 +101,8 @@ class SluiceConfig(Model):
     work_dir: str = "./.sluice"
     log_format: Literal["text", "json"] = "text"
     metrics_port: int | None = Field(default=None, gt=0, lt=65536)
+    """Deprecated: ``http: {port: N}``."""
+    http: HttpConfig | None = None
     spark: SparkConfig = SparkConfig()
     sources: dict[str, SourceConfig] = Field(min_length=1)
     targets: dict[str, TargetConfig] = Field(min_length=1)
@@ -113,6 +116,21 @@ class SluiceConfig(Model):
     # the sources each of them became; set by the loader, not the YAML.
     _tables: TableCatalog = PrivateAttr(default_factory=TableCatalog)
     _groups: dict[str, list[str]] = PrivateAttr(default_factory=dict)
+
+    @property
+    def endpoint(self) -> HttpConfig | None:
+        """Where the daemon serves its page, metrics and record lookups: ``http``, or the
+        old ``metrics_port`` (loopback, no token); None: nothing is served."""
+        if self.http is not None or self.metrics_port is None:
+            return self.http
+        return HttpConfig(port=self.metrics_port)
+
+    @model_validator(mode="after")
+    def _one_endpoint(self) -> SluiceConfig:
+        if self.http is not None and self.metrics_port is not None:
+            raise ValueError("metrics_port and http: both set; keep http: {port: N} alone "
+                             "(metrics_port is its old name)")  # fmt: skip
+        return self
 
     @property
     def table_catalog(self) -> TableCatalog:
@@ -253,6 +271,7 @@ class SluiceConfig(Model):
             update={
                 "ledger": sqlite_url(self.ledger),
                 "work_dir": absolute(self.work_dir),
+                "http": None if self.http is None else self.http.at(base_dir),
                 "sources": sources,
                 "targets": targets,
             }

@@ -23,11 +23,12 @@ MASK = "***"
 _USERINFO = re.compile(r"(?P<head>[A-Za-z][\w+.:-]*://[^/:@\s]*:)(?P<password>[^/\s]*)@")
 # Secrets shorter than this are masked as whole tokens only (see redact_text).
 SHORT_SECRET = 8
-_SECRET_KEY = re.compile(r"secret|password|passwd|access_key_id", re.IGNORECASE)
+_SECRET_KEY = re.compile(r"secret|password|passwd|access_key_id|token", re.IGNORECASE)
 
 
 def is_secret_key(name: object) -> bool:
-    """Whether a config key holds a secret by its name (``*secret*``, ``*password*``…)."""
+    """Whether a config key holds a secret by its name (``*secret*``, ``*password*``,
+    ``*token*``…)."""
     return isinstance(name, str) and _SECRET_KEY.search(name) is not None
 
 

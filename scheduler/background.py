@@ -128,7 +128,8 @@ class Background:
             self.probe = build_probe(probe_cfg, on_change=loop.notify)
             loop.probe = self.probe
             self.probe.schedule(self._periodic)
-        if cfg.metrics_port is not None:
+        http = cfg.endpoint
+        if http is not None:
             from scheduler.observe.metrics import start_metrics
             from scheduler.observe.page import status_routes
             from scheduler.observe.record import RecordRoute
@@ -140,10 +141,12 @@ class Background:
             if self.status is not None:
                 routes.update(status_routes(self.status))
             self._metrics = start_metrics(
-                cfg.metrics_port, loop, self.queues, probe=self.probe, routes=routes,
+                http.port, loop, self.queues, host=http.host,
+                tls=None if http.tls is None else http.tls.context(),
+                token=None if http.token is None else http.token.get_secret_value(),
+                probe=self.probe, routes=routes,
                 eta=None if self.status is None else self.status.eta,
-            )
-            log.info("metrics on http://127.0.0.1:%d/metrics", self._metrics.port)
+            )  # fmt: skip
 
     def keep_leases(self, loop: MainLoop) -> None:
         """Renew our leases, and hand ``loop`` the batches of owners that died."""

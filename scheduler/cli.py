@@ -61,6 +61,9 @@ def validate(config: ConfigPath) -> None:
     typer.echo(
         f"{config}: ok ({len(cfg.sources)} sources, {len(cfg.targets)} targets)"
     )
+    if cfg.metrics_port is not None:
+        typer.echo(f"{config}: metrics_port is deprecated: write http: {{port: "
+                   f"{cfg.metrics_port}}} (the same; host, token and tls go there)")  # fmt: skip
 
 
 @app.command()

@@ -3,23 +3,22 @@
 ``/metrics`` is prometheus_client's WSGI app on sluice's registry
 (:mod:`.metrics`); the other paths are handlers the caller gives, such as
 ``/record`` (:mod:`.record`). A path nobody serves answers 404 with the paths
-that exist. Every request runs on a thread of its own (wsgiref with
-``ThreadingMixIn``, as prometheus_client serves), never on the main loop's: a
-handler may block on a database without holding anything else up.
+that exist. Requests are read by :mod:`.server` (asyncio, TLS where asked, a
+token where set: :mod:`.auth`) and answered on its worker threads, never on the
+main loop's: a handler may block on a database without holding anything else up.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import socket
-import threading
+import ssl
 from collections.abc import Callable, Iterable, Mapping
 from http import HTTPStatus
-from socketserver import ThreadingMixIn
 from typing import Any
 from urllib.parse import parse_qs
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from scheduler.observe.server import HttpServer
 
 log = logging.getLogger("sluice.http")
 
@@ -27,19 +26,6 @@ StartResponse = Callable[..., Any]
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 Query = dict[str, list[str]]
 """A request's query parameters: each name with its values, in order (``key=`` repeats)."""
-
-
-class _Server(ThreadingMixIn, WSGIServer):
-    """A thread per request; the threads never keep the process alive."""
-
-    daemon_threads = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    """wsgiref logs every request to stderr; sluice logs them at debug level."""
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - wsgiref's name
-        log.debug("%s %s", self.address_string(), format % args)
 
 
 def json_response(start_response: StartResponse, status: int, body: Any) -> list[bytes]:
@@ -89,23 +75,28 @@ class Router:
 class HttpEndpoint:
     """The running endpoint; call it (or :meth:`stop`) to stop serving."""
 
-    def __init__(self, server: WSGIServer, thread: threading.Thread, router: Router) -> None:
+    def __init__(self, server: HttpServer, router: Router) -> None:
         self._server = server
-        self._thread = thread
         self._router = router
+        self._stopped = False
 
     @property
     def port(self) -> int:
         """The port it listens on (the one chosen by the system for port 0)."""
-        return int(self._server.server_port)
+        return self._server.port
+
+    @property
+    def scheme(self) -> str:
+        """``https`` under TLS, else ``http``."""
+        return "https" if self._server.tls is not None else "http"
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop serving, close the socket, and close the routes that hold
         connections of their own (those with a ``close()``). Idempotent."""
-        if self._thread.is_alive():
-            self._server.shutdown()
-            self._thread.join(timeout)
-        self._server.server_close()
+        if self._stopped:
+            return
+        self._stopped = True
+        self._server.stop(timeout)
         for app in self._router.routes.values():
             close = getattr(app, "close", None)
             if callable(close):
@@ -114,18 +105,19 @@ class HttpEndpoint:
     __call__ = stop
 
 
-def serve(port: int, routes: Mapping[str, WsgiApp], *, host: str = "127.0.0.1") -> HttpEndpoint:
-    """Serve ``routes`` on ``host:port`` (0: any free port) on a thread of its own.
+def serve(
+    port: int, routes: Mapping[str, WsgiApp], *, host: str = "127.0.0.1",
+    tls: ssl.SSLContext | None = None, token: str | None = None,
+) -> HttpEndpoint:  # fmt: skip
+    """Serve ``routes`` on ``host:port`` (0: any free port) on a thread of its own: HTTPS
+    with ``tls``; every path asks for ``token`` when one is given (see :mod:`.auth`).
 
     Raises ``OSError`` when the port is taken.
     """
-    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-
-    class Server(_Server):
-        address_family = family[0]  # an IPv6 host needs an IPv6 socket
+    from scheduler.observe.auth import TokenAuth
 
     router = Router(routes)
-    server = make_server(str(family[4][0]), port, router, Server, handler_class=_QuietHandler)
-    thread = threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True)
-    thread.start()
-    return HttpEndpoint(server, thread, router)
+    auth = None if token is None else TokenAuth(token, secure=tls is not None)
+    server = HttpServer(router, host, port, tls=tls, auth=auth)
+    server.start()
+    return HttpEndpoint(server, router)

@@ -17,6 +17,7 @@ paths the caller routes beside it (``/record``, the status page).
 from __future__ import annotations
 
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -299,6 +300,8 @@ def start_metrics(
     queues: Mapping[str, QueueingLimitedSource],
     *,
     host: str = "127.0.0.1",
+    tls: ssl.SSLContext | None = None,
+    token: str | None = None,
     probe: Probe | None = None,
     ledger_ttl: float = 5.0,
     routes: Mapping[str, WsgiApp] | None = None,
@@ -311,11 +314,14 @@ def start_metrics(
     ``{"/record": record_route(...)}``); they run on the server's threads.
     ``eta``: the daemon's ETA, served per source and overall.
     Loopback by default: metrics name sources and targets, so exposing them
-    beyond the host is the operator's choice. Raises ``OSError`` when the
+    beyond the host is the operator's choice (``http.host``), and then every
+    path asks for ``token``; ``tls``: HTTPS. Raises ``OSError`` when the
     port is taken.
     """
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SluiceCollector(loop, queues, probe=probe, ledger_ttl=ledger_ttl, eta=eta))
-    endpoint = serve(port, {**(routes or {}), "/metrics": make_wsgi_app(registry)}, host=host)
-    log.info("metrics on http://%s:%d/metrics", host, endpoint.port)
+    endpoint = serve(port, {**(routes or {}), "/metrics": make_wsgi_app(registry)}, host=host,
+                     tls=tls, token=token)  # fmt: skip
+    log.info("metrics on %s://%s:%d/metrics%s", endpoint.scheme, host, endpoint.port,
+             "" if token is None else " (a token asked)")  # fmt: skip
     return endpoint
