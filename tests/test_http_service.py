@@ -8,6 +8,7 @@ headless Chromium), and every answer is read from the wire.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import http.client
 import json
@@ -27,6 +28,7 @@ import pytest
 import trustme
 from prometheus_client.parser import text_string_to_metric_families
 
+from scheduler.observe.auth import TokenAuth
 from tests.conftest import need
 from tests.helpers import seed_orders, wait_until
 
@@ -146,8 +148,9 @@ def test_every_path_asks_for_the_token_over_tls_and_slow_clients_hold_nothing(
     status, headers, body = _ask(port, "/metrics", context)
     assert headers["www-authenticate"].startswith("Bearer") and body == b"unauthorized"
     _, _, metrics = _ask(port, "/metrics", context, token=TOKEN)
-    names = {family.name for family in text_string_to_metric_families(metrics.decode())}
-    assert "sluice_source_buffered_items" in names or any(n.startswith("sluice_") for n in names)
+    families = {family.name: family for family in text_string_to_metric_families(metrics.decode())}
+    buffered = families["sluice_buffer_items"].samples
+    assert [sample.labels["source"] for sample in buffered] == ["orders"]
 
     # The certificate is checked: a client that does not trust the CA is refused it, and
     # plain HTTP on the TLS port gets no answer.
@@ -282,3 +285,26 @@ class _SlowClients(threading.Thread):
     def stop(self) -> None:
         self._halt.set()
         self.join(30)
+
+
+def test_refusals_in_a_row_from_one_address_wait_longer_and_a_success_forgets_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    auth = TokenAuth(TOKEN, secure=True)
+    wrong = {"authorization": "Bearer not-the-token-at-all"}
+
+    def ask(headers: dict[str, str], peer: str = "10.0.0.1") -> int | None:
+        answer = asyncio.run(auth.check("GET", "/metrics", headers, b"", peer))
+        return None if answer is None else int(answer.status.split()[0])
+
+    assert [ask(wrong) for _ in range(8)] == [401] * 8
+    assert waits == [0.5, 1.0, 2.0]  # five free, then each longer
+    assert ask(wrong, "10.0.0.2") == 401 and len(waits) == 3  # another address: its own count
+    assert ask({"authorization": f"Bearer {TOKEN}"}) is None
+    assert ask(wrong) == 401 and len(waits) == 3  # forgotten after a success
