@@ -72,7 +72,7 @@ class HttpConfig(Model):
         if self.token is None and not self.loopback:
             raise ValueError(
                 f"host {self.host!r} serves other hosts: set token (say token: "
-                "${SLUICE_HTTP_TOKEN}), or serve loopback only (host: 127.0.0.1)"
+                '"${SLUICE_HTTP_TOKEN}"), or serve loopback only (host: 127.0.0.1)'
             )
         return self
 
