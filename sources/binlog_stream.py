@@ -1,8 +1,9 @@
 """A MariaDB/MySQL table's change stream and chunks, for :class:`~sources.stream.StreamSource`.
 
 Changes come from the row binary log read by GTID (:mod:`sources.binlog_changes`;
-one replication domain), chunks are read by PyMySQL in UTC; values are put in
-PostgreSQL's text by the catalogue's mapping (:mod:`spark_jobs.engines.mysql.stream_text`);
+one replication domain), chunks are read by PyMySQL in UTC and handed out whole
+as text COPY lines; values are put in PostgreSQL's text by the catalogue's mapping
+(:mod:`spark_jobs.engines.mysql.stream_text`);
 a position is a GTID's sequence number. The binary log has no slot: nothing to
 acknowledge.
 """
@@ -18,14 +19,15 @@ from config.models import SqlSourceConfig
 from sources.sqldb import SourceDatabase
 from sources.stream_backends import Txn
 from sources.watermarks import PREFIX
-from spark_jobs.change_batches import Key
+from spark_jobs.change_batches import CopyRows, Key
+from spark_jobs.engines.postgresql.textcopy import lines_of
 
 
 class MariaBackend:
     """A MariaDB/MySQL table's stream: the row binary log by GTID, in one replication domain;
     values in PostgreSQL's text by the catalogue's mapping."""
 
-    whole_chunks = False
+    whole_chunks = True
 
     def __init__(self, name: str, cfg: SqlSourceConfig, db: SourceDatabase) -> None:
         from sources.binlog_changes import WATERMARKS, BinlogChangeStream
@@ -105,7 +107,7 @@ class MariaBackend:
         # One row per chunk's mark: the table holds one row per prefix.
         self._db.guard(lambda: self._stream.mark(f"{PREFIX}", content))
 
-    def chunk(self, after: list[Any] | None, rows: int) -> list[dict[str, Any]]:
+    def chunk(self, after: list[Any] | None, rows: int) -> CopyRows:
         from spark_jobs.engines.mysql.stream_text import (
             SESSION_TIME_ZONE,
             postgres_row,
@@ -129,7 +131,12 @@ class MariaBackend:
                 return [postgres_row(dict(r._mapping), columns)
                         for r in conn.execute(query, params)]  # fmt: skip
 
-        return self._db.guard(read)
+        # Whole, as COPY text: it goes into the target by COPY, with no event per row.
+        found = self._db.guard(read)
+        read_keys: list[Key] = [tuple(row[k] for k in self._key) for row in found]
+        return CopyRows(tuple(columns), lines_of([tuple(row.values()) for row in found]),
+                        len(found), tuple(read_keys),
+                        (read_keys[0], read_keys[-1]) if read_keys else None)  # fmt: skip
 
     def current(self, keys: list[Key], columns: list[str]) -> dict[Key, dict[str, Any]]:
         """Never asked: the binary log's full row images carry every value."""

@@ -98,6 +98,19 @@ def line_keys(text: str, positions: Sequence[int]) -> list[tuple[str, ...]]:
     return keys
 
 
+def lines_of(rows: Sequence[Sequence[str | None]]) -> str:
+    """Rows of values already in PostgreSQL's text (None: NULL) as lines of text COPY."""
+    return "".join("\t".join("\\N" if v is None else _escaped(v) for v in row) + "\n"
+                   for row in rows)  # fmt: skip
+
+
+def _escaped(value: str) -> str:
+    if "\\" in value or "\n" in value or "\r" in value or "\t" in value:
+        for raw, escaped in _ESCAPES:
+            value = value.replace(raw, escaped)
+    return value
+
+
 def _unescaped(value: str) -> str:
     if "\\" not in value:
         return value
