@@ -17,10 +17,12 @@ A position is the server's own text: ``@@gtid_binlog_pos``, one
 from __future__ import annotations
 
 import random
+import ssl
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
 import sqlalchemy as sa
@@ -301,11 +303,28 @@ def _kept_alive(**settings: Any) -> Any:
     """A PyMySQL connection with sluice's TCP keepalives (:mod:`config.connections`): a
     replica read from a server that went away without a word fails within about a minute
     instead of waiting for the operating system's two hours."""
-    import pymysql  # the mysql extra: sluice imports without it
-
-    connection = pymysql.connect(**settings)
+    connection = _connection_class()(**settings)
     keep_alive(connection)
     return connection
+
+
+@cache
+def _connection_class() -> type:
+    """PyMySQL's connection, its "preferred" TLS context made once for all (see below)."""
+    import pymysql  # the mysql extra: sluice imports without it
+
+    preferred = ssl.create_default_context()
+    preferred.check_hostname, preferred.verify_mode = False, ssl.CERT_NONE
+
+    class Connection(pymysql.connections.Connection):
+        # With no TLS settings PyMySQL tries TLS unverified, and made a new context for it
+        # each time, loading the system's CA files to verify nothing: ~30 ms a connection,
+        # a third of a MariaDB stream's full load (each watermark, position and log read
+        # connects). The same context, once.
+        def _create_ssl_ctx(self, sslp: Any) -> Any:
+            return preferred if sslp == {} else super()._create_ssl_ctx(sslp)
+
+    return Connection
 
 
 def _row_changes(event: Any) -> list[RowChange]:
