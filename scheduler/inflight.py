@@ -25,6 +25,7 @@ from scheduler.stats import RunStats
 from sinks.abc import Sink
 from sources.budgets import Budgets
 from sources.queueing import QueueingLimitedSource
+from sources.reach import Away
 from spark_jobs.import_job import ImportResult
 from spark_jobs.manifest import Manifest
 
@@ -68,6 +69,8 @@ class BatchesInFlight:
         self._lock = threading.Lock()  # sink threads remove the batches that end
         self._inflight: dict[str, Manifest] = {}
         self.budgets = budgets
+        # Source databases found away after their batches failed (set by the loop).
+        self.away: Away | None = None
         # Batches that must run (retries, takeovers, orphans) waiting for
         # their source database's limits to admit them; the loop's thread only.
         self._waiting: dict[str, Manifest] = {}  # by batch id, oldest first
@@ -174,6 +177,8 @@ class BatchesInFlight:
                                    token=manifest.token, zero_dates=zeros)
                 if queue is not None:
                     queue.ack(manifest.batch_id)
+                if self.away is not None:
+                    self.away.succeeded(manifest.source)
                 with self._lock:
                     s = self.stats
                     s.batches_done += 1
@@ -198,6 +203,8 @@ class BatchesInFlight:
                                          permanent=getattr(error, "permanent", False))
                 log.warning("batch %s of %s %s: %s", manifest.batch_id, manifest.source,
                             state, error)
+                if self.away is not None and getattr(error, "transient", True) and not waits:
+                    self.away.failed(manifest.source)  # is its database there?
                 if unavailable:
                     log.critical("no batch can import: %s", error)
                     self._die(error)

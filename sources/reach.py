@@ -11,13 +11,15 @@ no answer in time) is *unreachable*: its sources start with empty buffers, their
 refills ask it again with backoff (their start check runs before their first read),
 and the other sources flow meanwhile. A thread still waiting for its database when the
 start goes on ends with its connection's timeout (:mod:`config.connections`), its answer
-no longer asked for.
+no longer asked for. Mid-run, :class:`Away` asks a source's database again when its
+batches fail, so that one whose keys were all read is shown away too.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import sqlalchemy as sa
 from sqlalchemy.pool import NullPool
@@ -103,3 +105,64 @@ def _left(deadline: float, answered_at: float | None) -> float:
     now = time.monotonic()
     left = deadline - now
     return left if answered_at is None else min(left, answered_at + LATE - now)
+
+
+class Away:
+    """Source databases found away after their batches failed: shown as unreachable.
+
+    A source whose keys were all read has no refills left to find its database gone:
+    its batches fail to connect. After such a failure (any transient one: the batch's
+    error does not say which end failed) the source's database is asked ``SELECT 1`` on a
+    thread of its own, one question per database at a time; when it does not answer, the
+    source is away since that failure, with why, until one of its batches succeeds or a
+    later question is answered. ``url_of(source)``: its database (None: nothing to ask,
+    such as a file or a queue).
+    """
+
+    def __init__(self, url_of: Callable[[str], str | None]) -> None:
+        self._url_of = url_of
+        self._lock = threading.Lock()
+        self._away: dict[str, tuple[float, str]] = {}  # source -> (since, why)
+        self._asking: set[str] = set()
+
+    def failed(self, source: str) -> None:
+        """A batch of ``source`` failed and may be tried again: ask its database."""
+        url = self._url_of(source)
+        if url is None or url.startswith("sqlite"):
+            return
+        since = time.monotonic()
+        with self._lock:
+            if url in self._asking:
+                return
+            self._asking.add(url)
+        threading.Thread(target=self._ask, args=(source, url, since), name=f"away-{source}",
+                         daemon=True).start()  # fmt: skip
+
+    def succeeded(self, source: str) -> None:
+        """A batch of ``source`` succeeded: its database is there."""
+        with self._lock:
+            self._away.pop(source, None)
+
+    def of(self, source: str) -> tuple[float, str] | None:
+        """Seconds ``source``'s database has been away, and why; None: not known away."""
+        with self._lock:
+            found = self._away.get(source)
+        return None if found is None else (time.monotonic() - found[0], found[1])
+
+    def _ask(self, source: str, url: str, since: float) -> None:
+        try:
+            engine = sa.create_engine(url, poolclass=NullPool)
+            try:
+                with engine.connect() as conn:
+                    conn.execute(sa.text("SELECT 1"))
+            finally:
+                engine.dispose()
+        except Exception as error:  # noqa: BLE001 - whatever it is, it is this database's
+            with self._lock:
+                held = self._away.get(source)
+                self._away[source] = (held[0] if held else since, cause_line(error))
+        else:
+            self.succeeded(source)
+        finally:
+            with self._lock:
+                self._asking.discard(url)

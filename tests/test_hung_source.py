@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from sources.reach import Away
 from tests.helpers import assert_same_rows, count_rows, seed_orders, wait_until
 from tests.proxy import Proxy
 
@@ -158,10 +159,10 @@ def test_a_database_that_hangs_mid_run_holds_no_other_source_back_and_its_rows_l
         wait_until(lambda: count_rows(pg_target, "far") > 0, "the far source's first rows",
                    timeout=60, poll=0.1)  # fmt: skip
         proxy.hang()  # its connections cut, new ones accepted and never answered
-        # Its refills find its host away (unreachable), or, where its keys were all read
-        # already, its batches fail on connecting and wait to be tried again.
-        view = _far_shown_failing(run, pg_target, port, lambda far: far["failing_s"] or (
-            far["states"]["failed"] and "connection" in (far["last_error"] or "")))
+        # Its refills find its host away, or, where its keys were all read already, its
+        # batches fail on connecting and its database is asked: unreachable, either way.
+        view = _far_shown_failing(run, pg_target, port,
+                                  lambda far: far["failing_s"] and far["refill_error"])
         assert count_rows(pg_target, "far") < ROWS, view
     finally:
         output = _finish(run, proxy, tmp_path)
@@ -364,3 +365,35 @@ batch: {{max_items: 10, max_wait: 100ms}}
     assert run.returncode == 0, output
     assert count_rows(pg_target, "events") == messages
     assert f"{messages} rows in" in output
+
+
+def test_a_source_whose_batches_fail_is_shown_away_while_its_database_does_not_answer(
+    pg_url: str,
+) -> None:
+    """A source whose keys were all read has no refill left to find its database gone: a
+    failed batch has it asked, and it is away until it answers again."""
+    source = sa.make_url(pg_url)
+    proxy = Proxy(source.port or 5432)
+    far = source.set(port=proxy.port, query={"connect_timeout": "2"}).render_as_string(False)
+    away = Away(lambda name: {"far": far}.get(name))
+    try:
+        proxy.hang()
+        away.failed("far")
+        away.failed("far")  # asked once at a time
+        wait_until(lambda: away.of("far") is not None, "the far database found away",
+                   timeout=30, poll=0.2)  # fmt: skip
+        seconds, why = away.of("far") or (0.0, "")
+        assert seconds >= 0 and "timeout" in why, why
+        away.failed("nowhere")  # a source with no database to ask: nothing happens
+        assert away.of("nowhere") is None
+        proxy.forward()
+        away.failed("far")  # a batch failed for another reason: the database answers
+        wait_until(lambda: away.of("far") is None, "the far database back", timeout=30,
+                   poll=0.2)  # fmt: skip
+        proxy.hang()
+        away.failed("far")
+        wait_until(lambda: away.of("far") is not None, "away again", timeout=30, poll=0.2)
+        away.succeeded("far")  # a batch of it went through
+        assert away.of("far") is None
+    finally:
+        proxy.close()

@@ -296,6 +296,8 @@ class StatusBoard:
         total = None if left is None else done + left
         budgets = self.loop.inflight.budgets
         budget = None if budgets is None else budgets.of(name)
+        # A source whose keys were all read finds its database away by its batches alone.
+        away = None if self.loop.inflight.away is None else self.loop.inflight.away.of(name)
         return SourceView(
             name=name,
             kind=f"sql {src.mode}" if isinstance(src, SqlSourceConfig) else src.kind,
@@ -314,11 +316,10 @@ class StatusBoard:
             refilling=health.refilling,
             exhausted=health.exhausted,
             failed=health.failed is not None,
-            refill_error=_clean(  # given up, or failing now (not one it got over)
-                health.failed or (health.last_error if health.consecutive_errors else None),
-                secrets,
-            ),
-            failing_s=None if health.failed else health.failing_for(),
+            refill_error=_clean(  # given up, failing now (not one it got over), or away
+                health.failed or (health.last_error if health.consecutive_errors else None)
+                or (away and f"its database does not answer: {away[1]}"), secrets),
+            failing_s=None if health.failed else health.failing_for() or (away and away[0]),
             at_limit=bool(eta and eta.limited),
             batch_size=self.loop.batch_size(name),
             waiting_for=tuple(self.loop.feeder.order.waiting_for(name)),
@@ -330,9 +331,7 @@ class StatusBoard:
 
 def status_board(loop: MainLoop, queues: Mapping[str, QueueingLimitedSource]) -> StatusBoard:
     """The status board of a daemon's ``loop``: its ETA (with its backlog counter) included.
-
-    Start the counter (``board.eta.counter.start()``) once the sources are open.
-    """
+    Start the counter (``board.eta.counter.start()``) once the sources are open."""
 
     def rows_done() -> dict[str, int]:
         return dict(loop.stats.rows_by_source)  # a copy: sink threads add to it
