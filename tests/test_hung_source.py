@@ -251,14 +251,18 @@ def test_a_key_query_waiting_on_a_lock_is_cancelled_shown_and_tried_again(
     request: pytest.FixtureRequest,
 ) -> None:  # fmt: skip
     source = request.getfixturevalue("pg_url" if engine == "postgresql" else "mariadb_url")
-    seed_orders(source, ROWS, table="locked")
+    rows = 8_000
+    seed_orders(source, rows, table="locked")
     port = _free_port()
-    # Its keys fifty at a time at 200 rows/s (15 s of them): key queries still to come when
-    # it is locked, however late a loaded machine brings the first rows.
+    # Its keys two at a time (4,000 key queries: seconds of them) into a buffer with room for
+    # every key: the refills go on, their key queries still to come when it is locked,
+    # however late a loaded machine brings the first rows, and however long the batches
+    # in flight then wait on the lock themselves (a buffer full of their items, its keys
+    # read long before, had no key query to cancel: seen in CI).
     (tmp_path / "sluice.yaml").write_text(f"""
 ledger: sqlite:///ledger.db
 metrics_port: {port}
-batch: {{max_items: 100}}
+batch: {{max_items: 400}}
 sources:
   locked:
     kind: sql
@@ -266,9 +270,9 @@ sources:
     table: locked
     key: id
     target: out.locked
-    page_size: 50
-    buffer: {{capacity: 200, replenish_below: 100}}
-    limits: {{max_rows_per_s: 200, query_timeout: 1}}
+    page_size: 2
+    buffer: {{capacity: {rows + 1000}, replenish_below: {rows}}}
+    limits: {{max_rows_per_s: 2000, query_timeout: 1}}
 targets:
   out: {{kind: jdbc, url: "{pg_target}"}}
 """)
@@ -303,7 +307,7 @@ targets:
         output = (tmp_path / "run.log").read_text()
         print(output[-5000:])
     assert run.returncode == 0, output
-    assert assert_same_rows(source, "locked", pg_target, "locked") == ROWS
+    assert assert_same_rows(source, "locked", pg_target, "locked") == rows
 
 
 def test_an_sqs_endpoint_down_at_start_is_waited_for_and_its_messages_land_once_it_is_up(

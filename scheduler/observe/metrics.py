@@ -101,11 +101,14 @@ class SluiceCollector(Collector):
             "sluice_refill_consecutive_errors", "Refills failed since the last success.",
             labels=["source"])
         failing = GaugeMetricFamily(
-            "sluice_source_failing_seconds", "Seconds its refills have failed in a row "
-            "(its database unreachable since); 0 while they succeed.", labels=["source"])
+            "sluice_source_failing_seconds", "Seconds its refills have failed in a row, or "
+            "its database has not answered after a batch failed (unreachable since); 0 while "
+            "they succeed.", labels=["source"])
+        away = self.loop.inflight.away
         for name, queue in self.queues.items():
             health = queue.health()
-            failing.add_metric([name], health.failing_for() or 0.0)
+            gone = None if away is None else away.of(name)
+            failing.add_metric([name], health.failing_for() or (gone[0] if gone else 0.0))
             buffered.add_metric([name], health.buffered)
             held.add_metric([name], health.held)
             exhausted.add_metric([name], int(health.exhausted))
