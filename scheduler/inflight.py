@@ -69,8 +69,9 @@ class BatchesInFlight:
         self._lock = threading.Lock()  # sink threads remove the batches that end
         self._inflight: dict[str, Manifest] = {}
         self.budgets = budgets
-        # Source databases found away after their batches failed (set by the loop).
-        self.away: Away | None = None
+        # Source databases found away after their batches failed (a source's URL changes
+        # only with a restart).
+        self.away: Away | None = Away(lambda name: _url_of(self.queues.get(name)))
         # Batches that must run (retries, takeovers, orphans) waiting for
         # their source database's limits to admit them; the loop's thread only.
         self._waiting: dict[str, Manifest] = {}  # by batch id, oldest first
@@ -274,3 +275,10 @@ class BatchesInFlight:
             queue.ack(manifest.batch_id)
         else:
             queue.release(manifest.batch_id, to_source=True)
+
+
+def _url_of(queue: QueueingLimitedSource | None) -> str | None:
+    """The database of a SQL source's buffer (None for a queue of messages)."""
+    cfg = getattr(getattr(queue, "wrapped", None), "cfg", None)
+    url = getattr(cfg, "url", None)
+    return url if isinstance(url, str) else None

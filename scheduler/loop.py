@@ -49,7 +49,6 @@ from sinks.abc import Sink
 from sources.budgets import Budgets
 from sources.buffer import Stocked
 from sources.queueing import QueueingLimitedSource
-from sources.reach import Away
 from spark_jobs.manifest import Manifest
 
 log = logging.getLogger("sluice.loop")
@@ -103,7 +102,6 @@ class MainLoop:
         plan_every_range(self.queues, cfg, self.sizes)
         self.inflight = BatchesInFlight(ledger, sink, self.queues, self.stats, cfg.retry, self.wake,
                                  die=self.die, halt=self._halt, budgets=budgets, sizes=self.sizes)
-        self.inflight.away = Away(lambda name: getattr(self.cfg.sources.get(name), "url", None))
         self.feeder = Feeder(cfg, self.queues, strategy, ledger, sink, self.checkpoints,
                              throttle=self.throttle, inflight=self.inflight, stats=self.stats,
                              sizes=self.sizes, stocked=self.stocked,
