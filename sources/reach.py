@@ -55,16 +55,7 @@ def unreachable(cfg: SluiceConfig, wait: float = START_WAIT) -> dict[str, str]:
 
     def ask(url: str) -> None:
         nonlocal answered_at
-        outcome: BaseException | None = None
-        try:
-            engine = sa.create_engine(url, poolclass=NullPool)
-            try:
-                with engine.connect() as conn:
-                    conn.execute(sa.text("SELECT 1"))
-            finally:
-                engine.dispose()
-        except Exception as error:  # noqa: BLE001 - whatever it is, it is this database's
-            outcome = error
+        outcome = refusal(url)
         with answered:
             answers[url] = outcome
             answered_at = time.monotonic()
@@ -97,6 +88,21 @@ def unreachable(cfg: SluiceConfig, wait: float = START_WAIT) -> dict[str, str]:
             )
         away[url] = reason
     return away
+
+
+def refusal(url: str) -> BaseException | None:
+    """What keeps ``url``'s database from answering ``SELECT 1`` (on a connection of its
+    own, within its connect timeout); None when it answers."""
+    try:
+        engine = sa.create_engine(url, poolclass=NullPool)
+        try:
+            with engine.connect() as conn:
+                conn.execute(sa.text("SELECT 1"))
+        finally:
+            engine.dispose()
+    except Exception as error:  # noqa: BLE001 - whatever it is, it is this database's
+        return error
+    return None
 
 
 def _left(deadline: float, answered_at: float | None) -> float:
@@ -150,19 +156,11 @@ class Away:
         return None if found is None else (time.monotonic() - found[0], found[1])
 
     def _ask(self, source: str, url: str, since: float) -> None:
-        try:
-            engine = sa.create_engine(url, poolclass=NullPool)
-            try:
-                with engine.connect() as conn:
-                    conn.execute(sa.text("SELECT 1"))
-            finally:
-                engine.dispose()
-        except Exception as error:  # noqa: BLE001 - whatever it is, it is this database's
-            with self._lock:
+        error = refusal(url)
+        with self._lock:
+            self._asking.discard(url)
+            if error is None:
+                self._away.pop(source, None)
+            else:
                 held = self._away.get(source)
                 self._away[source] = (held[0] if held else since, cause_line(error))
-        else:
-            self.succeeded(source)
-        finally:
-            with self._lock:
-                self._asking.discard(url)
