@@ -41,6 +41,12 @@ import sqlalchemy as sa
 CONNECT_TIMEOUT = 10
 """Seconds a connection may take to open, where neither the environment nor its URL says."""
 
+LOCK_WAIT = 5
+"""Seconds sluice's own queries on a source (key queries, checks, counts, the start's
+catalogue reads) wait for a lock an application holds (``lock_timeout``,
+``lock_wait_timeout``): then they are cancelled and tried again later, and the start,
+the loop and the other sources never wait on an application's migration."""
+
 KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
               "keepalives_count": 3}  # fmt: skip
 """TCP keepalives of every connection, as libpq names them: a silent peer is given up on

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
+from config.connections import LOCK_WAIT
 from config.errors import ConfigError, SourceError, cause_line, is_transient, refused_by_config
 from config.models import SqlSourceConfig
 from sources.budget import KEY_QUERIES, Budget
@@ -75,6 +76,8 @@ class SourceDatabase:
                 try:
                     conn.execute(stmt).all()
                 except sa.exc.DBAPIError as exc:
+                    if is_transient(exc):  # cancelled waiting on a lock, the server gone
+                        raise self._error("check query failed", exc) from exc
                     raise ConfigError(self._describe("check query failed", exc)) from exc
 
     def passes(self, stmts: Sequence[sa.Select[Any]]) -> bool:
@@ -199,22 +202,24 @@ class _Engines:
                 seconds = self._timeouts.get(url)
                 options = str(cparams.get("options", ""))
                 if seconds is not None and "statement_timeout" not in options:
-                    cparams["options"] = (f"{options} -c statement_timeout="
-                                          f"{int(seconds * 1000)}").strip()  # fmt: skip
+                    options = f"{options} -c statement_timeout={int(seconds * 1000)}"
+                if "lock_timeout" not in options:  # an application's lock: tried again later
+                    options = f"{options} -c lock_timeout={int(LOCK_WAIT * 1000)}"
+                cparams["options"] = options.strip()
 
             sa.event.listen(engine, "do_connect", bound)
         elif engine.dialect.name == "mysql":
             def bound_session(dbapi_connection: Any, record: Any) -> None:
                 seconds = self._timeouts.get(url)
-                if seconds is None:
-                    return
                 # The dialect knows its server once the first connection is made.
                 mariadb = getattr(engine.dialect, "is_mariadb", False)
-                setting = (f"max_statement_time = {seconds:g}" if mariadb
-                           else f"max_execution_time = {int(seconds * 1000)}")  # fmt: skip
+                settings = [f"lock_wait_timeout = {LOCK_WAIT:g}"]  # metadata locks: DDL's
+                if seconds is not None:
+                    settings.append(f"max_statement_time = {seconds:g}" if mariadb
+                                    else f"max_execution_time = {int(seconds * 1000)}")  # fmt: skip
                 cursor = dbapi_connection.cursor()
                 try:
-                    cursor.execute(f"SET SESSION {setting}")
+                    cursor.execute(f"SET SESSION {', '.join(settings)}")
                 finally:
                     cursor.close()
 

@@ -401,3 +401,43 @@ def test_a_source_whose_batches_fail_is_shown_away_while_its_database_does_not_a
         assert away.of("far") is None
     finally:
         proxy.close()
+
+
+def test_a_table_an_application_holds_locked_at_start_holds_no_other_source_back(
+    pg_url: str, pg_target: str, tmp_path: Path
+) -> None:
+    """An application's migration holds one source table (ACCESS EXCLUSIVE) as the run starts:
+    the start's catalogue reads and the table's check give up after LOCK_WAIT, the two
+    others drain, the locked one is shown failing with why, and once the lock goes every row
+    of it lands once, exit 0."""
+    for table in ("fast_a", "fast_b", "far"):
+        seed_orders(pg_url, ROWS, table=table)
+    port = _free_port()
+    holder = sa.create_engine(pg_url)
+    try:
+        with holder.connect() as conn:
+            conn.exec_driver_sql("LOCK TABLE far IN ACCESS EXCLUSIVE MODE")
+            run = _three_sources(tmp_path, pg_url, pg_target, pg_url, port)  # far: locked
+
+            def drained() -> bool:
+                assert run.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
+                return count_rows(pg_target, "fast_a") == ROWS == count_rows(pg_target, "fast_b")
+
+            wait_until(drained, "the other sources drained", timeout=120, poll=0.5)
+
+            def far() -> dict[str, Any]:
+                return next(s for s in _status(port)["sources"] if s["name"] == "far")
+
+            wait_until(lambda: "lock timeout" in (far()["refill_error"] or ""),
+                       "the locked table's source failing on the page", timeout=30, poll=0.2)
+            assert far()["failing_s"] is not None and count_rows(pg_target, "far") == 0
+            conn.rollback()  # the lock goes
+        run.wait(timeout=180)
+    finally:
+        holder.dispose()
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, (tmp_path / "run.log").read_text()[-5000:]
+    for table in ("fast_a", "fast_b", "far"):
+        assert assert_same_rows(pg_url, table, pg_target, table) == ROWS
