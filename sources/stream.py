@@ -178,7 +178,7 @@ class StreamSource(LimitedSource):
         # On this thread, as every use of the slot: a slot serves one session at a time.
         self._acknowledge()
         if not self._load.done and not self._chunks:
-            self._read_chunk(limit)
+            self._read_chunk(max(1, limit))  # the chunk's size is the one last_key compares
         more = limit - len(self._out)
         at_end = False
         if more > 0:
@@ -314,7 +314,7 @@ class StreamSource(LimitedSource):
         chunk = f"{self._nonce}.{self._seq}"
         size = min(self.cfg.page_size, room) if self._stream.whole_chunks else self.cfg.page_size
         self._stream.mark(low(chunk))
-        rows = self._stream.chunk(self._load.after, max(1, size))
+        rows = self._stream.chunk(self._load.after, size)
         self._stream.mark(high(chunk))
         self._reconciler.chunk(chunk, rows)
         last = last_key(rows, self._key, size)
