@@ -75,9 +75,14 @@ DatabaseUrl = Annotated[str, AfterValidator(check_database_url)]
 
 
 class Model(BaseModel):
-    """Base of every config model: unknown keys are errors, values frozen."""
+    """Base of every config model: unknown keys are errors, values frozen.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    A field's docstring (the string under it) is its description in the JSON
+    Schema (``sluice schema``) and in the configuration reference the docs
+    build from it, which fails on a key without one.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 def sqlite_url_at(url: str, base_dir: Path) -> str:

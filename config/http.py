@@ -26,7 +26,9 @@ class TlsConfig(Model):
     is next to the config file."""
 
     cert: str
+    """The certificate (its chain, PEM)."""
     key: str
+    """The certificate's private key (PEM)."""
 
     def context(self) -> ssl.SSLContext:
         """A server context with this certificate (TLS 1.2 at least). Raises ``OSError``

@@ -96,22 +96,46 @@ class SluiceConfig(Model):
     """A whole sluice config file."""
 
     ledger: DatabaseUrl = "sqlite:///sluice-ledger.db"
-    # How long the daemon waits out an unreachable ledger before it stops.
+    """Where sluice records batches, claims and checkpoints: a SQLite or PostgreSQL URL
+    (several daemons on one config need PostgreSQL). Its ``sluice_*`` tables are created and
+    upgraded by sluice itself; a relative SQLite path is next to the config file."""
     ledger_outage: Duration = 600.0
+    """How long the daemon waits out an unreachable ledger (its reads and writes retried with
+    backoff) before it stops with exit code 1."""
     work_dir: str = "./.sluice"
+    """A folder of sluice's own: the code and packages shipped to a Spark cluster
+    (``pyfiles/``) and, with ``spark.deploy: submit``, each batch's manifest, log and result;
+    relative to the config file's folder."""
     log_format: Literal["text", "json"] = "text"
+    """How the daemon logs: lines of text, or one JSON object a line
+    (``sluice run --log-format`` overrides it)."""
     metrics_port: int | None = Field(default=None, gt=0, lt=65536)
-    """Deprecated: ``http: {port: N}``."""
+    """Deprecated: the old spelling of ``http: {port: N}`` (loopback, no token); not with
+    ``http:``."""
     http: HttpConfig | None = None
+    """Serve the status page, ``/status.json``, ``/metrics`` and ``/record``; left out,
+    nothing is served."""
     spark: SparkConfig = SparkConfig()
+    """Where the import jobs run (Spark's master) and how (a session or ``spark-submit``)."""
     sources: dict[str, SourceConfig] = Field(min_length=1)
+    """What to migrate, by name: SQL tables (``kind: sql``) and SQS queues (``kind: sqs``)."""
     targets: dict[str, TargetConfig] = Field(min_length=1)
+    """Where it goes, by name: databases (``kind: jdbc``) and Parquet folders
+    (``kind: parquet``); a source's ``target:`` names one of them."""
     strategy: StrategyConfig | None = None
+    """Which source's items are fed next: a tree of ``prefer`` and ``fair`` nodes; left out,
+    every source gets an equal share."""
     batch: BatchConfig = BatchConfig()
+    """How big a batch may get and how long a partial one may wait."""
     backpressure: BackpressureConfig = BackpressureConfig()
+    """When to stop feeding the import jobs and when to resume."""
     retry: RetryConfig = RetryConfig()
+    """How many attempts a failed batch gets, and the waits between them."""
     lease: LeaseConfig = LeaseConfig()
+    """How long a daemon owns a batch without renewing its lease."""
     windows: list[str] = []
+    """Crontab expressions (UTC) of the minutes sluice may feed batches in
+    (``"* 22-23,0-5 * * *"``); empty: always."""
     # What the tables: sources found in their databases (config.tables), and
     # the sources each of them became; set by the loader, not the YAML.
     _tables: TableCatalog = PrivateAttr(default_factory=TableCatalog)

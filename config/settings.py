@@ -13,10 +13,17 @@ class SparkConfig(Model):
     """Where and how the import jobs run."""
 
     master: str = "local[2]"
+    """Spark's master: ``local[N]``, ``spark://host:7077``, ``yarn``, ``k8s://…``."""
     deploy: Literal["session", "submit"] = "session"
+    """``session``: import jobs on a SparkSession inside the daemon; ``submit``: each batch
+    its own ``spark-submit`` application (big batches on a cluster)."""
     conf: dict[str, str] = {}
+    """Spark settings (``spark.executor.memory: 4g``), passed as they are."""
     max_concurrent_imports: int = Field(default=2, gt=0)
+    """Import jobs running at once (the import slots)."""
     jars: Literal["auto"] | list[str] = "auto"
+    """The JDBC driver jars: ``auto`` takes them from ``/usr/share/java``, or a list of
+    paths the driver can read."""
     ship_dependencies: bool = True
     """Cluster masters: ship the Python packages sluice's code needs on executors
     (psycopg, PyMySQL, SQLAlchemy, pydantic) on ``spark.archives``. False where
@@ -64,9 +71,17 @@ class BatchConfig(Model):
     """
 
     max_items: int = Field(default=ROWS_BATCH, gt=0)
+    """The most items (rows, keys or messages) a batch holds, for every source. Left out,
+    sluice sizes each source's batches: a keyset source's about 256 MiB of rows as text (at
+    least 10,000 rows, at most 2,000,000), others' up to 10,000 keys or messages."""
     max_wait: Duration = 2.0
+    """A partial batch is flushed once its first item has waited this long."""
     target_latency: Duration | None = Field(default=None, gt=0)
+    """Each source's batch size moves between ``min_items`` and ``max_items`` so that its
+    imports take about this long; None: batches are ``max_items``."""
     min_items: int = Field(default=MIN_ITEMS, gt=0)
+    """With ``target_latency``: the smallest a batch gets (``max_items`` when that is
+    smaller than 100)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -111,9 +126,13 @@ class ProbeConfig(Model):
     """A probe of the downstream's own pending work: a SQL count or an HTTP number."""
 
     sql: str | None = None
+    """A query answering one number: the downstream's pending work (with ``url``)."""
     url: str | None = None
+    """The database ``sql`` runs on (a SQLAlchemy URL)."""
     http: str | None = None
+    """A URL answering one number in its body, instead of ``sql``."""
     ttl: Duration = 5.0
+    """How often the probe is read; a read also times out after this (at least 1 s)."""
 
     @model_validator(mode="after")
     def _one_kind(self) -> ProbeConfig:
@@ -128,9 +147,18 @@ class BackpressureConfig(Model):
     """When to stop and resume feeding (hysteresis on pending items)."""
 
     max_pending: int = Field(default=50000, gt=0)
+    """Stop feeding at this many items not yet imported (with the probe's count). Left out,
+    it follows the largest batch: every import slot busy with one job's worth of rows and
+    one more waiting, at least 50,000."""
     resume_below: int = Field(default=25000, ge=0)
+    """Feed again once pending items fall below this. Left out, one batch under
+    ``max_pending``."""
     max_importing_batches: int = Field(default=4, gt=0)
+    """The most batches importing at once. Left out, as many as ``max_pending`` makes, and
+    at least 32 per import slot and 32 more (small tables' batches share Spark jobs)."""
     probe: ProbeConfig | None = None
+    """Adds the downstream's own backlog (a SQL count or an HTTP number) to the pending
+    count."""
 
     @model_validator(mode="after")
     def _resume_below_max(self) -> BackpressureConfig:
@@ -146,11 +174,16 @@ class RetryConfig(Model):
     """How failed batches are retried before they are declared dead."""
 
     max_attempts: int = Field(default=5, gt=0)
+    """Attempts of a batch before it is dead (``sluice retry --dead`` requeues it)."""
     backoff: Duration = 10.0
+    """The wait before a failed batch's first retry; it doubles each attempt."""
     max_backoff: Duration = 600.0
+    """The longest wait between two attempts."""
 
 
 class LeaseConfig(Model):
     """How long an importer owns a batch without renewing its lease."""
 
     ttl: Duration = 600.0
+    """A batch whose owner has not renewed its lease for this long (a dead daemon) is taken
+    over by a live one."""

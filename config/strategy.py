@@ -13,7 +13,10 @@ class ShareConfig(Model):
     """Bounds on a source's share of the items fed."""
 
     min: float = Field(default=0.0, ge=0, le=1)
+    """The least share (0 to 1) of the items fed, over a recent window, that the source gets
+    while others compete with it."""
     max: float = Field(default=1.0, gt=0, le=1)
+    """The most share (0 to 1) of the items fed that the source may take."""
 
     @model_validator(mode="after")
     def _min_below_max(self) -> ShareConfig:
@@ -26,13 +29,16 @@ class FairEntry(Model):
     """A weighted child of ``fair`` that is itself a strategy."""
 
     weight: float = Field(default=1.0, gt=0)
+    """The child's weight in the fair share."""
     node: StrategyNode
+    """The child: a source name, or a ``prefer`` or ``fair`` node."""
 
 
 class PreferNode(Model):
     """Ordered fallback: the first child with items buffered wins."""
 
     prefer: list[StrategyNode] = Field(min_length=1)
+    """Children in order of preference: a source name, or a ``prefer`` or ``fair`` node."""
 
 
 class FairNode(Model):
@@ -43,6 +49,7 @@ class FairNode(Model):
     """
 
     fair: dict[str, Annotated[float, Field(gt=0)]] | list[FairEntry] = Field(min_length=1)
+    """Source name → weight, or a list of ``{node: …, weight: w}`` entries."""
 
 
 StrategyNode = str | PreferNode | FairNode
@@ -55,10 +62,15 @@ class StrategyConfig(Model):
     """The top of the strategy tree, with optional per-source share bounds."""
 
     prefer: list[StrategyNode] | None = Field(default=None, min_length=1)
+    """Ordered fallback at the top: the first child with items buffered wins (one of
+    ``prefer`` and ``fair``)."""
     fair: dict[str, Annotated[float, Field(gt=0)]] | list[FairEntry] | None = Field(
         default=None, min_length=1
     )
+    """Weighted fair share at the top: ``{orders: 2, customers: 1}``, or a list of
+    ``{node: …, weight: w}`` entries (one of ``prefer`` and ``fair``)."""
     shares: dict[str, ShareConfig] = {}
+    """Per source, bounds on its share of the items fed."""
 
     @model_validator(mode="after")
     def _one_root(self) -> StrategyConfig:

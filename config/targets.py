@@ -13,18 +13,24 @@ class WriteConfig(Model):
     """How the Spark import job writes a JDBC target."""
 
     batchsize: int = Field(default=10000, gt=0)
+    """Rows a Spark JDBC write sends a round trip (where the write goes through JDBC:
+    SQLite, or MySQL without ``local_infile``)."""
     num_partitions: int = Field(default=2, gt=0)
+    """Connections a Spark JDBC write uses at once (one for SQLite)."""
 
 
 class JdbcTargetConfig(Model):
     """A database reached by Spark JDBC; tables are upserted on the key."""
 
     kind: Literal["jdbc"]
+    """``jdbc``: a PostgreSQL, MySQL/MariaDB or SQLite database."""
     url: DatabaseUrl
+    """The database, as a SQLAlchemy URL (``postgresql+psycopg://loader@dw/wh``)."""
     write: WriteConfig = WriteConfig()
-    # Connections building the tables' indexes and constraints at once after their load
-    # (pg_restore's and pgcopydb's --index-jobs).
+    """How Spark's JDBC writer writes, where it is the one writing."""
     schema_jobs: int = Field(default=2, gt=0)
+    """Connections building the tables' indexes and constraints at once after their load
+    (pg_restore's and pgcopydb's ``--index-jobs``)."""
 
 
 class ParquetTargetConfig(Model):
@@ -35,8 +41,13 @@ class ParquetTargetConfig(Model):
     """
 
     kind: Literal["parquet"]
+    """``parquet``: a folder of Parquet tables."""
     path: str
+    """The folder (local, relative to the config file, or a Hadoop path); a table's files
+    go under ``{path}/{table}/``."""
     partition_by: list[str] = []
+    """Columns whose values name the folders each batch's files go into (``region=eu/``);
+    empty: one file per batch."""
 
     @field_validator("partition_by")
     @classmethod
