@@ -1,4 +1,4 @@
-# sluice: make demo | make test | make check | make lint | make bench | make jars
+# sluice: make demo | make test | make check | make lint | make bench | make jars | make docs
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -10,7 +10,7 @@ ROWS ?= 100000
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export AWS_EC2_METADATA_DISABLED ?= true
 
-.PHONY: demo test check lint bench jars java pgloader pgcopydb chromium venv clean
+.PHONY: demo test check lint bench jars java pgloader pgcopydb chromium venv clean docs docs-serve
 
 demo: venv jars java
 	$(VENV)/bin/sluice demo --rows $(ROWS)
@@ -30,6 +30,16 @@ check: lint
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy scheduler sources sinks config spark_jobs
+
+# The docs site: MkDocs, strict (a broken link, a page left out of the nav, a config key
+# or CLI option without words fails), into site/. Pages generated from the code by
+# docs/gen/hooks.py; no database, no Spark. tests/test_docs.py runs the same build.
+export NO_MKDOCS_2_WARNING := 1
+docs: venv
+	$(VENV)/bin/mkdocs build --strict --site-dir site
+
+docs-serve: venv
+	$(VENV)/bin/mkdocs serve
 
 bench: venv jars java pgloader pgcopydb
 	$(PY) benchmarks/run.py $(BENCH)
@@ -90,7 +100,7 @@ java:
 	if [ -z "$$v" ] || [ "$$v" -lt 17 ]; then echo "error: Java 17 or newer is required by Spark (found: $${v:-unknown})" >&2; exit 1; fi
 
 clean:
-	rm -rf .sluice .pytest_cache .mypy_cache .ruff_cache spark-warehouse
+	rm -rf .sluice .pytest_cache .mypy_cache .ruff_cache spark-warehouse site
 
 # The long exactly-once scenarios (tests/test_exactly_once.py with CHAOS=long:
 # 200,000 / 50,000 / 1,000 rows, ten random kills, each crash point, hot-hot,

@@ -1,5 +1,5 @@
-"""The README's type mapping, made from the catalogue itself (``python -m
-spark_jobs.engines.mapping`` prints it; a test checks the README holds it as printed).
+"""The docs' overview of the type mapping, made from the catalogue itself (``python -m
+spark_jobs.engines.mapping`` prints it; ``make docs`` puts it in docs/reference/types.md).
 
 Each row is a source type of an engine, each column a target engine: the type a
 target table sluice creates gives it, and what changes on the way (nothing, on

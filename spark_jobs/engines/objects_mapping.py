@@ -1,6 +1,6 @@
-"""The README's table of schema objects from MariaDB into PostgreSQL, made by the translation
-itself (``python -m spark_jobs.engines.objects_mapping`` prints it; a test checks the README
-holds it as printed).
+"""The docs' table of schema objects from MariaDB into PostgreSQL, made by the translation
+itself (``python -m spark_jobs.engines.objects_mapping`` prints it; ``make docs`` puts it in
+docs/reference/schema-objects.md).
 
 Each row is an object of a sample MariaDB table as ``SHOW CREATE TABLE`` prints
 it, what PostgreSQL gets for it and when it is built, or why it is refused.
