@@ -1,6 +1,7 @@
 """The typed, frozen shape of a sluice config file.
 
-Field names and defaults are the config's contract (README, docs/architecture.md).
+Field names and defaults are the config's contract (docs/reference/configuration.md is
+made from them; docs/architecture.md).
 Nothing outside ``config/`` reads raw YAML: everything works on these models.
 
 :class:`SluiceConfig`, the whole file, lives here; its sections live in

@@ -1,6 +1,6 @@
 """The ``sluice`` command line.
 
-Exit codes (README, "The CLI"): 0 done, 1 run failed (dead batches, rejected rows),
+Exit codes (docs/reference/cli.md): 0 done, 1 run failed (dead batches, rejected rows),
 2 bad config or usage, 130/143 stopped by SIGINT/SIGTERM.
 """
 
