@@ -40,11 +40,11 @@ def cli_reference() -> str:
                 if _option(param) and not param.help]  # fmt: skip
     if missing:
         raise MissingHelp("these have no help text (help= in scheduler/): " + ", ".join(missing))
-    out = ["## sluice", "", _first(group.help), "", _params_table(group.params), ""]
+    out = ["### sluice", "", _first(group.help), "", _params_table(group.params), ""]
     for name in group.list_commands(ctx):
         command = group.commands[name]
         usage = " ".join(["sluice", name, *_usage(command.params)])
-        out += [f"## sluice {name}", "", "```", usage, "```", "", _help(command.help), ""]
+        out += [f"### sluice {name}", "", "```", usage, "```", "", _help(command.help), ""]
         if command.params:
             out += [_params_table(command.params), ""]
     return "\n".join(out)
