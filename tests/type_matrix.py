@@ -262,6 +262,8 @@ MARIADB_TYPES: list[Spec] = [
     ("char(5)", ["'ab'", "''", "'abcde'"]),
     ("varchar(20)", ["'tab\\there\\nnl\\\\'", "''", "'ünï 日本 😀'"]),
     ("text", ["'\"q\" ''s'' \\\\N'", "''"]),
+    ("mediumtext", ["'ünï 日本 😀'", "''"]),
+    ("longtext", ["REPEAT('long ', 5000)", "''"]),
     ("binary(4)", ["x'00ff'", "x'5c4e0a09'"]),
     ("varbinary(8)", ["x'00ff5c0a'", "''"]),
     ("blob", ["x'0009'"]),

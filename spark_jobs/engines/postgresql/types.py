@@ -143,8 +143,17 @@ def _time(c: Column) -> Mapped:
     return Mapped("interval", "a duration: MariaDB's time is up to ±838:59:59")
 
 
+VARCHAR_MAX = 10_485_760
+"""The longest ``varchar(n)`` PostgreSQL takes."""
+
+_TEXTS = ("tinytext", "text", "mediumtext", "longtext")
+"""MySQL's text types: their length is a limit in bytes (up to 4 GiB), not a declared one."""
+
+
 def _varchar(c: Column) -> Mapped:
-    return Mapped(f"varchar({c.length})" if c.length else "text")
+    if c.base in _TEXTS or not c.length or c.length > VARCHAR_MAX:
+        return Mapped("text")
+    return Mapped(f"varchar({c.length})")
 
 
 def _char(c: Column) -> Mapped:
