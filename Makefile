@@ -1,4 +1,4 @@
-# sluice: make demo | make test | make check | make lint | make bench | make jars | make docs
+# sluice: make demo | make test | make check | make lint | make bench | make jars | make docs | make docs-shots
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -10,7 +10,7 @@ ROWS ?= 100000
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export AWS_EC2_METADATA_DISABLED ?= true
 
-.PHONY: demo test check lint bench jars java pgloader pgcopydb chromium venv clean docs docs-serve
+.PHONY: demo test check lint bench jars java pgloader pgcopydb chromium venv clean docs docs-serve docs-shots
 
 demo: venv jars java
 	$(VENV)/bin/sluice demo --rows $(ROWS)
@@ -40,6 +40,13 @@ docs: venv
 
 docs-serve: venv
 	$(VENV)/bin/mkdocs serve
+
+# The docs' pictures under docs/images/, made by docs/gen/shots.py with sluice's own code:
+# the status page served from a made-up snapshot and shot by headless Chromium, and
+# `sluice status` on a ledger filled through its API, recorded by rich as SVG. They are
+# committed: make docs needs no browser. Run it when the page or status changes.
+docs-shots: venv chromium
+	PYTHONPATH=. $(PY) docs/gen/shots.py
 
 bench: venv jars java pgloader pgcopydb
 	$(PY) benchmarks/run.py $(BENCH)

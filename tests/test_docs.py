@@ -88,6 +88,18 @@ def test_every_catalogue_type_is_in_the_types_page(site: dict[str, str]) -> None
         assert not missing, f"{engine} catalogue types missing from the types page: {missing}"
 
 
+def test_every_grafana_panel_and_query_is_on_the_metrics_page(site: dict[str, str]) -> None:
+    import json
+
+    page = _page(site, "operations/metrics")
+    board = json.loads((ROOT / "examples" / "grafana" / "sluice.json").read_text())
+    panels = [p for p in board["panels"] if p.get("type") != "row"]
+    missing = [panel["title"] for panel in panels
+               if html.escape(panel["title"], quote=False) not in page
+               or not all(_code(t["expr"]) in page for t in panel["targets"])]  # fmt: skip
+    assert panels and not missing, f"Grafana panels missing from the metrics page: {missing}"
+
+
 def test_every_page_is_built(site: dict[str, str]) -> None:
     pages = {p.relative_to(ROOT / "docs").with_suffix("") for p in (ROOT / "docs").rglob("*.md")}
     for page in pages:

@@ -3,8 +3,10 @@
 A page asks for a generated part with a marker line, ``<!-- generated: NAME -->``,
 and the build puts the part in its place: the configuration reference
 (:mod:`config_reference`), the CLI reference (:mod:`cli_reference`), the type
-and schema mapping tables (:mod:`type_tables`). A generator that finds a key or
-an option without words stops the build with a message naming them.
+and schema mapping tables (:mod:`type_tables`), the Grafana board's panels
+(:mod:`grafana_panels`). A generator that finds a key or an option without
+words, or a panel without a query, stops the build with a message naming them.
+The pictures are not made here (:mod:`shots`, ``make docs-shots``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ for _path in (_HERE.parent.parent, _HERE):  # the repository (sluice's code), an
 
 from cli_reference import MissingHelp, cli_reference  # noqa: E402
 from config_reference import MissingDescription, config_reference  # noqa: E402
+from grafana_panels import EmptyPanel, grafana_panels  # noqa: E402
 from type_tables import GENERATED as TYPE_TABLES  # noqa: E402
 
 _MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.M)
@@ -31,6 +34,7 @@ _MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.M)
 PARTS: dict[str, Callable[[], str]] = {
     "config-reference": config_reference,
     "cli-reference": cli_reference,
+    "grafana-panels": grafana_panels,
     **TYPE_TABLES,
 }
 """Marker name → the function that writes that part."""
@@ -46,7 +50,7 @@ def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
                               f"(known: {', '.join(sorted(PARTS))})")  # fmt: skip
         try:
             return escape_tags(PARTS[name]())
-        except (MissingDescription, MissingHelp) as error:
+        except (MissingDescription, MissingHelp, EmptyPanel) as error:
             raise PluginError(f"{page.file.src_path}: {error}") from None
 
     return _MARKER.sub(part, markdown)

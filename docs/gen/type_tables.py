@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from spark_jobs.engines import engine_named
 from spark_jobs.engines.base import Column, Engine, Kind, UnsupportedColumn
-from spark_jobs.engines.mapping import mapping_table
+from spark_jobs.engines.mapping import MYSQL_LENGTHS, mapping_table
 from spark_jobs.engines.mysql.types import RULES as MYSQL_RULES
 from spark_jobs.engines.objects_mapping import objects_table
 from spark_jobs.engines.parquet import mapped as parquet_mapped
@@ -42,6 +42,10 @@ def sample_column(engine: str, name: str) -> Column:
     extra = dict(_SAMPLE.get(kind, {}))
     if name in ("numeric", "varbit", "varchar"):
         extra = {}  # declared without a precision or length (numeric(p,s) is in the overview)
+    if engine == "mysql" and name == "varchar":
+        extra = {"length": 40}  # MySQL's varchar always has one
+    if engine == "mysql" and name in MYSQL_LENGTHS:
+        extra["length"] = MYSQL_LENGTHS[name]  # as information_schema describes the column
     if engine == "mysql" and kind in (Kind.TIMESTAMP, Kind.TIMESTAMPTZ, Kind.TIME):
         extra["precision"] = 6
     return Column("c", name, name, kind, **extra)  # type: ignore[arg-type]
