@@ -141,8 +141,12 @@ class Feeder:
         # not make it smaller).
         shrunk = self.sizes.size(source) < self._capped(source,
                                                         min(self.sizes.largest(source), room))
+        # A stream's span is one transaction or one chunk of its full load, never split: one
+        # goes even past the size (a stream has one batch claimed ahead at most).
+        stream = isinstance(self.queues[source].wrapped, StreamSource)
         items = self.queues[source].next_batch(
-            share, batch_id, at_least_one=self.sink.in_flight() == 0 or share < size or shrunk
+            share, batch_id,
+            at_least_one=self.sink.in_flight() == 0 or share < size or shrunk or stream,
         )
         if not items:
             return False
@@ -160,12 +164,15 @@ class Feeder:
         crash_point("after_claim")
         self.strategy.charge(source, rows)
         self.stats.items[source] = self.stats.items.get(source, 0) + rows
-        if isinstance(self.queues[source].wrapped, StreamSource):
+        if stream:
             self.stats.streams.add(source)
         if manifest is None:
             self.queues[source].ack(batch_id)
             return True
-        self.inflight.dispatch(manifest, begun=True)
+        if stream:
+            self.inflight.dispatch_in_turn(manifest)
+        else:
+            self.inflight.dispatch(manifest, begun=True)
         self.throttle.observe()
         return True
 
@@ -203,9 +210,10 @@ class Feeder:
 
     def _stream_busy(self, source: str) -> bool:
         """A stream source's batches apply in the stream's order, one after another (see
-        :mod:`scheduler.stream_claims`)."""
+        :mod:`scheduler.stream_claims`): the next one is claimed while one imports, and
+        waits for it (:meth:`BatchesInFlight.dispatch_in_turn`)."""
         stream = isinstance(self.queues[source].wrapped, StreamSource)
-        return stream and self.inflight.importing(source) > 0
+        return stream and self.inflight.has_next(source)
 
     def _ready(self, queue: QueueingLimitedSource, want: int) -> bool:
         """A source has a batch ready: a full one, or a partial one that may not wait."""
@@ -213,6 +221,10 @@ class Feeder:
         if buffered == 0 or (self._rest_until and self._resting(queue.name)):
             return False
         if buffered >= want or queue.full:
+            return True
+        if isinstance(queue.wrapped, StreamSource):
+            # One batch of a stream is claimed ahead at most (_stream_busy): what came while
+            # the one before it imported goes now, together; waiting would only add lag.
             return True
         if queue.at_end and not queue.refilling:
             return True  # no more is coming soon: waiting would only delay

@@ -75,6 +75,9 @@ class BatchesInFlight:
         # Batches that must run (retries, takeovers, orphans) waiting for
         # their source database's limits to admit them; the loop's thread only.
         self._waiting: dict[str, Manifest] = {}  # by batch id, oldest first
+        # A stream's next batch, claimed while the one before it imports: it goes to the
+        # sink as soon as that one is in the target (by source; in _inflight too).
+        self._next: dict[str, Manifest] = {}
 
     def busy(self) -> bool:
         """Whether any batch is still importing, or waiting for its database's limits."""
@@ -115,6 +118,42 @@ class BatchesInFlight:
         """Rows of ``source``'s batches still importing."""
         with self._lock:
             return sum(m.items for m in self._inflight.values() if m.source == source)
+
+    def has_next(self, source: str) -> bool:
+        """Whether a batch of stream ``source`` waits here for the one before it."""
+        with self._lock:
+            return source in self._next
+
+    def dispatch_in_turn(self, manifest: Manifest) -> None:
+        """Hand a stream's claimed batch to the sink once its source's batch before it is in
+        the target, now when none imports (see :meth:`_release_next`).
+
+        A stream's batches apply one after the other; claiming the next one while the one
+        before it imports, and starting it the moment that one's target transaction
+        commits, keeps the claim and the ledger's record of the end off the stream's path.
+        """
+        with self._lock:
+            if any(m.source == manifest.source for m in self._inflight.values()):
+                assert manifest.source not in self._next, "one batch of a stream waits at most"
+                self._next[manifest.source] = manifest
+                self._inflight[manifest.batch_id] = manifest
+                return
+        self.dispatch(manifest, begun=True)
+
+    def _release_next(self, source: str) -> None:
+        """Submit the batch of ``source`` that waited for the one that just ended (after a
+        failure too: it then waits in the ledger for its turn, its attempt not counted)."""
+        with self._lock:
+            manifest = self._next.pop(source, None)
+            if manifest is not None:
+                del self._inflight[manifest.batch_id]
+        if manifest is None:
+            return
+        try:
+            self.dispatch(manifest, begun=True)
+        except Exception as error:  # a sink that stops: the ledger holds the claimed batch
+            log.warning("batch %s of %s not started (%s); it is claimed in the ledger and "
+                        "taken up again", manifest.batch_id, source, error)  # fmt: skip
 
     def dispatch(self, manifest: Manifest, *, begun: bool = False) -> None:
         """Hand a batch to the sink; ``begun``: it was claimed as importing already.
@@ -170,6 +209,9 @@ class BatchesInFlight:
             queue = self.queues.get(manifest.source)
             if error is None:
                 result = future.result()
+                # In the target: a stream's next batch may apply on top of it now, before
+                # the ledger hears of this one (a restart reconciles from the target).
+                self._release_next(manifest.source)
                 rejected = getattr(result, "rows_rejected", 0)
                 self._observe(manifest, result, None)
                 crash_point("before_ledger_done")
@@ -202,8 +244,9 @@ class BatchesInFlight:
                                          token=manifest.token,
                                          counted=not (unavailable or waits),
                                          permanent=getattr(error, "permanent", False))
-                log.warning("batch %s of %s %s: %s", manifest.batch_id, manifest.source,
-                            state, error)
+                # A stream's batch before its turn is an ordering wait, not a fault.
+                log.log(logging.INFO if waits else logging.WARNING, "batch %s of %s %s: %s",
+                        manifest.batch_id, manifest.source, state, error)  # fmt: skip
                 if self.away is not None and getattr(error, "transient", True) and not waits:
                     self.away.failed(manifest.source)  # is its database there?
                 if unavailable:
@@ -228,6 +271,7 @@ class BatchesInFlight:
         finally:
             with self._lock:
                 self._inflight.pop(manifest.batch_id, None)
+            self._release_next(manifest.source)  # after a failure: nothing released it
             if self.budgets is not None and manifest.read_parts is not None:
                 self.budgets.give_back(manifest.source, manifest.read_parts)
             self.wake.set()

@@ -5,8 +5,10 @@ compare-and-set on the source's high-water mark (here, the last stream
 position claimed), with their events and the full load's progress after them
 (:func:`~scheduler.ledger.store.claim_changes`). The batches then apply in
 the stream's order, one after the other: the feeder claims a stream's next
-batch once the one before it is done, and a target refuses a batch whose
-predecessor it does not hold yet (:mod:`spark_jobs.apply_changes`).
+batch while the one before it imports and hands it to the sink once that one
+is in the target (:meth:`~scheduler.inflight.BatchesInFlight.dispatch_in_turn`),
+and a target refuses a batch whose predecessor it does not hold yet
+(:mod:`spark_jobs.apply_changes`).
 """
 
 from __future__ import annotations

@@ -49,6 +49,8 @@ GROUP = "_sluice_group"
 """The stage's column saying what a row is: a delete (:data:`DELETES`), or the number of
 its upsert group (the rows that leave the same columns alone)."""
 DELETES = -1
+COMMITTED_BEFORE = "committed before"
+"""The method of a batch the target recorded as committed before: nothing was written."""
 
 _streams_ready: set[str] = set()
 _streams_lock = threading.Lock()
@@ -147,7 +149,7 @@ def _transaction(
         rows = conn.execute(
             sa.select(commits.c.rows).where(commits.c.batch_id == manifest.batch_id)
         ).scalar_one()
-        return Written(int(rows), 0, "committed before")
+        return Written(int(rows), 0, COMMITTED_BEFORE)
     now = dt.datetime.now(dt.UTC)
     conn.execute(
         postgresql.insert(streams)

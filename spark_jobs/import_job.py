@@ -51,6 +51,7 @@ from config.models import (
     SqsSourceConfig,
     split_target,
 )
+from spark_jobs.apply_changes import COMMITTED_BEFORE
 from spark_jobs.bulk_paths import may_copy_straight_in
 from spark_jobs.extract import SqlReader, extract
 from spark_jobs.manifest import Manifest
@@ -73,7 +74,9 @@ def run_import(spark: SparkSession, cfg: SluiceConfig, manifest: Manifest) -> Im
     """
     source = source_of(cfg, manifest)
     target = target_table(cfg, manifest)
-    done = committed_before(spark, target, manifest)
+    # A stream's batch asks in its own transaction, under its commit row's lock
+    # (spark_jobs.apply_changes): asking here too cost a connection and a query a batch.
+    done = None if manifest.kind == "changes" else committed_before(spark, target, manifest)
     if done is not None:
         return done
     return import_new(spark, source, target, manifest)
@@ -88,7 +91,10 @@ def import_new(
     """Import a batch the target does not hold yet (see :func:`run_import`)."""
     if manifest.kind == "changes":
         assert isinstance(source, SqlSourceConfig)
-        return imported(manifest, target, import_changes(source, target, manifest))
+        written = import_changes(source, target, manifest)
+        if written.method == COMMITTED_BEFORE:  # nothing read or written: as committed_before
+            return ImportResult(manifest.batch_id, 0, written.rows, manifest.target, True)
+        return imported(manifest, target, written)
     started = time.monotonic()
     try:
         one_task = may_copy_straight_in(target, manifest)
