@@ -28,6 +28,7 @@ class MariaBackend:
     values in PostgreSQL's text by the catalogue's mapping."""
 
     whole_chunks = True
+    snapshot: tuple[str, int] | None = None  # the full load reads between watermarks
 
     def __init__(self, name: str, cfg: SqlSourceConfig, db: SourceDatabase) -> None:
         from sources.binlog_changes import WATERMARKS, BinlogChangeStream
@@ -107,7 +108,7 @@ class MariaBackend:
         # One row per chunk's mark: the table holds one row per prefix.
         self._db.guard(lambda: self._stream.mark(f"{PREFIX}", content))
 
-    def chunk(self, after: list[Any] | None, rows: int) -> CopyRows:
+    def chunk(self, after: list[Any] | None, rows: int, snapshot: str | None = None) -> CopyRows:
         from spark_jobs.engines.mysql.stream_text import (
             SESSION_TIME_ZONE,
             postgres_row,
@@ -147,6 +148,9 @@ class MariaBackend:
 
     def drop(self) -> bool:
         return bool(self._db.guard(self._stream.drop))
+
+    def loaded(self) -> None:
+        """Nothing: no snapshot serves the load (see :attr:`snapshot`)."""
 
     def undo(self) -> list[str]:
         """Nothing to undo: the binary log has no slot, the watermark table holds nothing."""

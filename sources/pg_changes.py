@@ -18,16 +18,22 @@ dropped.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
-from config.errors import ConfigError, SourceError
+from config.connections import libpq_keepalives
+from config.errors import ConfigError, SourceError, cause_line
 from config.secrets import redact_url
 from spark_jobs.engines.postgresql.pgoutput import Decoder, Transaction, lsn_int, lsn_text
-from spark_jobs.engines.postgresql.read import pin
+from spark_jobs.engines.postgresql.read import conninfo, pin
+
+log = logging.getLogger(__name__)
 
 _NAME_LIMIT = 63  # PostgreSQL's identifiers, slot names included
 
@@ -71,11 +77,17 @@ class PgChangeStream:
         self.label = label
         self.at_end = False  # the last :meth:`changes` read every change committed then
         self.made: list[str] = []  # what :meth:`open` created: "publication", "slot"
+        # The snapshot a slot made here exported (see open): its name while it is held.
+        self.snapshot: str | None = None
+        self._exporter: Any = None  # the replication connection that holds it
 
-    def open(self) -> int:
+    def open(self, export: bool = False) -> int:
         """Make sure the publication and the slot exist; the slot's position (an LSN).
 
-        What it creates is remembered in :attr:`made`, for :meth:`undo`."""
+        What it creates is remembered in :attr:`made`, for :meth:`undo`. ``export``: a
+        slot made here exports its snapshot, the database as it was at the slot's
+        start, named by :attr:`snapshot` until :meth:`release_snapshot` (a table read
+        in it and then every change of the slot is the table, once)."""
         with self._connect() as conn:
             level = conn.exec_driver_sql("SHOW wal_level").scalar()
             if level != "logical":
@@ -99,13 +111,57 @@ class PgChangeStream:
                     raise ConfigError(f"{self.label}: replication slot {self.names.slot!r} "
                                       "does not exist")  # fmt: skip
                 # Not in a transaction that wrote: the publication's own is committed.
-                made = conn.execute(
-                    sa.text("SELECT lsn::text FROM pg_create_logical_replication_slot(:s, "
-                            "'pgoutput')"), {"s": self.names.slot},
-                ).scalar_one()  # fmt: skip
+                position = self._make_exporting_slot() if export else None
+                if position is None:
+                    position = self._slot_position(conn)
+                    if position is not None:  # another daemon's start made it just now
+                        return position
+                    made = conn.execute(
+                        sa.text("SELECT lsn::text FROM pg_create_logical_replication_slot(:s, "
+                                "'pgoutput')"), {"s": self.names.slot},
+                    ).scalar_one()  # fmt: skip
+                    position = lsn_int(made)
                 self.made.append("slot")
-                position = lsn_int(made)
         return position
+
+    def _make_exporting_slot(self) -> int | None:
+        """Make the slot on a replication connection that exports its snapshot (as
+        pg_dump's and pgcopydb's consistent copies do); its consistent point. The snapshot
+        lives while that connection stays open and idle: it is kept until
+        :meth:`release_snapshot`. None where it cannot be had (a server that takes no
+        replication connection, ``max_wal_senders`` used up, a slot another start made
+        meanwhile): the slot is made as before, and the full load reads between
+        watermarks (the reason is logged)."""
+        import psycopg
+
+        info = conninfo(self._engine.url)
+        try:
+            conn = psycopg.connect(info, autocommit=True, replication="database",
+                                   **libpq_keepalives(info))  # fmt: skip
+        except psycopg.OperationalError as error:
+            log.warning("%s: no replication connection (%s); the full load reads between "
+                        "watermarks", self.label, cause_line(error))  # fmt: skip
+            return None
+        option = ("(SNAPSHOT 'export')" if conn.info.server_version >= 150000
+                  else "EXPORT_SNAPSHOT")  # the syntax before PostgreSQL 15  # fmt: skip
+        command = f"CREATE_REPLICATION_SLOT {self.names.slot} LOGICAL pgoutput {option}"
+        result = conn.pgconn.exec_(command.encode())
+        if result.status != psycopg.pq.ExecStatus.TUPLES_OK:
+            message = (result.error_message or b"").decode(errors="replace").strip()
+            conn.close()
+            log.warning("%s: slot %s not made with a snapshot (%s); the full load reads "
+                        "between watermarks", self.label, self.names.slot, message)  # fmt: skip
+            return None
+        self._exporter = conn
+        self.snapshot = (result.get_value(0, 2) or b"").decode() or None
+        return lsn_int((result.get_value(0, 1) or b"0/0").decode())
+
+    def release_snapshot(self) -> None:
+        """Let the exported snapshot go (its replication connection closes); the slot stays."""
+        exporter, self._exporter, self.snapshot = self._exporter, None, None
+        if exporter is not None:
+            with contextlib.suppress(Exception):  # a connection already gone holds nothing
+                exporter.close()
 
     def publish(self, table: str) -> None:
         """Make sure the publication publishes ``table`` (``schema.table``): sluice's own gets
@@ -130,6 +186,7 @@ class PgChangeStream:
         a slot holding the server's WAL); what was dropped, as "slot X", "publication Y".
         Errors are logged by the caller: an undo never hides why the start failed."""
         dropped: list[str] = []
+        self.release_snapshot()
         with self._connect() as conn:
             if "slot" in self.made and self._slot_exists(conn):
                 conn.execute(sa.text("SELECT pg_drop_replication_slot(:s)"),
@@ -196,6 +253,7 @@ class PgChangeStream:
         Returns whether there was anything to drop. A slot in use by another
         connection cannot be dropped: the server's error is raised.
         """
+        self.release_snapshot()
         if not self.names.owned:
             return False
         with self._connect() as conn:

@@ -39,7 +39,9 @@ class PgBackend:
         self._label = f"source {name}"
         self._slot = take_slot(db.engine, self.names, self._label)
         self._table = cfg.table if "." in cfg.table else f"public.{cfg.table}"
-        self._slot.join(self._table)
+        # Before the publication: publishing a table that has no replica identity makes
+        # the application's own UPDATEs and DELETEs of it fail.
+        self._slot.join(self._table, lambda: db.guard(self._check_identity))
         self._key = cfg.key_columns
         self._types: dict[str, str] | None = None
         self.what = f"slot {self.names.slot} and publication {self.names.publication}"
@@ -47,10 +49,17 @@ class PgBackend:
         self.reached = 0
 
     def open(self) -> None:
-        # Before the publication: publishing a table that has no replica identity makes
-        # the application's own UPDATEs and DELETEs of it fail.
-        self._db.guard(self._check_identity)
         self._slot.open(self._table, self._db.guard)
+
+    @property
+    def snapshot(self) -> tuple[str, int] | None:
+        """The exported snapshot the table's full load reads, and the position the stream
+        starts at (see :meth:`SharedSlot.snapshot_of`)."""
+        return self._slot.snapshot_of(self._table)
+
+    def loaded(self) -> None:
+        """The table's full load needs the snapshot no more."""
+        self._slot.loaded(self._table)
 
     def _check_identity(self) -> None:
         """Refuse, by name, a table whose changes would not carry the key they change: its
@@ -109,7 +118,9 @@ class PgBackend:
     def mark(self, content: str) -> None:
         self._slot.mark(PREFIX, content, self._db.guard)
 
-    def chunk(self, after: list[Any] | None, rows: int) -> CopyRows:
+    def chunk(self, after: list[Any] | None, rows: int, snapshot: str | None = None) -> CopyRows:
+        """The next ``rows`` rows after key ``after``, whole; in ``snapshot`` (see
+        :attr:`snapshot`) when given, else as the table is now."""
         self.columns()
         assert self._types is not None
         types = self._types
@@ -127,6 +138,10 @@ class PgBackend:
 
         def read() -> bytes:
             with self._db.engine.connect() as conn:
+                if snapshot is not None:  # the first statement of its transaction
+                    conn = conn.execution_options(isolation_level="REPEATABLE READ")
+                    conn.exec_driver_sql("SET TRANSACTION SNAPSHOT '"
+                                         + snapshot.replace("'", "''") + "'")  # fmt: skip
                 pin(conn)  # the text forms the stream's values take
                 cursor = conn.connection.cursor()
                 try:
@@ -136,7 +151,13 @@ class PgBackend:
                     cursor.close()
 
         text = self._db.guard(read).decode()
-        found = line_keys(text, [list(types).index(k) for k in self._key])
+        positions = [list(types).index(k) for k in self._key]
+        if snapshot is not None:
+            # No change overlaps a snapshot's chunk: no line's key is asked for, only its ends'.
+            ends = line_keys(_first_and_last(text), positions)
+            return CopyRows(tuple(types), text, text.count("\n"), (),
+                            (ends[0], ends[-1]) if ends else None)  # fmt: skip
+        found = line_keys(text, positions)
         return CopyRows(tuple(types), text, len(found), tuple(found),
                         (found[0], found[-1]) if found else None)  # fmt: skip
 
@@ -181,6 +202,7 @@ class PgBackend:
         return self._slot.undo(self._db.guard)
 
     def close(self) -> None:
+        self._slot.loaded(self._table)  # the last table closed lets the snapshot go
         give_back(self._slot, self._db.engine)
 
     @property
@@ -190,3 +212,11 @@ class PgBackend:
     def _quoted(self) -> str:
         quote = self._db.engine.dialect.identifier_preparer.quote
         return ".".join(quote(part) for part in self._table.split(".", 1))
+
+
+def _first_and_last(text: str) -> str:
+    """The first and the last line of whole lines of text COPY (one line: it alone)."""
+    first = text.find("\n") + 1
+    if first in (0, len(text)):
+        return text
+    return text[:first] + text[text.rfind("\n", 0, len(text) - 1) + 1 :]

@@ -41,10 +41,9 @@ from sources.abc import Item, LimitedSource
 from sources.budget import Budget
 from sources.sqldb import SourceDatabase
 from sources.stream_backends import Backend, Txn, complete_unsent, last_key, names_of
+from sources.stream_spans import DONE, LoadProgress, Position, take_spans
 from sources.watermarks import Reconciler, high, low
-from spark_jobs.change_batches import StreamEvent
-
-Position = tuple[int, int]
+from spark_jobs.change_batches import CopyRows, StreamEvent
 
 
 def backend_of(name: str, cfg: SqlSourceConfig, db: SourceDatabase) -> Backend:
@@ -57,29 +56,10 @@ def backend_of(name: str, cfg: SqlSourceConfig, db: SourceDatabase) -> Backend:
 
     return MariaBackend(name, cfg, db)
 
-DONE = "done"
 
 FRESH_END = 2.0
 """Seconds after a read that reached the source's end that the stream counts as caught up
 (a daemon asks a stream at its end every 0.2 s)."""
-"""The full load's progress once every chunk is in the stream."""
-
-
-@dataclass(frozen=True)
-class LoadProgress:
-    """How far the full load is, as a span's ``version`` carries it: ``""`` (nothing loaded),
-    the JSON list of the last loaded key's values (as text), or :data:`DONE`."""
-
-    text: str = ""
-
-    @property
-    def done(self) -> bool:
-        return self.text == DONE
-
-    @property
-    def after(self) -> list[str] | None:
-        """The key after which the next chunk starts; None: from the first row."""
-        return None if self.text in ("", DONE) else list(json.loads(self.text))
 
 
 @dataclass(frozen=True)
@@ -156,6 +136,7 @@ class StreamSource(LimitedSource):
             self._seq = 0
             self._out: deque[tuple[Position, StreamEvent, LoadProgress]] = deque()
             self._exhausted = False
+            self._snapshot_seq = 0 if after is None else after[1]  # see _from_snapshot
 
     @property
     def exhausted(self) -> bool:
@@ -178,6 +159,8 @@ class StreamSource(LimitedSource):
         # On this thread, as every use of the slot: a slot serves one session at a time.
         self._acknowledge()
         if not self._load.done and not self._chunks:
+            if self._from_snapshot(max(1, limit)):
+                return self._spans(limit, epoch)  # the slot is read once the load is done
             self._read_chunk(max(1, limit))  # the chunk's size is the one last_key compares
         more = limit - len(self._out)
         at_end = False
@@ -320,6 +303,38 @@ class StreamSource(LimitedSource):
         last = last_key(rows, self._key, size)
         self._chunks[chunk] = LoadProgress(DONE if last is None else json.dumps(last))
 
+    def _from_snapshot(self, room: int) -> bool:
+        """Read the next chunk of the full load in the snapshot the stream's slot was made
+        with, where one serves this table; False where none does (the load reads between
+        watermarks, :meth:`_read_chunk`).
+
+        The snapshot is the table as it was where the slot starts: each chunk of it is
+        handed out at that position (the ``n``-th chunk at ``[start, n]``), before every
+        change the slot has, and needs no watermark, no merging and no read of the
+        slot. Positions past it (a restart's, or another daemon's claims) end it here.
+        """
+        found = self._stream.snapshot
+        if found is None:
+            return False
+        name, start = found
+        if self._after is not None and self._after[0] != start:
+            self._stream.loaded()
+            return False
+        size = min(self.cfg.page_size, room)
+        rows = self._stream.chunk(self._load.after, size, snapshot=name)
+        assert isinstance(rows, CopyRows)  # a backend with a snapshot reads chunks whole
+        last = last_key(rows, self._key, size)
+        progress = LoadProgress(DONE if last is None else json.dumps(last))
+        with self._lock:
+            self._snapshot_seq += 1
+            at = (start, self._snapshot_seq)
+            if rows.rows and (self._after is None or at > self._after):
+                self._out.append((at, StreamEvent.of(rows, self._key), progress))
+        self._load = progress
+        if progress.done:
+            self._stream.loaded()
+        return True
+
     def _feed(self, transactions: list[Txn]) -> None:
         """Merge whole transactions past what was read into the ordered events."""
         for txn in transactions:
@@ -351,33 +366,6 @@ class StreamSource(LimitedSource):
         """Up to ``limit`` events from the front, one span per transaction."""
         with self._lock:
             return take_spans(self._out, self.name, limit, epoch)
-
-
-def take_spans(
-    out: deque[tuple[Position, StreamEvent, LoadProgress]], name: str, limit: int, epoch: int
-) -> list[Item]:
-    """Up to ``limit`` events from the front of ``out``, one span (an item of source
-    ``name``, of ``epoch``) per transaction."""
-    items: list[Item] = []
-    taken = 0
-    while out and taken < limit:
-        lsn = out[0][0][0]
-        span: list[tuple[Position, StreamEvent, LoadProgress]] = []
-        while out and out[0][0][0] == lsn:
-            rows = out[0][1].rows
-            # A whole chunk is one event of many rows: it waits for room (a buffer of rows
-            # would refuse it), which comes as the buffer drains (its reads fit the room).
-            if taken + rows > limit:
-                break
-            span.append(out.popleft())
-            taken += rows
-        if not span:
-            break
-        last, _, progress = span[-1]
-        payload = tuple(e.to_json() for _, e, _ in span)
-        items.append(Item(name, last, payload, handle=epoch, version=progress.text,
-                          rows=sum(e.rows for _, e, _ in span)))  # fmt: skip
-    return items
 
 
 def check_resumable(source: StreamSource, claimed: Sequence[int] | None) -> None:

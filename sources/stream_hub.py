@@ -22,7 +22,7 @@ import time
 from bisect import bisect_right
 from collections.abc import Callable
 from itertools import accumulate
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 import sqlalchemy as sa
 
@@ -66,25 +66,61 @@ class SharedSlot:
         self._read_at = -1e9  # time.monotonic() of the last peek
         self._acked = 0
         self._dropped = False
+        self._ready: dict[str, Callable[[], object]] = {}  # table → its check before publishing
+        self._snapshot_tables: set[str] = set()  # whose full loads read the exported snapshot
+        self._consistent = 0  # the slot's consistent point, where a slot made here starts
 
     # -- the tables ----------------------------------------------------------------
 
-    def join(self, table: str) -> None:
-        """``table`` reads this slot from now on (before :meth:`open`)."""
+    def join(self, table: str, ready: Callable[[], object] | None = None) -> None:
+        """``table`` reads this slot from now on (before :meth:`open`); ``ready``: its check
+        before it is published (raises for a table whose changes would not carry its key)."""
         with self._lock:
             self._members.setdefault(table, None)
+            if ready is not None:
+                self._ready[table] = ready
 
     def open(self, table: str, guard: Guard[object]) -> None:
-        """Make the publication (with ``table`` in it) and the slot, where missing."""
+        """Make the publication (with ``table`` in it) and the slot, where missing.
+
+        The first table opened here opens every table that joined by then, each checked
+        before any is published, and the publication holds them all before the slot is
+        made: a slot made here exports its snapshot, and their full loads read it
+        (:meth:`snapshot_of`). A table published after the slot was made has its changes
+        from then on only: its load reads between watermarks instead.
+        """
         with self._lock:
             if table in self._opened:
                 return
+            tables = [table] if self._opened else list(dict.fromkeys([*self._members, table]))
+            for member in tables:
+                if member in self._ready:
+                    self._ready[member]()
             if not self._opened:
-                self._stream.tables = [table]  # made with the first, the others added
-                guard(self._stream.open)
-            guard(lambda: self._stream.publish(table))
-            self._opened.add(table)
+                self._stream.tables = tables
+                self._consistent = cast(int, guard(lambda: self._stream.open(export=True)))
+                if self._stream.snapshot is not None:
+                    self._snapshot_tables = set(tables)
+            for member in tables:
+                guard(lambda member=member: self._stream.publish(member))  # type: ignore[misc]
+                self._opened.add(member)
             self._dropped = False
+
+    def snapshot_of(self, table: str) -> tuple[str, int] | None:
+        """The snapshot ``table``'s full load reads and the position the slot starts at (its
+        changes come after it); None: no snapshot serves it (a slot made before this
+        process, a table published after the slot was made, its load done)."""
+        with self._lock:
+            if table in self._snapshot_tables and self._stream.snapshot is not None:
+                return self._stream.snapshot, self._consistent
+            return None
+
+    def loaded(self, table: str) -> None:
+        """``table`` needs the snapshot no more; once no table does, it is let go."""
+        with self._lock:
+            self._snapshot_tables.discard(table)
+            if not self._snapshot_tables:
+                self._stream.release_snapshot()
 
     @property
     def made_slot(self) -> bool:

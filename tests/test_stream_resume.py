@@ -200,6 +200,7 @@ class _SharedSlotView:
 
     what, reached, shared, at_end = "slot", 0, True, True
     whole_chunks = False
+    snapshot = None  # its load reads between watermarks
 
     def __init__(self) -> None:
         self.marks: list[str] = []

@@ -83,11 +83,14 @@ def _make_source(url: str) -> None:
     """)  # fmt: skip
 
 
+@pytest.mark.parametrize("load", ["snapshot", "watermarks"])
 def test_out_of_line_values_stay_through_updates_key_moves_and_both_in_one_transaction(
     tmp_path: Path, logical_pg: Any, pg_factory: Any, spark: Any,
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, load: str,
 ) -> None:  # fmt: skip
-    source, target = logical_pg.create("toast_src"), pg_factory.create("toast_dst")
+    """The full load reads the slot's snapshot (a start that made the slot) or, as after a
+    restart part way, between watermarks: the changes during it and after end alike."""
+    source, target = logical_pg.create(f"toast_{load}"), pg_factory.create(f"toast_{load}_dst")
     _make_source(source)
     # Printed in forms the target would read wrongly, were they not pinned by the stream.
     database = sa.make_url(source).database
@@ -96,13 +99,14 @@ def test_out_of_line_values_stay_through_updates_key_moves_and_both_in_one_trans
                  f"ALTER DATABASE {database} SET TimeZone = 'Asia/Kathmandu'")  # fmt: skip
     path, cfg = write_config(tmp_path, _config(source, target))
 
-    # While the full load reads its second chunk (ids 21-40), rows of that chunk change
-    # before its high watermark: their chunk rows are dropped, the changes bring them.
+    # While the full load reads its second chunk (ids 21-40), rows of that chunk change:
+    # between watermarks, before its high one (their chunk rows are dropped, the changes
+    # bring them); in the snapshot, after it (the changes come after the load).
     read = PgBackend.chunk
     chunks: list[int] = []
 
-    def chunk_then_change(self: PgBackend, after: Any, rows: int) -> CopyRows:
-        got = read(self, after, rows)
+    def chunk_then_change(self: PgBackend, after: Any, rows: int, **kw: Any) -> CopyRows:
+        got = read(self, after, rows, **kw)
         chunks.append(got.rows)
         if len(chunks) == 2:
             _run(source, "UPDATE docs SET v = v + 1 WHERE id IN (21, 22);"
@@ -110,6 +114,8 @@ def test_out_of_line_values_stay_through_updates_key_moves_and_both_in_one_trans
         return got
 
     monkeypatch.setattr(PgBackend, "chunk", chunk_then_change)
+    if load == "watermarks":  # as where no snapshot serves
+        monkeypatch.setattr(PgBackend, "snapshot", property(lambda self: None))
     assert drain(cfg, path, spark).exit_code == 0
     monkeypatch.undo()
     assert len(chunks) >= 2

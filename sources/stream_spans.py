@@ -1,0 +1,65 @@
+"""A stream source's items: spans of its ordered events, and the full load's progress.
+
+:class:`~sources.stream.StreamSource` orders a table's full load and its changes
+into one list of events at positions; :func:`take_spans` hands them out as
+items, one span per transaction (or per chunk of the load), each carrying the
+load's progress after it (:class:`LoadProgress`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import dataclass
+
+from sources.abc import Item
+from spark_jobs.change_batches import StreamEvent
+
+Position = tuple[int, int]
+
+DONE = "done"
+"""The full load's progress once every chunk is in the stream."""
+
+
+@dataclass(frozen=True)
+class LoadProgress:
+    """How far the full load is, as a span's ``version`` carries it: ``""`` (nothing loaded),
+    the JSON list of the last loaded key's values (as text), or :data:`DONE`."""
+
+    text: str = ""
+
+    @property
+    def done(self) -> bool:
+        return self.text == DONE
+
+    @property
+    def after(self) -> list[str] | None:
+        """The key after which the next chunk starts; None: from the first row."""
+        return None if self.text in ("", DONE) else list(json.loads(self.text))
+
+
+def take_spans(
+    out: deque[tuple[Position, StreamEvent, LoadProgress]], name: str, limit: int, epoch: int
+) -> list[Item]:
+    """Up to ``limit`` events from the front of ``out``, one span (an item of source
+    ``name``, of ``epoch``) per transaction."""
+    items: list[Item] = []
+    taken = 0
+    while out and taken < limit:
+        lsn = out[0][0][0]
+        span: list[tuple[Position, StreamEvent, LoadProgress]] = []
+        while out and out[0][0][0] == lsn:
+            rows = out[0][1].rows
+            # A whole chunk is one event of many rows: it waits for room (a buffer of rows
+            # would refuse it), which comes as the buffer drains (its reads fit the room).
+            if taken + rows > limit:
+                break
+            span.append(out.popleft())
+            taken += rows
+        if not span:
+            break
+        last, _, progress = span[-1]
+        payload = tuple(e.to_json() for _, e, _ in span)
+        items.append(Item(name, last, payload, handle=epoch, version=progress.text,
+                          rows=sum(e.rows for _, e, _ in span)))  # fmt: skip
+    return items
