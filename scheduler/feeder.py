@@ -133,7 +133,9 @@ class Feeder:
         room = self.throttle.room()
         batch_id = uuid.uuid4().hex
         size = min(self._wanted(source, room), self.queues[source].buffered)
-        share = self._tail_share(source, size)
+        share = tail_share(self.queues[source], size, self.sink.parallel,
+                           walks_ranges(self.cfg.sources[source]),
+                           self.inflight.importing(source), self.sizes.largest(source))
         # A range of more rows than the room goes alone when nothing else is
         # in flight: waiting would not make more room. Nor when the batch was
         # only made smaller to share a source's last rows, or by the source's
@@ -184,29 +186,6 @@ class Feeder:
         """``want``, or less when the source's database limits its rows per second."""
         cap = self.inflight.batch_cap(source)
         return want if cap is None else min(want, cap)
-
-    def _tail_share(self, source: str, size: int) -> int:
-        """The batch size for ``source``: ``size``, less at its end.
-
-        Once a keyset walk's last rows are buffered, one full batch after
-        another would leave the last one importing alone while the sink
-        could run ``parallel`` imports: the rest is split among them instead
-        (shrinking as slots free up), down to a quarter of
-        its largest batch. The source's batches still importing count
-        with half their rows (half done, on average): a slot that frees up
-        beside one that just took a full batch takes a matching share, not
-        half of what is left while the other slot's batch runs on alone.
-        Not for sources whose end is only for now (incremental, sweep, SQS):
-        a trickle of changes would be split too.
-        """
-        queue = self.queues[source]
-        parallel = self.sink.parallel
-        if (parallel < 2 or not walks_ranges(self.cfg.sources[source]) or not queue.at_end
-                or queue.refilling):  # fmt: skip
-            return size
-        importing = self.inflight.importing(source)
-        share = -(-(queue.buffered + importing // 2) // parallel)
-        return min(size, max(share, self.sizes.largest(source) // 4, 1))
 
     def _stream_busy(self, source: str) -> bool:
         """A stream source's batches apply in the stream's order, one after another (see
@@ -315,3 +294,24 @@ def weight(items: list[Item]) -> int:
 def key_values(item: Item) -> list[Any]:
     """An item's key as the list of its column values (how manifests carry keys)."""
     return list(item.key) if isinstance(item.key, tuple) else [item.key]
+
+
+def tail_share(
+    queue: QueueingLimitedSource, size: int, parallel: int, walks: bool, importing: int,
+    largest: int,
+) -> int:  # fmt: skip
+    """The size of the next batch of ``queue``'s source: ``size``, less at its end.
+
+    Once a keyset walk's (``walks``) last rows are buffered, one full batch after
+    another would leave the last one importing alone while the sink could run
+    ``parallel`` imports: the rest is split among them instead (shrinking as slots
+    free up), down to a quarter of its ``largest`` batch. The source's rows still
+    ``importing`` count half (half done, on average): a slot that frees up beside
+    one that just took a full batch takes a matching share, not half of what is left
+    while the other slot's batch runs on alone. Not for sources whose end is only for
+    now (incremental, sweep, SQS): a trickle of changes would be split too.
+    """
+    if parallel < 2 or not walks or not queue.at_end or queue.refilling:
+        return size
+    share = -(-(queue.buffered + importing // 2) // parallel)
+    return min(size, max(share, largest // 4, 1))

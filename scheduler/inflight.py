@@ -75,9 +75,9 @@ class BatchesInFlight:
         # Batches that must run (retries, takeovers, orphans) waiting for
         # their source database's limits to admit them; the loop's thread only.
         self._waiting: dict[str, Manifest] = {}  # by batch id, oldest first
-        # A stream's next batch, claimed while the one before it imports: it goes to the
-        # sink as soon as that one is in the target (by source; in _inflight too).
-        self._next: dict[str, Manifest] = {}
+        # A stream's next batch, claimed while the one before it imports (that one's id): it
+        # goes to the sink as soon as that one is in the target (by source; in _inflight too).
+        self._next: dict[str, tuple[str, Manifest]] = {}
 
     def busy(self) -> bool:
         """Whether any batch is still importing, or waiting for its database's limits."""
@@ -126,32 +126,37 @@ class BatchesInFlight:
 
     def dispatch_in_turn(self, manifest: Manifest) -> None:
         """Hand a stream's claimed batch to the sink once its source's batch before it is in
-        the target, now when none imports (see :meth:`_release_next`).
-
-        A stream's batches apply one after the other; claiming the next one while the one
-        before it imports, and starting it the moment that one's target transaction
-        commits, keeps the claim and the ledger's record of the end off the stream's path.
-        """
+        the target (:meth:`_release_next`), now when none imports: claimed meanwhile and
+        started as that one commits, the claim and the ledger's record of the end are off
+        the stream's path."""
         with self._lock:
-            if any(m.source == manifest.source for m in self._inflight.values()):
+            before = [m.batch_id for m in self._inflight.values() if m.source == manifest.source]
+            if before:  # the last dispatched is the one before it
                 assert manifest.source not in self._next, "one batch of a stream waits at most"
-                self._next[manifest.source] = manifest
+                self._next[manifest.source] = (before[-1], manifest)
                 self._inflight[manifest.batch_id] = manifest
                 return
         self.dispatch(manifest, begun=True)
 
-    def _release_next(self, source: str) -> None:
-        """Submit the batch of ``source`` that waited for the one that just ended (after a
-        failure too: it then waits in the ledger for its turn, its attempt not counted)."""
+    def _release_next(self, source: str, after: Manifest, *, applied: bool) -> None:
+        """The batch of ``source`` that waited for ``after``, which just ended: submitted when
+        ``after`` is in the target (``applied``); else it waits in the ledger for its turn,
+        failed without running and its attempt not counted, and runs as a retry."""
         with self._lock:
-            manifest = self._next.pop(source, None)
-            if manifest is not None:
-                del self._inflight[manifest.batch_id]
-        if manifest is None:
-            return
+            waiting = self._next.get(source)
+            if waiting is None or waiting[0] != after.batch_id:
+                return  # none waits, or it waits for another (a batch ahead of this one)
+            del self._next[source]
+            manifest = waiting[1]
+            del self._inflight[manifest.batch_id]
         try:
-            self.dispatch(manifest, begun=True)
-        except Exception as error:  # a sink that stops: the ledger holds the claimed batch
+            if applied:
+                self.dispatch(manifest, begun=True)
+                return
+            self.ledger.fail(manifest.batch_id, f"batch {manifest.batch_id} of stream {source} "
+                             f"waits for batch {after.batch_id} before it, which failed",
+                             self.retry, token=manifest.token, counted=False)  # fmt: skip
+        except Exception as error:  # a sink that stops, a ledger away: the ledger holds it
             log.warning("batch %s of %s not started (%s); it is claimed in the ledger and "
                         "taken up again", manifest.batch_id, source, error)  # fmt: skip
 
@@ -204,6 +209,7 @@ class BatchesInFlight:
 
     def _on_done(self, manifest: Manifest, future: Future[ImportResult]) -> None:
         """Runs on a sink thread when an import ends."""
+        error: BaseException | None = None
         try:
             error = future.exception()
             queue = self.queues.get(manifest.source)
@@ -211,9 +217,9 @@ class BatchesInFlight:
                 result = future.result()
                 # In the target: a stream's next batch may apply on top of it now, before
                 # the ledger hears of this one (a restart reconciles from the target).
-                self._release_next(manifest.source)
+                self._release_next(manifest.source, manifest, applied=True)
                 rejected = getattr(result, "rows_rejected", 0)
-                self._observe(manifest, result, None)
+                _observe(self.sizes, manifest, result, None)
                 crash_point("before_ledger_done")
                 zeros = getattr(result, "zero_dates", None) or {}
                 self.ledger.finish(manifest.batch_id, result.rows_written, rejected,
@@ -237,7 +243,7 @@ class BatchesInFlight:
                     )
                 log.debug("batch %s done: %d rows", manifest.batch_id, result.rows_written)
             else:
-                self._observe(manifest, None, error)
+                _observe(self.sizes, manifest, None, error)
                 unavailable = isinstance(error, SinkUnavailable)
                 waits = getattr(error, "waits", False)  # a stream's batch before its turn
                 state = self.ledger.fail(manifest.batch_id, str(error), self.retry,
@@ -264,61 +270,18 @@ class BatchesInFlight:
             # may have finished it): it is theirs now; we go on.
             log.warning("batch %s was taken over by another daemon: %s",
                         manifest.batch_id, conflict)
-            self._let_go(manifest)
-        except BaseException as error:  # the ledger itself failed: stop loudly
-            log.critical("cannot record the end of batch %s: %s", manifest.batch_id, error)
-            self._halt(error)
+            _let_go(self.queues, self.ledger, manifest)
+        except BaseException as failure:  # the ledger itself failed: stop loudly
+            log.critical("cannot record the end of batch %s: %s", manifest.batch_id, failure)
+            self._halt(failure)
         finally:
             with self._lock:
                 self._inflight.pop(manifest.batch_id, None)
-            self._release_next(manifest.source)  # after a failure: nothing released it
+            if error is not None:  # failed: what waited for it waits in the ledger
+                self._release_next(manifest.source, manifest, applied=False)
             if self.budgets is not None and manifest.read_parts is not None:
                 self.budgets.give_back(manifest.source, manifest.read_parts)
             self.wake.set()
-
-    def _observe(
-        self, manifest: Manifest, result: ImportResult | None, error: BaseException | None
-    ) -> None:
-        """Tell the batch sizer how the import went.
-
-        A batch already committed (skipped) was not imported; an error a
-        retry cannot help (a bad expression) or a sink that cannot run any
-        import says nothing about the target's pace.
-        """
-        if self.sizes is None or not self.sizes.adaptive:
-            return
-        try:
-            if error is None:
-                if not getattr(result, "skipped", False):
-                    seconds = getattr(result, "seconds", None)
-                    self.sizes.observe(manifest.source, manifest.items, seconds)
-            elif getattr(error, "transient", True) and not isinstance(error, SinkUnavailable):
-                self.sizes.observe(manifest.source, manifest.items, None, ok=False)
-        except Exception:  # sizing is advice: the batch's end must still reach the ledger
-            log.exception("source %s: cannot adapt its batch size", manifest.source)
-
-    def _let_go(self, manifest: Manifest) -> None:
-        """Stop holding the items of a batch another daemon took over.
-
-        Done by them: our items are done too (SQS: their messages are
-        deleted). Still theirs to import: the items go back to the source
-        (SQS: visible again; a redelivery finds the key held by their batch
-        and is left invisible, and deleted once that batch is done), so
-        nothing stays held here for good.
-        """
-        queue = self.queues.get(manifest.source)
-        if queue is None:
-            return
-        try:
-            done = self.ledger.reads.state_of(manifest.batch_id) == "done"
-        except Exception as error:  # a read failing here must not stop the loop
-            log.warning("batch %s: cannot read its state (%s); giving its items back",
-                        manifest.batch_id, error)
-            done = False
-        if done:
-            queue.ack(manifest.batch_id)
-        else:
-            queue.release(manifest.batch_id, to_source=True)
 
 
 def _url_of(queue: QueueingLimitedSource | None) -> str | None:
@@ -326,3 +289,52 @@ def _url_of(queue: QueueingLimitedSource | None) -> str | None:
     cfg = getattr(getattr(queue, "wrapped", None), "cfg", None)
     url = getattr(cfg, "url", None)
     return url if isinstance(url, str) else None
+
+
+def _observe(
+    sizes: BatchSizer | None, manifest: Manifest, result: ImportResult | None,
+    error: BaseException | None,
+) -> None:  # fmt: skip
+    """Tell the batch sizer how the import went.
+
+    A batch already committed (skipped) was not imported; an error a
+    retry cannot help (a bad expression) or a sink that cannot run any
+    import says nothing about the target's pace.
+    """
+    if sizes is None or not sizes.adaptive:
+        return
+    try:
+        if error is None:
+            if not getattr(result, "skipped", False):
+                seconds = getattr(result, "seconds", None)
+                sizes.observe(manifest.source, manifest.items, seconds)
+        elif getattr(error, "transient", True) and not isinstance(error, SinkUnavailable):
+            sizes.observe(manifest.source, manifest.items, None, ok=False)
+    except Exception:  # sizing is advice: the batch's end must still reach the ledger
+        log.exception("source %s: cannot adapt its batch size", manifest.source)
+
+
+def _let_go(
+    queues: Mapping[str, QueueingLimitedSource], ledger: Ledger, manifest: Manifest
+) -> None:
+    """Stop holding the items of a batch another daemon took over.
+
+    Done by them: our items are done too (SQS: their messages are
+    deleted). Still theirs to import: the items go back to the source
+    (SQS: visible again; a redelivery finds the key held by their batch
+    and is left invisible, and deleted once that batch is done), so
+    nothing stays held here for good.
+    """
+    queue = queues.get(manifest.source)
+    if queue is None:
+        return
+    try:
+        done = ledger.reads.state_of(manifest.batch_id) == "done"
+    except Exception as error:  # a read failing here must not stop the loop
+        log.warning("batch %s: cannot read its state (%s); giving its items back",
+                    manifest.batch_id, error)
+        done = False
+    if done:
+        queue.ack(manifest.batch_id)
+    else:
+        queue.release(manifest.batch_id, to_source=True)

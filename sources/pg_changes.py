@@ -125,36 +125,13 @@ class PgChangeStream:
         return position
 
     def _make_exporting_slot(self) -> int | None:
-        """Make the slot on a replication connection that exports its snapshot (as
-        pg_dump's and pgcopydb's consistent copies do); its consistent point. The snapshot
-        lives while that connection stays open and idle: it is kept until
-        :meth:`release_snapshot`. None where it cannot be had (a server that takes no
-        replication connection, ``max_wal_senders`` used up, a slot another start made
-        meanwhile): the slot is made as before, and the full load reads between
-        watermarks (the reason is logged)."""
-        import psycopg
-
-        info = conninfo(self._engine.url)
-        try:
-            conn = psycopg.connect(info, autocommit=True, replication="database",
-                                   **libpq_keepalives(info))  # fmt: skip
-        except psycopg.OperationalError as error:
-            log.warning("%s: no replication connection (%s); the full load reads between "
-                        "watermarks", self.label, cause_line(error))  # fmt: skip
+        """Make the slot with its snapshot exported (:func:`export_slot`); its consistent
+        point, None where that cannot be had."""
+        made = export_slot(self._engine.url, self.names.slot, self.label)
+        if made is None:
             return None
-        option = ("(SNAPSHOT 'export')" if conn.info.server_version >= 150000
-                  else "EXPORT_SNAPSHOT")  # the syntax before PostgreSQL 15  # fmt: skip
-        command = f"CREATE_REPLICATION_SLOT {self.names.slot} LOGICAL pgoutput {option}"
-        result = conn.pgconn.exec_(command.encode())
-        if result.status != psycopg.pq.ExecStatus.TUPLES_OK:
-            message = (result.error_message or b"").decode(errors="replace").strip()
-            conn.close()
-            log.warning("%s: slot %s not made with a snapshot (%s); the full load reads "
-                        "between watermarks", self.label, self.names.slot, message)  # fmt: skip
-            return None
-        self._exporter = conn
-        self.snapshot = (result.get_value(0, 2) or b"").decode() or None
-        return lsn_int((result.get_value(0, 1) or b"0/0").decode())
+        self._exporter, self.snapshot, position = made
+        return position
 
     def release_snapshot(self) -> None:
         """Let the exported snapshot go (its replication connection closes); the slot stays."""
@@ -310,3 +287,36 @@ class PgChangeStream:
     def _quoted_table(self, table: str) -> str:
         schema, _, name = table.rpartition(".")
         return ".".join(self._quoted(part) for part in (schema, name) if part)
+
+
+def export_slot(url: sa.URL, slot: str, label: str) -> tuple[Any, str | None, int] | None:
+    """Make logical slot ``slot`` (``pgoutput``) on a replication connection to ``url`` that
+    exports its snapshot (as pg_dump's and pgcopydb's consistent copies do): the
+    connection, the snapshot's name and the slot's consistent point. The snapshot
+    lives while that connection stays open and idle (until
+    :meth:`PgChangeStream.release_snapshot` closes it). None where it cannot be had (a
+    server that takes no replication connection, ``max_wal_senders`` used up, a slot
+    another start made meanwhile): the caller makes the slot with SQL, and the full
+    load reads between watermarks (the reason is logged)."""
+    import psycopg
+
+    info = conninfo(url)
+    try:
+        conn = psycopg.connect(info, autocommit=True, replication="database",
+                               **libpq_keepalives(info))  # fmt: skip
+    except psycopg.OperationalError as error:
+        log.warning("%s: no replication connection (%s); the full load reads between "
+                    "watermarks", label, cause_line(error))  # fmt: skip
+        return None
+    option = ("(SNAPSHOT 'export')" if conn.info.server_version >= 150000
+              else "EXPORT_SNAPSHOT")  # the syntax before PostgreSQL 15  # fmt: skip
+    command = f"CREATE_REPLICATION_SLOT {slot} LOGICAL pgoutput {option}"
+    result = conn.pgconn.exec_(command.encode())
+    if result.status != psycopg.pq.ExecStatus.TUPLES_OK:
+        message = (result.error_message or b"").decode(errors="replace").strip()
+        conn.close()
+        log.warning("%s: slot %s not made with a snapshot (%s); the full load reads "
+                    "between watermarks", label, slot, message)  # fmt: skip
+        return None
+    snapshot = (result.get_value(0, 2) or b"").decode() or None
+    return conn, snapshot, lsn_int((result.get_value(0, 1) or b"0/0").decode())

@@ -30,7 +30,6 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import cast
 
 import sqlalchemy as sa
 
@@ -40,6 +39,7 @@ from config.sources import StreamConfig
 from sources.abc import Item, LimitedSource
 from sources.budget import Budget
 from sources.sqldb import SourceDatabase
+from sources.stream_applied import Applied
 from sources.stream_backends import Backend, Txn, complete_unsent, last_key, names_of
 from sources.stream_spans import DONE, LoadProgress, Position, take_spans
 from sources.watermarks import Reconciler, high, low
@@ -108,12 +108,7 @@ class StreamSource(LimitedSource):
         self._key = cfg.key_columns
         self._lock = threading.Lock()
         self.epoch = 0
-        # Per transaction read, not yet acknowledged: events, commit time, commit LSN, rows.
-        self._txns: dict[int, tuple[int, float, int, int]] = {}
-        self.applied: tuple[Position, float] | None = None  # the target's position, its commit
-        self._held: Position | None = None  # the target's position, as last read
-        self._committed = committed
-        self._acked = 0
+        self._applied = Applied(committed, self._lock)
         self.changes_read = 0
         self._at_end_seen = 0.0  # when a read last reached the source's end (time.time())
         self.reset(None, "")
@@ -166,7 +161,7 @@ class StreamSource(LimitedSource):
         at_end = False
         if more > 0:
             # The slot is peeked from its acknowledged position: what was read since counts.
-            read = sum(n + 3 for n, _, _, _ in self._txns.values()) + 4 * more + 1000
+            read = self._applied.messages() + 4 * more + 1000
             self._feed(self._stream.read(self._read_to, read))
             at_end = self._stream.at_end
             self._read_to = max(self._read_to, self._stream.reached)
@@ -176,19 +171,24 @@ class StreamSource(LimitedSource):
             self._at_end_seen = time.time()
         return items
 
+    @property
+    def applied(self) -> tuple[Position, float] | None:
+        """The target's position and its commit time, as last read."""
+        return self._applied.position
+
     def _acknowledge(self) -> None:
-        """Let the slot forget what the target has applied (see :meth:`_learn_applied`); of a
+        """Let the slot forget what the target has applied (see :meth:`Applied.learn`); of a
         slot shared by a ``tables:`` group, what this table needs no more
         (:meth:`_needs_from`)."""
-        complete = self._learn_applied()
+        complete = self._applied.learn()
         if self._stream.shared:
             needs = self._needs_from()
             if needs is not None:
                 self._stream.acknowledge(needs)
             return
-        if complete > self._acked:
+        if complete > self._applied.acked:
             self._stream.acknowledge(complete)
-            self._acked = complete
+            self._applied.acked = complete
 
     def _needs_from(self) -> int | None:
         """Of a shared slot, the position before which this table needs nothing again: the
@@ -200,46 +200,22 @@ class StreamSource(LimitedSource):
         with self._lock:
             if not self._fed:
                 return None
-            if self._resumed is not None and (self._held is None or self._held < self._resumed):
+            held = self._applied.held
+            if self._resumed is not None and (held is None or held < self._resumed):
                 return None
-            waiting = [begin for _, _, begin, _ in self._txns.values()]
+            waiting = self._applied.begins()
             return min(waiting) if waiting else self._read_to
-
-    def _learn_applied(self) -> int:
-        """Read the target's position; the last transaction whose every event it holds: the
-        one at that position when all its events are in (the target's truth, not a batch's
-        end: a dead batch is not in, and a restart knows only that), else what was
-        acknowledged before."""
-        held = None if self._committed is None else self._committed()
-        if not held:
-            return 0
-        at = cast(Position, tuple(held))
-        with self._lock:
-            self._held = at
-            events, committed, _, _ = self._txns.get(at[0], (-1, 0.0, 0, 0))
-            # A transaction the target holds part of (or one not read in this process) stays
-            # in the slot: the server skips a transaction whose commit lies before the slot's
-            # position, and an end LSN minus one is past its commit, so its other changes
-            # would never come again after a restart.
-            complete = at[0] if events == at[1] else self._acked
-            for lsn in [lsn for lsn in self._txns if lsn <= complete]:
-                del self._txns[lsn]
-            if committed:
-                self.applied = (at, committed)
-        return complete
 
     def health(self, now: float | None = None) -> StreamHealth:
         """The stream as status, the page and the metrics show it (reads the slot's WAL and
         the target's position)."""
-        self._learn_applied()  # not only at the next read: the lag would lag
-        with self._lock:
-            applied = self.applied[0][0] if self.applied is not None else 0
-            waiting = sum(r for lsn, (_, _, _, r) in self._txns.items() if lsn > applied)
+        self._applied.learn()  # not only at the next read: the lag would lag
+        waiting, _ = self._applied.waiting()
         return StreamHealth(
             slot=self.names.slot, publication=self.names.publication, lag=self.lag(now),
             changes_read=self.changes_read,
             waiting=waiting + sum(e.rows for _, e, _ in self._out),
-            retained_bytes=self.retained_bytes(), caught_up=self._fresh_end(now),
+            retained_bytes=self._stream.retained_bytes(), caught_up=self._fresh_end(now),
             loaded=self._load.done, max_retained_wal=(self.cfg.stream or StreamConfig())
             .max_retained_wal,
         )
@@ -249,9 +225,7 @@ class StreamSource(LimitedSource):
         yet applied against ``now``; 0 when every change read is applied and a read reached
         the source's end in the last :data:`FRESH_END` seconds (else the time since it did);
         None before anything was read."""
-        with self._lock:
-            waiting = [at for lsn, (_, at, _, _) in self._txns.items()
-                       if self.applied is None or lsn > self.applied[0][0]]  # fmt: skip
+        _, waiting = self._applied.waiting()
         if waiting:
             return max(0.0, (now or time.time()) - min(waiting))
         if not self._exhausted:
@@ -264,10 +238,6 @@ class StreamSource(LimitedSource):
     def _fresh_end(self, now: float | None = None) -> bool:
         """The last read reached the source's end, and not long ago."""
         return self._exhausted and (now or time.time()) - self._at_end_seen <= FRESH_END
-
-    def retained_bytes(self) -> int | None:
-        """The WAL the slot keeps on the source server (PostgreSQL; None for MariaDB)."""
-        return self._stream.retained_bytes()
 
     @property
     def kept(self) -> str:
@@ -304,15 +274,10 @@ class StreamSource(LimitedSource):
         self._chunks[chunk] = LoadProgress(DONE if last is None else json.dumps(last))
 
     def _from_snapshot(self, room: int) -> bool:
-        """Read the next chunk of the full load in the snapshot the stream's slot was made
-        with, where one serves this table; False where none does (the load reads between
-        watermarks, :meth:`_read_chunk`).
-
-        The snapshot is the table as it was where the slot starts: each chunk of it is
-        handed out at that position (the ``n``-th chunk at ``[start, n]``), before every
-        change the slot has, and needs no watermark, no merging and no read of the
-        slot. Positions past it (a restart's, or another daemon's claims) end it here.
-        """
+        """Read the next chunk of the full load in the snapshot the slot was made with (the
+        table where the slot starts): the ``n``-th at ``[start, n]``, before every change,
+        with no watermark, merge or read of the slot. False where no snapshot serves, or
+        positions past it (another daemon's claims) end it: :meth:`_read_chunk` then."""
         found = self._stream.snapshot
         if found is None:
             return False
@@ -357,8 +322,8 @@ class StreamSource(LimitedSource):
                 self._read_to = txn.end
                 self._fed = True
                 if events:
-                    self._txns[txn.end] = (len(events), txn.committed_at, txn.begin,
-                                           sum(e.rows for e in events))  # fmt: skip
+                    self._applied.read(txn.end, len(events), txn.committed_at, txn.begin,
+                                       sum(e.rows for e in events))  # fmt: skip
                 self.changes_read += len(txn.changes)
             self._load = progress
 

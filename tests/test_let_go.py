@@ -4,7 +4,7 @@ Daemon A receives five messages, claims their keys as one batch and begins to
 import it; its lease lapses and daemon B takes the batch over (a newer
 fencing token) and imports it from the batch's manifest. When A's import
 returns, the ledger refuses it the batch and A lets go of it
-(:meth:`scheduler.inflight.BatchesInFlight._let_go`). Its messages must not
+(:func:`scheduler.inflight._let_go`). Its messages must not
 be deleted then: B has not committed anything yet. A receives them again,
 finds their keys held by B's batch and holds them off, invisible (its
 heartbeat keeps them so past their visibility timeout), until the ledger

@@ -5,13 +5,15 @@ next one while the one before it imports, and
 :meth:`~scheduler.inflight.BatchesInFlight.dispatch_in_turn` holds it until
 that one ends: it goes to the sink the moment the one before is in the target,
 before the ledger records that one's end (the claim and the record are off the
-stream's path). After a failure it goes too, and the target makes it wait its
-turn. The ledger is a real SQLite ledger; the sink is the test's, whose imports
-end when the test says.
+stream's path). After a failure it does not run: it waits in the ledger, its
+attempt not counted, and runs as a retry (the target makes it wait its turn).
+The ledger is a real SQLite ledger; the sink is the test's, whose imports end
+when the test says.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from concurrent.futures import Future
 from pathlib import Path
@@ -106,19 +108,23 @@ def test_the_next_batch_of_a_stream_goes_once_the_one_before_is_in_the_target(
     assert {ledger.reads.state_of(b) for b in ("b1", "b2", "b3")} == {"done"}
 
 
-def test_after_a_failure_the_next_batch_goes_and_nothing_is_held_for_good(
+def test_after_a_failure_the_next_batch_waits_in_the_ledger_and_runs_as_a_retry(
     tmp_path: Path,
 ) -> None:
     _, ledger, sink, inflight, events = _setup(tmp_path)
     inflight.dispatch_in_turn(_claim(ledger, "b1", 1))
     inflight.dispatch_in_turn(_claim(ledger, "b2", 2))
     sink.fail("b1")
-    # b1 waits in the ledger for its retry; b2 was handed on (the target makes it wait its
-    # turn), so a stop's drain never waits on a batch nothing would start.
-    assert events == ["submit b1", "submit b2"]
-    assert ledger.reads.state_of("b1") == "failed"
-    sink.end("b2")
-    assert not inflight.busy()
+    # b1 waits for its retry's backoff; b2 never ran: it is failed in the ledger, its
+    # attempt not counted, due at once (nothing is held here: a stop drains at once).
+    assert events == ["submit b1"]
+    assert not inflight.busy() and not inflight.has_next("items")
+    assert ledger.reads.state_of("b1") == ledger.reads.state_of("b2") == "failed"
+    due = [m.batch_id for m in ledger.reads.due_retries(["items"], ledger.clock())]
+    assert due == ["b2"]  # b1's backoff has not passed; b2 has none
+    with sqlite3.connect(tmp_path / "ledger.db") as db:
+        [(error,)] = db.execute("SELECT error FROM sluice_batches WHERE id = 'b2'").fetchall()
+    assert "waits for batch b1 before it, which failed" in error
 
 
 def test_a_batch_of_another_source_is_not_held(tmp_path: Path) -> None:
@@ -129,3 +135,26 @@ def test_a_batch_of_another_source_is_not_held(tmp_path: Path) -> None:
     assert other is not None
     inflight.dispatch_in_turn(other)
     assert events == ["submit b1", "submit o1"]
+
+
+def test_the_batch_after_next_waits_for_the_next_not_for_the_one_that_ended(
+    tmp_path: Path,
+) -> None:
+    _, ledger, sink, inflight, events = _setup(tmp_path)
+    b3 = _claim(ledger, "b3", 3)
+    finish = ledger.finish
+
+    def finish_then_claim(batch_id: str, *args: object, **kwargs: object) -> object:
+        done = finish(batch_id, *args, **kwargs)  # type: ignore[arg-type]
+        if batch_id == "b1":  # the loop claims b3 while b1's end is recorded, b2 importing
+            inflight.dispatch_in_turn(b3)
+        return done
+
+    ledger.finish = finish_then_claim  # type: ignore[method-assign]
+    inflight.dispatch_in_turn(_claim(ledger, "b1", 1))
+    inflight.dispatch_in_turn(_claim(ledger, "b2", 2))
+    sink.end("b1")
+    assert events == ["submit b1", "submit b2", "done in the ledger b1"]  # b3 waits for b2
+    assert inflight.has_next("items")
+    sink.end("b2")
+    assert events[3:] == ["submit b3", "done in the ledger b2"]

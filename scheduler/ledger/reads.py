@@ -140,8 +140,10 @@ class LedgerReads(RecordReads):
         ]
 
     def due_retries(self, sources: Iterable[str], now: float) -> list[Manifest]:
-        """Failed batches whose backoff has passed by ``now``."""
-        return self.batches(["failed"], sources, batches_table.c.not_before <= now)
+        """Failed batches whose backoff has passed by ``now``, and those that may run again at
+        once (an attempt not counted: no backoff)."""
+        due = batches_table.c.not_before
+        return self.batches(["failed"], sources, sa.or_(due.is_(None), due <= now))
 
     def state_of(self, batch_id: str) -> str | None:
         """A batch's state, or None if unknown."""
