@@ -277,8 +277,8 @@ class BatchesInFlight:
         finally:
             with self._lock:
                 self._inflight.pop(manifest.batch_id, None)
-            if error is not None:  # failed: what waited for it waits in the ledger
-                self._release_next(manifest.source, manifest, applied=False)
+            # What was held behind it since (after the release above, before the pop): on.
+            self._release_next(manifest.source, manifest, applied=error is None)
             if self.budgets is not None and manifest.read_parts is not None:
                 self.budgets.give_back(manifest.source, manifest.read_parts)
             self.wake.set()

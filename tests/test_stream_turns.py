@@ -158,3 +158,24 @@ def test_the_batch_after_next_waits_for_the_next_not_for_the_one_that_ended(
     assert inflight.has_next("items")
     sink.end("b2")
     assert events[3:] == ["submit b3", "done in the ledger b2"]
+
+
+def test_a_batch_held_while_the_one_before_records_its_end_goes_when_that_one_is_done(
+    tmp_path: Path,
+) -> None:
+    _, ledger, sink, inflight, events = _setup(tmp_path)
+    b2 = _claim(ledger, "b2", 2)
+    finish = ledger.finish
+
+    def finish_then_claim(batch_id: str, *args: object, **kwargs: object) -> object:
+        done = finish(batch_id, *args, **kwargs)  # type: ignore[arg-type]
+        if batch_id == "b1":  # claimed after b1's import, before b1 has left the flight
+            inflight.dispatch_in_turn(b2)
+        return done
+
+    ledger.finish = finish_then_claim  # type: ignore[method-assign]
+    inflight.dispatch_in_turn(_claim(ledger, "b1", 1))
+    sink.end("b1")
+    assert events == ["submit b1", "done in the ledger b1", "submit b2"]
+    sink.end("b2")
+    assert not inflight.busy()
