@@ -23,6 +23,7 @@ from config.models import SqlSourceConfig
 from sources.abc import Item
 from sources.stream import StreamSource
 from spark_jobs.change_batches import StreamEvent
+from tests.helpers import scalar
 
 pytestmark = [pytest.mark.postgres]
 
@@ -65,15 +66,6 @@ def _rows_of(events: list[StreamEvent]) -> dict[str, str]:
                 key, value = line.split("\t")
                 found[key] = value
     return found
-
-
-def _scalar(url: str, query: str) -> Any:
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return conn.execute(sa.text(query)).scalar()
-    finally:
-        engine.dispose()
 
 
 def test_the_full_load_reads_the_slots_snapshot_and_the_changes_after_it_come_once(
@@ -127,12 +119,12 @@ def test_a_group_is_loaded_from_one_snapshot_without_watermarks_then_lets_it_go(
         with engine.begin() as conn:
             conn.execute(sa.text("UPDATE b SET v = 'late' WHERE id = 1"))
         engine.dispose()
-        assert _scalar(url, "SELECT count(*) FROM pg_publication_tables") == 2
+        assert scalar(url, "SELECT count(*) FROM pg_publication_tables") == 2
         got_a, got_b = list(_drain(a)), list(_drain(b))
         assert a.backend.snapshot is None  # both loads done: the snapshot was let go
-        assert _scalar(url, "SELECT count(*) FROM pg_stat_replication") == 0
+        assert scalar(url, "SELECT count(*) FROM pg_stat_replication") == 0
         # No watermark went into the stream: a slot of the group's holds one change only.
-        assert _scalar(url, "SELECT count(*) FROM pg_logical_slot_peek_binary_changes("
+        assert scalar(url, "SELECT count(*) FROM pg_logical_slot_peek_binary_changes("
                             "'sluice_grp', NULL, NULL, 'proto_version', '1', "
                             "'publication_names', 'sluice_grp', 'messages', 'true') "
                             "WHERE get_byte(data, 0) = ascii('M')") == 0  # fmt: skip

@@ -86,6 +86,22 @@ def _claim(ledger: Ledger, batch_id: str, key: int) -> Manifest:
     return manifest
 
 
+def _claim_while_recording(
+    ledger: Ledger, inflight: BatchesInFlight, ending: str, claimed: Manifest
+) -> None:
+    """Have the loop dispatch ``claimed`` in turn right after the ledger records the end of
+    batch ``ending`` (while its import's end is still being handled)."""
+    finish = ledger.finish
+
+    def finish_then_claim(batch_id: str, *args: object, **kwargs: object) -> object:
+        done = finish(batch_id, *args, **kwargs)  # type: ignore[arg-type]
+        if batch_id == ending:
+            inflight.dispatch_in_turn(claimed)
+        return done
+
+    ledger.finish = finish_then_claim  # type: ignore[method-assign]
+
+
 def test_the_next_batch_of_a_stream_goes_once_the_one_before_is_in_the_target(
     tmp_path: Path,
 ) -> None:
@@ -141,16 +157,8 @@ def test_the_batch_after_next_waits_for_the_next_not_for_the_one_that_ended(
     tmp_path: Path,
 ) -> None:
     _, ledger, sink, inflight, events = _setup(tmp_path)
-    b3 = _claim(ledger, "b3", 3)
-    finish = ledger.finish
-
-    def finish_then_claim(batch_id: str, *args: object, **kwargs: object) -> object:
-        done = finish(batch_id, *args, **kwargs)  # type: ignore[arg-type]
-        if batch_id == "b1":  # the loop claims b3 while b1's end is recorded, b2 importing
-            inflight.dispatch_in_turn(b3)
-        return done
-
-    ledger.finish = finish_then_claim  # type: ignore[method-assign]
+    # The loop claims b3 while b1's end is recorded, b2 importing.
+    _claim_while_recording(ledger, inflight, "b1", _claim(ledger, "b3", 3))
     inflight.dispatch_in_turn(_claim(ledger, "b1", 1))
     inflight.dispatch_in_turn(_claim(ledger, "b2", 2))
     sink.end("b1")
@@ -164,16 +172,8 @@ def test_a_batch_held_while_the_one_before_records_its_end_goes_when_that_one_is
     tmp_path: Path,
 ) -> None:
     _, ledger, sink, inflight, events = _setup(tmp_path)
-    b2 = _claim(ledger, "b2", 2)
-    finish = ledger.finish
-
-    def finish_then_claim(batch_id: str, *args: object, **kwargs: object) -> object:
-        done = finish(batch_id, *args, **kwargs)  # type: ignore[arg-type]
-        if batch_id == "b1":  # claimed after b1's import, before b1 has left the flight
-            inflight.dispatch_in_turn(b2)
-        return done
-
-    ledger.finish = finish_then_claim  # type: ignore[method-assign]
+    # Claimed after b1's import, before b1 has left the flight.
+    _claim_while_recording(ledger, inflight, "b1", _claim(ledger, "b2", 2))
     inflight.dispatch_in_turn(_claim(ledger, "b1", 1))
     sink.end("b1")
     assert events == ["submit b1", "done in the ledger b1", "submit b2"]
