@@ -32,7 +32,7 @@ sources:
   items: {kind: sql, url: "sqlite:///s.db", table: items, key: id, target: lake.items}
 targets:
   lake: {kind: parquet, path: ./lake}
-retry: {max_attempts: 3, backoff: 10ms, max_backoff: 20ms}
+retry: {max_attempts: 3, backoff: 30s, max_backoff: 60s}
 """
 
 
