@@ -22,6 +22,7 @@ from config.models import RetryConfig
 from scheduler.batch_size import BatchSizer
 from scheduler.ledger import Ledger
 from scheduler.stats import RunStats
+from scheduler.turns import StreamTurns
 from sinks.abc import Sink
 from sources.budgets import Budgets
 from sources.queueing import QueueingLimitedSource
@@ -75,9 +76,9 @@ class BatchesInFlight:
         # Batches that must run (retries, takeovers, orphans) waiting for
         # their source database's limits to admit them; the loop's thread only.
         self._waiting: dict[str, Manifest] = {}  # by batch id, oldest first
-        # A stream's next batch, claimed while the one before it imports (that one's id): it
-        # goes to the sink as soon as that one is in the target (by source; in _inflight too).
-        self._next: dict[str, tuple[str, Manifest]] = {}
+        # A stream's next batch, claimed while the one before it imports: it goes to the sink
+        # as soon as that one is in the target (held there; in _inflight too).
+        self._turns = StreamTurns()
 
     def busy(self) -> bool:
         """Whether any batch is still importing, or waiting for its database's limits."""
@@ -120,9 +121,9 @@ class BatchesInFlight:
             return sum(m.items for m in self._inflight.values() if m.source == source)
 
     def has_next(self, source: str) -> bool:
-        """Whether a batch of stream ``source`` waits here for the one before it."""
+        """Whether stream ``source`` may claim no batch now (:meth:`StreamTurns.holds`)."""
         with self._lock:
-            return source in self._next
+            return self._turns.holds(source)
 
     def dispatch_in_turn(self, manifest: Manifest) -> None:
         """Hand a stream's claimed batch to the sink once its source's batch before it is in
@@ -132,8 +133,7 @@ class BatchesInFlight:
         with self._lock:
             before = [m.batch_id for m in self._inflight.values() if m.source == manifest.source]
             if before:  # the last dispatched is the one before it
-                assert manifest.source not in self._next, "one batch of a stream waits at most"
-                self._next[manifest.source] = (before[-1], manifest)
+                self._turns.hold(manifest, before[-1])
                 self._inflight[manifest.batch_id] = manifest
                 return
         self.dispatch(manifest, begun=True)
@@ -143,11 +143,9 @@ class BatchesInFlight:
         ``after`` is in the target (``applied``); else it waits in the ledger for its turn,
         failed without running and its attempt not counted, and runs as a retry."""
         with self._lock:
-            waiting = self._next.get(source)
-            if waiting is None or waiting[0] != after.batch_id:
-                return  # none waits, or it waits for another (a batch ahead of this one)
-            del self._next[source]
-            manifest = waiting[1]
+            manifest = self._turns.take(source, after.batch_id)
+            if manifest is None:
+                return
             del self._inflight[manifest.batch_id]
         try:
             if applied:
@@ -217,6 +215,8 @@ class BatchesInFlight:
                 result = future.result()
                 # In the target: a stream's next batch may apply on top of it now, before
                 # the ledger hears of this one (a restart reconciles from the target).
+                with self._lock:
+                    self._turns.ended(manifest, ok=True)
                 self._release_next(manifest.source, manifest, applied=True)
                 rejected = getattr(result, "rows_rejected", 0)
                 _observe(self.sizes, manifest, result, None)
@@ -246,6 +246,8 @@ class BatchesInFlight:
                 _observe(self.sizes, manifest, None, error)
                 unavailable = isinstance(error, SinkUnavailable)
                 waits = getattr(error, "waits", False)  # a stream's batch before its turn
+                with self._lock:
+                    self._turns.ended(manifest, ok=False, waits=waits)
                 state = self.ledger.fail(manifest.batch_id, str(error), self.retry,
                                          token=manifest.token,
                                          counted=not (unavailable or waits),

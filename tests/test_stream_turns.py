@@ -16,6 +16,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from concurrent.futures import Future
+from dataclasses import replace
 from pathlib import Path
 
 from config.loader import load_config_text
@@ -179,3 +180,24 @@ def test_a_batch_held_while_the_one_before_records_its_end_goes_when_that_one_is
     assert events == ["submit b1", "done in the ledger b1", "submit b2"]
     sink.end("b2")
     assert not inflight.busy()
+
+
+def test_a_stream_whose_batch_failed_claims_nothing_until_one_of_its_batches_succeeds(
+    tmp_path: Path,
+) -> None:
+    _, ledger, sink, inflight, _ = _setup(tmp_path)
+
+    def changes(batch_id: str, key: int) -> Manifest:
+        return replace(_claim(ledger, batch_id, key), kind="changes")
+
+    inflight.dispatch_in_turn(changes("b1", 1))
+    sink.fail("b1")
+    assert inflight.has_next("items")  # b1 waits for its retry: claiming b2 would not help
+    inflight.dispatch(changes("b2", 2), begun=True)  # one that failed as before its turn
+    failed = BatchImportFailed("before its turn")
+    failed.waits = True
+    sink.futures["b2"].set_exception(failed)
+    assert inflight.has_next("items")
+    inflight.dispatch(changes("b3", 3), begun=True)  # b1's retry, say
+    sink.end("b3")
+    assert not inflight.has_next("items")
