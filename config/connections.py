@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -97,3 +98,42 @@ def keep_alive(dbapi_connection: Any) -> None:
                          ("TCP_KEEPCNT", "keepalives_count")):  # fmt: skip
         if hasattr(socket, option):  # Linux's names; others keep the system's
             sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), KEEPALIVES[name])
+
+
+def bound_waits(
+    engine: sa.Engine, query_timeout: Callable[[], float | None] = lambda: None
+) -> None:
+    """Make each connection ``engine`` opens wait :data:`LOCK_WAIT` s at most for a lock an
+    application holds (then its statement is cancelled, to be tried again later), and run
+    no statement past ``query_timeout()`` seconds (None: no bound), unless the URL sets its
+    own: PostgreSQL's ``lock_timeout`` and ``statement_timeout``, MariaDB's
+    ``lock_wait_timeout`` and ``max_statement_time`` (MySQL's ``max_execution_time``)."""
+    if engine.dialect.name == "postgresql" and engine.dialect.driver in ("psycopg", "psycopg2"):
+
+        def options(dialect: Any, record: Any, cargs: Any, cparams: dict[str, Any]) -> None:
+            seconds = query_timeout()
+            given = str(cparams.get("options", ""))
+            if seconds is not None and "statement_timeout" not in given:
+                given = f"{given} -c statement_timeout={int(seconds * 1000)}"
+            if "lock_timeout" not in given:
+                given = f"{given} -c lock_timeout={int(LOCK_WAIT * 1000)}"
+            cparams["options"] = given.strip()
+
+        sa.event.listen(engine, "do_connect", options)
+    elif engine.dialect.name == "mysql":
+
+        def session(dbapi_connection: Any, record: Any) -> None:
+            seconds = query_timeout()
+            # The dialect knows its server once the first connection is made.
+            mariadb = getattr(engine.dialect, "is_mariadb", False)
+            settings = [f"lock_wait_timeout = {LOCK_WAIT:g}"]  # metadata locks: DDL's
+            if seconds is not None:
+                settings.append(f"max_statement_time = {seconds:g}" if mariadb
+                                else f"max_execution_time = {int(seconds * 1000)}")  # fmt: skip
+            cursor = dbapi_connection.cursor()
+            try:
+                cursor.execute(f"SET SESSION {', '.join(settings)}")
+            finally:
+                cursor.close()
+
+        sa.event.listen(engine, "connect", session)

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from config.connections import LOCK_WAIT
+from config.connections import bound_waits
 from config.errors import ConfigError, SourceError, cause_line, is_transient, refused_by_config
 from config.models import SqlSourceConfig
 from sources.budget import KEY_QUERIES, Budget
@@ -196,34 +196,7 @@ class _Engines:
 
     def _make(self, url: str) -> sa.Engine:
         engine = _make_engine(url)
-        if engine.dialect.name == "postgresql" and engine.dialect.driver in ("psycopg",
-                                                                             "psycopg2"):
-            def bound(dialect: Any, record: Any, cargs: Any, cparams: dict[str, Any]) -> None:
-                seconds = self._timeouts.get(url)
-                options = str(cparams.get("options", ""))
-                if seconds is not None and "statement_timeout" not in options:
-                    options = f"{options} -c statement_timeout={int(seconds * 1000)}"
-                if "lock_timeout" not in options:  # an application's lock: tried again later
-                    options = f"{options} -c lock_timeout={int(LOCK_WAIT * 1000)}"
-                cparams["options"] = options.strip()
-
-            sa.event.listen(engine, "do_connect", bound)
-        elif engine.dialect.name == "mysql":
-            def bound_session(dbapi_connection: Any, record: Any) -> None:
-                seconds = self._timeouts.get(url)
-                # The dialect knows its server once the first connection is made.
-                mariadb = getattr(engine.dialect, "is_mariadb", False)
-                settings = [f"lock_wait_timeout = {LOCK_WAIT:g}"]  # metadata locks: DDL's
-                if seconds is not None:
-                    settings.append(f"max_statement_time = {seconds:g}" if mariadb
-                                    else f"max_execution_time = {int(seconds * 1000)}")  # fmt: skip
-                cursor = dbapi_connection.cursor()
-                try:
-                    cursor.execute(f"SET SESSION {', '.join(settings)}")
-                finally:
-                    cursor.close()
-
-            sa.event.listen(engine, "connect", bound_session)
+        bound_waits(engine, lambda: self._timeouts.get(url))
         return engine
 
 

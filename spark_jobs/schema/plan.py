@@ -14,12 +14,11 @@ import fnmatch
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.pool import NullPool
 
-from config.connections import LOCK_WAIT
+from config.connections import bound_waits
 from config.models import JdbcTargetConfig, SluiceConfig, SqlSourceConfig, split_target
 from spark_jobs.engines import catalogued, engine_of
 from spark_jobs.engines.base import Engine
@@ -133,24 +132,7 @@ def _connect(url: str) -> sa.Engine:
     most for a table an application holds locked (the start then goes on without the
     objects: the cutover builds them)."""
     engine = sa.create_engine(url, poolclass=NullPool)
-    if engine.dialect.name == "postgresql":
-
-        def options(dialect: Any, record: Any, cargs: Any, cparams: dict[str, Any]) -> None:
-            given = str(cparams.get("options", ""))
-            if "lock_timeout" not in given:
-                cparams["options"] = f"{given} -c lock_timeout={LOCK_WAIT * 1000}".strip()
-
-        sa.event.listen(engine, "do_connect", options)
-    elif engine.dialect.name == "mysql":
-
-        def session(dbapi_connection: Any, record: Any) -> None:
-            cursor = dbapi_connection.cursor()
-            try:
-                cursor.execute(f"SET SESSION lock_wait_timeout = {LOCK_WAIT}")
-            finally:
-                cursor.close()
-
-        sa.event.listen(engine, "connect", session)
+    bound_waits(engine)
     return engine
 
 
