@@ -3,7 +3,7 @@ batch may go straight into its table.
 
 PostgreSQL's binary COPY through psycopg (:mod:`spark_jobs.engines.postgresql.copyin`),
 MySQL's and MariaDB's ``LOAD DATA LOCAL INFILE`` through PyMySQL
-(:mod:`spark_jobs.mysqlload`); Spark's JDBC writer where neither is.
+(:mod:`spark_jobs.engines.mysql.load_data`); Spark's JDBC writer where neither is.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import pyarrow as pa
 import sqlalchemy as sa
 
 from config.models import JdbcTargetConfig
+from spark_jobs.engines.mysql.load_data import load_capable, load_data
+from spark_jobs.engines.mysql.load_data import quoted as mysql_quoted
 from spark_jobs.engines.postgresql.binarycopy import quoted
 from spark_jobs.engines.postgresql.copyin import copy_in
 from spark_jobs.jdbc import sql_engine
 from spark_jobs.manifest import Manifest
-from spark_jobs.mysqlload import load_capable, load_data
-from spark_jobs.mysqlload import quoted as mysql_quoted
 from spark_jobs.target import TargetTable
 
 Load = Callable[[Any, str, Sequence[str], Iterable[pa.RecordBatch]], int]

@@ -25,6 +25,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from config.errors import SourceError
 from config.models import SqlSourceConfig, SqsSourceConfig
 from spark_jobs.engines import catalogued
+from spark_jobs.engines.spark_names import quoted
 from spark_jobs.jdbc import JdbcEndpoint, looker_engine, sql_engine
 from spark_jobs.jdbc_read import SCHEMA_TTL, forget_schema, jdbc_frame
 from spark_jobs.keyorder import key_types, row_compare, typed_key
@@ -38,7 +39,6 @@ from spark_jobs.read_sql import (
     native_read,
     table_columns,
 )
-from spark_jobs.spark_names import quoted
 
 if TYPE_CHECKING:
     from spark_jobs.engines.mysql.read import Queries as MySQLQueries
@@ -102,7 +102,7 @@ def native_ranges(
     """What :func:`extract_ranges` reads from a source read natively, without Spark, for a
     load's own task into engine ``target``: the rows' schema and a query per batch (query
     i reads ``manifests[i]``'s rows, with the transforms of
-    :func:`~spark_jobs.transforms.for_target`, ``zero_dates`` as the target says)."""
+    :func:`~spark_jobs.engines.transforms.for_target`, ``zero_dates`` as the target says)."""
     if any(m.kind != "range" for m in manifests):
         raise ValueError("native_ranges reads range batches only")
     reader = SqlReader(None, source, target=target)

@@ -53,13 +53,13 @@ from config.models import (
 )
 from spark_jobs.apply_changes import COMMITTED_BEFORE
 from spark_jobs.bulk_paths import may_copy_straight_in
+from spark_jobs.engines.spark_names import quoted
+from spark_jobs.engines.transforms import for_target, target_engine
 from spark_jobs.extract import SqlReader, extract
 from spark_jobs.manifest import Manifest
 from spark_jobs.outcomes import BatchImportFailed, ImportResult, reason, transient
-from spark_jobs.spark_names import quoted
 from spark_jobs.stream_import import import_changes
 from spark_jobs.target import Commit, TargetTable, Written, stale_token_error
-from spark_jobs.transforms import for_target, target_engine
 from spark_jobs.write import committed_batch, sweep_stages, write_batch
 
 log = logging.getLogger(__name__)

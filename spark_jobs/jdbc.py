@@ -206,12 +206,13 @@ def looker_engine(url: str) -> sa.Engine:
 
 def _connect_args(url: str) -> dict[str, Any]:
     """PyMySQL connections may ``LOAD DATA LOCAL`` once sluice serves its streams
-    (:mod:`spark_jobs.mysqlload`), which it does instead of any local file."""
+    (:mod:`spark_jobs.engines.mysql.load_data`), which it does instead of any local file."""
     parsed = sa.make_url(url)
     if dialect_name(parsed) == "mysql" and parsed.get_driver_name() == "pymysql":
-        from spark_jobs import mysqlload  # pyarrow: only where a MySQL target is written
+        # pyarrow: only where a MySQL target is written
+        from spark_jobs.engines.mysql import load_data
 
-        if mysqlload.install():
+        if load_data.install():
             return {"local_infile": True}
     return {}
 

@@ -120,7 +120,7 @@ def native_read(
     condition may be a tuple of conditions, read one after the other by the same task).
 
     ``zero_dates`` (a load's own task, into engine ``target``): the rows come
-    with the transforms :func:`~spark_jobs.transforms.for_target` would apply
+    with the transforms :func:`~spark_jobs.engines.transforms.for_target` would apply
     in Spark (a MySQL source's; PostgreSQL's need none).
     """
     engine = engine_of(url)

@@ -79,7 +79,7 @@ class Written:
     ``seconds``: how long the batch's own load took, where a Spark task of its
     own loaded it (None: the import on the driver times it). ``zero_dates``:
     per column, MySQL zero dates that became NULL on the way (see
-    :mod:`spark_jobs.transforms`).
+    :mod:`spark_jobs.engines.transforms`).
     """
 
     rows: int

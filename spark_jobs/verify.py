@@ -33,7 +33,7 @@ from pyspark.sql import types as T
 
 from config.errors import TargetError
 from spark_jobs.engines.canonical import neutral_key
-from spark_jobs.spark_names import quoted
+from spark_jobs.engines.spark_names import quoted
 from spark_jobs.verify_keys import encoded, in_key_order, plain_key
 
 BUCKETS = 4096

@@ -30,7 +30,7 @@ from spark_jobs.engines import engine_of, neutral_sql
 from spark_jobs.engines.base import Column, Kind
 from spark_jobs.engines.postgresql.sums import Sums
 from spark_jobs.extract import SqlReader, split_int_range
-from spark_jobs.jdbc import dialect_name
+from spark_jobs.jdbc import dialect_name, looker_engine
 from spark_jobs.read_sql import table_columns
 from spark_jobs.target import TargetTable
 from spark_jobs.verify_read import Scope, min_max, qualified
@@ -170,7 +170,7 @@ def _table_sums(side: SqlSourceConfig, query: str) -> Sums:
         return table_sums(conninfo(side.url), query)
     from spark_jobs.engines.mysql.sums import table_sums as mysql_sums
 
-    return mysql_sums(side.url, query)
+    return mysql_sums(looker_engine(side.url), query)
 
 
 def _ranges(

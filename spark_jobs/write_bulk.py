@@ -2,7 +2,7 @@
 
 The batch's rows go in through the database's bulk path (:class:`BulkLoad`):
 PostgreSQL's binary COPY through psycopg (:mod:`spark_jobs.engines.postgresql.binarycopy`), or
-``LOAD DATA LOCAL INFILE`` through PyMySQL (:mod:`spark_jobs.mysqlload`),
+``LOAD DATA LOCAL INFILE`` through PyMySQL (:mod:`spark_jobs.engines.mysql.load_data`),
 in one of two shapes, both keeping the invariant of
 :mod:`spark_jobs.commit_jdbc`: the rows and the batch's commit record reach
 the target in one transaction, fenced by the batch's token.
@@ -37,12 +37,12 @@ from pyspark.sql import DataFrame
 from spark_jobs.bulk_paths import BulkLoad, bulk_load, mark_unavailable, may_copy_straight_in
 from spark_jobs.commit_jdbc import commit_staged
 from spark_jobs.engines.base import CannotEncode
+from spark_jobs.engines.mysql.load_data import LoadRefusedRows, LoadUnavailable
+from spark_jobs.engines.transforms import count_zeros
 from spark_jobs.jdbc_tables import ROW_COLUMN, TargetFit
 from spark_jobs.manifest import Manifest
-from spark_jobs.mysqlload import LoadRefusedRows, LoadUnavailable
 from spark_jobs.staging import drop_staging, staging_table
 from spark_jobs.target import TargetTable, Written
-from spark_jobs.transforms import count_zeros
 from spark_jobs.write_direct import direct_in_task
 
 log = logging.getLogger(__name__)

@@ -34,6 +34,7 @@ from spark_jobs.commit_jdbc import commit_direct
 from spark_jobs.engines.base import CannotEncode
 from spark_jobs.engines.postgresql.copy_out import one_session
 from spark_jobs.engines.postgresql.verbatim import copy_verbatim, same_types
+from spark_jobs.engines.transforms import count_zeros
 from spark_jobs.jdbc import sql_engine
 from spark_jobs.local_tasks import LocalTasks, local_tasks
 from spark_jobs.manifest import Manifest
@@ -41,7 +42,6 @@ from spark_jobs.read_sql import native_queries
 from spark_jobs.target import TargetTable, Written
 from spark_jobs.task_input import task_input, whole
 from spark_jobs.task_notes import Notes, pickled
-from spark_jobs.transforms import count_zeros
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,8 @@ def direct_load(
     bulk = bulk_load(engine)
     if bulk is None:
         return None
-    verbatim = bulk is PG_COPY and same_types(engine, target, queries, names, built_in)
+    verbatim = bulk is PG_COPY and same_types(
+        engine, target.schema, target.table, queries, names, built_in)
     url = engine.url.render_as_string(hide_password=False)
     return DirectLoad(url, target, tuple(manifests), tuple(names), bulk, queries,
                       tuple(tuple(r) for r in reads), verbatim)  # fmt: skip

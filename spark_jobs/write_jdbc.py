@@ -25,6 +25,8 @@ from config.errors import TargetError
 from config.models import JdbcTargetConfig
 from spark_jobs.batch_columns import batch_columns
 from spark_jobs.commit_jdbc import commit_staged
+from spark_jobs.engines.spark_names import quoted
+from spark_jobs.engines.transforms import zero_columns, zero_dates
 from spark_jobs.jdbc import JdbcEndpoint, sql_engine
 from spark_jobs.jdbc_tables import (
     ROW_COLUMN,
@@ -38,7 +40,6 @@ from spark_jobs.jdbc_tables import (
 )
 from spark_jobs.load.targets import Wanted, make_ready
 from spark_jobs.manifest import Manifest
-from spark_jobs.spark_names import quoted
 from spark_jobs.staging import (
     drop_staging,
     drop_stale_stages,
@@ -46,7 +47,6 @@ from spark_jobs.staging import (
     sweep_committed_stages,
 )
 from spark_jobs.target import Commit, TargetTable, Written
-from spark_jobs.transforms import zero_columns, zero_dates
 from spark_jobs.write_bulk import write_bulk
 from spark_jobs.write_direct import write_straight_in
 

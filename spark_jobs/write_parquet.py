@@ -50,6 +50,8 @@ from pyspark.sql import types as T
 from config.errors import TargetError
 from config.faults import crash_point
 from config.models import ParquetTargetConfig
+from spark_jobs.engines.spark_names import quoted
+from spark_jobs.engines.transforms import zero_columns, zero_dates
 from spark_jobs.filesystems import HadoopFs, LocalFs, basename, filesystem
 from spark_jobs.manifest import Manifest
 from spark_jobs.parquet_layout import check_layout, partition_columns
@@ -62,7 +64,6 @@ from spark_jobs.parquet_types import (
     remember_types,
     set_aside_misfits,
 )
-from spark_jobs.spark_names import quoted
 from spark_jobs.target import (
     COMMITS_TABLE,
     REJECTS_TABLE,
@@ -71,7 +72,6 @@ from spark_jobs.target import (
     Written,
     stale_token_error,
 )
-from spark_jobs.transforms import zero_columns, zero_dates
 
 _PART = re.compile(r"(^|/)part-[^/]*\.parquet$")
 """A data file Spark wrote (its ``_SUCCESS`` and ``.crc`` files are not)."""

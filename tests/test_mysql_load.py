@@ -19,11 +19,11 @@ import pyarrow as pa
 import pytest
 import sqlalchemy as sa
 
+from spark_jobs.engines.mysql.load_data import LoadRefusedRows, encode, load_data, quoted
 from spark_jobs.engines.postgresql.binarycopy import CannotEncode
 from spark_jobs.import_job import target_table
 from spark_jobs.jdbc import sql_engine
 from spark_jobs.manifest import Manifest
-from spark_jobs.mysqlload import LoadRefusedRows, encode, load_data, quoted
 from spark_jobs.write import write_batch
 from tests.test_copy_write import orders_config, write_one
 from tests.test_import_job import (

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from config.models import SqlSourceConfig
 from spark_jobs import extract
 from spark_jobs.engines.mysql import ENGINE
+from spark_jobs.engines.transforms import for_target
 from spark_jobs.jdbc import JdbcEndpoint
 from spark_jobs.manifest import Manifest
 from spark_jobs.read_sql import (
@@ -32,7 +33,6 @@ from spark_jobs.read_sql import (
     native_read,
     table_columns,
 )
-from spark_jobs.transforms import for_target
 from tests.type_matrix import MARIADB_TYPES, mariadb_create_source
 
 pytestmark = pytest.mark.mariadb

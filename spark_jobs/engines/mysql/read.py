@@ -16,7 +16,7 @@ ten), an unsigned ``bigint`` into ``decimal(20,0)``. A value that does not fit
 its carrier raises, it is never rounded.
 
 The transforms a batch needs on its way into another engine (MySQL's zero
-dates, sets into PostgreSQL: :mod:`spark_jobs.transforms`) are applied here
+dates, sets into PostgreSQL: :mod:`spark_jobs.engines.transforms`) are applied here
 only for a load's own task (:func:`spark_jobs.extract.native_ranges`); a
 Spark frame gets them from Spark, as any other.
 
@@ -44,6 +44,7 @@ import sqlalchemy as sa
 
 from config.connections import keep_alive
 from spark_jobs.engines.base import Column, Kind
+from spark_jobs.engines.transforms import arrow_for_target
 
 ROWS_PER_BATCH = 50_000
 """Rows of a record batch read at once (~10 MB of the peers table's rows)."""
@@ -93,7 +94,8 @@ def read_expression(read: str, carrier: pa.DataType, column: Column) -> str:
 @dataclass(frozen=True)
 class Finish:
     """What a load's own task does to the rows on their way into engine ``target`` (see
-    :func:`spark_jobs.transforms.arrow_for_target`): each column's source column, in order."""
+    :func:`spark_jobs.engines.transforms.arrow_for_target`): each column's source column, in
+    order."""
 
     target: str
     zero_dates: str
@@ -118,8 +120,6 @@ class Queries:
 
     def rows(self, tasks: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """In a Spark task: the rows of the queries whose numbers ``tasks`` carries."""
-        from spark_jobs.transforms import arrow_for_target
-
         for batch in tasks:
             for index in batch.column(0).to_pylist():
                 for statement in self.queries[index]:

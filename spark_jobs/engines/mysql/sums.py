@@ -8,6 +8,8 @@ UTF-8. Its literals hold no backslash, so any ``sql_mode`` reads them alike.
 
 from __future__ import annotations
 
+import sqlalchemy as sa
+
 from spark_jobs.engines.postgresql.sums import Sums
 
 SESSION = "SET time_zone = '+00:00', NAMES utf8mb4"
@@ -15,14 +17,12 @@ SESSION = "SET time_zone = '+00:00', NAMES utf8mb4"
 as a Spark read's: the source's ``where:`` means the same)."""
 
 
-def table_sums(url: str, query: str) -> Sums:
-    """Run a sums query on the database at ``url``, on a connection of its own, closed after.
+def table_sums(engine: sa.Engine, query: str) -> Sums:
+    """Run a sums query on a connection of ``engine``'s of its own, closed after.
 
     Errors come as SQLAlchemy's, as a statement's would.
     """
-    from spark_jobs.jdbc import looker_engine
-
-    with looker_engine(url).connect() as conn:
+    with engine.connect() as conn:
         conn.exec_driver_sql(SESSION)
         # PyMySQL reads % as a placeholder: %% is one, as the query means it.
         found = conn.exec_driver_sql(query.replace("%", "%%")).one()

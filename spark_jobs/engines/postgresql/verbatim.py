@@ -18,12 +18,12 @@ import sqlalchemy as sa
 from spark_jobs.engines.postgresql.binarycopy import quoted
 from spark_jobs.engines.postgresql.catalog import describe
 from spark_jobs.engines.postgresql.read import Queries, copy_binary
-from spark_jobs.target import TargetTable
 
 
 def same_types(
     engine: sa.Engine,
-    target: TargetTable,
+    schema: str | None,
+    table: str,
     queries: Any,
     names: Sequence[str],
     built_in: Mapping[str, str] | None = None,
@@ -32,7 +32,7 @@ def same_types(
 
     A PostgreSQL source read natively (``queries``), whose columns are
     ``names`` in that order, each of exactly the type (modifiers included)
-    of the target's column, a built-in type: the binary form of a type the
+    of the target's column (``schema.table``), a built-in type: the binary form of a type the
     database defines (an enum's array, a composite) carries its OID, which
     differs from database to database; and a narrower modifier would round
     what the staged path sets aside. Anything else is parsed and encoded.
@@ -48,7 +48,7 @@ def same_types(
         return False
     if built_in is None:
         with engine.connect() as conn:
-            columns = describe(conn, target.schema, target.table)
+            columns = describe(conn, schema, table)
         built_in = {c.name: c.type for c in columns if c.built_in}
     return all(built_in.get(name) == shown for name, shown in queries.columns)
 

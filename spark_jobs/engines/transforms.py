@@ -24,7 +24,7 @@ from pyspark.sql import Column, DataFrame
 from spark_jobs.engines import source_column
 from spark_jobs.engines.base import Column as EngineColumn
 from spark_jobs.engines.base import Kind
-from spark_jobs.spark_names import quoted
+from spark_jobs.engines.spark_names import quoted
 
 if TYPE_CHECKING:
     import pyarrow as pa
