@@ -260,8 +260,8 @@ def run_plain(source: str, kind: str, target: str) -> float:
 def plain_copy(source: str, kind: str, target: str) -> int:
     """Read ``orders`` over JDBC in PARTITIONS ranges of the key and write it as it comes."""
     from config.models import SparkConfig
-    from spark_jobs.jdbc import JdbcEndpoint
-    from spark_jobs.session import build_session
+    from spark_jobs.common.jdbc import JdbcEndpoint
+    from spark_jobs.tasks.session import build_session
 
     spark = build_session(SparkConfig(master="local[2]"), app_name="plain-copy")
     src = JdbcEndpoint.from_url(source)

@@ -211,8 +211,8 @@ def run_copy_pipe(source: str, target: str) -> Run:
 def plain_copy(source: str, target: str, kind: str) -> int:
     """Read ``orders`` over JDBC in 2 ranges of the key and write it as it comes."""
     from config.models import SparkConfig
-    from spark_jobs.jdbc import JdbcEndpoint
-    from spark_jobs.session import build_session
+    from spark_jobs.common.jdbc import JdbcEndpoint
+    from spark_jobs.tasks.session import build_session
 
     engine = sa.create_engine(source)
     with engine.connect() as conn:

@@ -56,7 +56,7 @@ def main() -> int:
     from config.models import SparkConfig
     from scheduler.commands.cutover import run_until_drained
     from scheduler.commands.verify import verify_config
-    from spark_jobs.session import build_session
+    from spark_jobs.tasks.session import build_session
 
     admin = sa.create_engine(ADMIN, isolation_level="AUTOCOMMIT")
     prefix = f"sluice_bench_{uuid.uuid4().hex[:6]}"

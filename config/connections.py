@@ -3,7 +3,7 @@
 :func:`bound_connections` gives every database connection the process opens
 from then on (SQLAlchemy's, whoever makes the engine) a connect timeout and
 TCP keepalives: the command line calls it first thing, and so do the load
-tasks' processes (:func:`spark_jobs.jdbc.sql_engine`), on this machine or on a
+tasks' processes (:func:`spark_jobs.common.jdbc.sql_engine`), on this machine or on a
 cluster's executors. The connections made without SQLAlchemy take the same
 settings where they are made: a PostgreSQL read's (:func:`libpq_keepalives`),
 a PyMySQL read's and the binary-log reader's (:func:`keep_alive`), connectorx's

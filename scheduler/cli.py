@@ -137,7 +137,7 @@ def demo(
     cfg = load_config(setup.config)
     tty = is_tty()
     if tty:
-        from spark_jobs.children import send_spark_output_to
+        from spark_jobs.tasks.children import send_spark_output_to
 
         # Spark's JVM would write its start-up lines across the bars.
         send_spark_output_to(setup.folder / "spark.log")
@@ -329,7 +329,7 @@ def import_(
     from config.secrets import config_secrets, redact_text
     from scheduler.commands.import_batch import import_batch
     from scheduler.observe.logs import setup_logging
-    from spark_jobs.session import build_session
+    from spark_jobs.tasks.session import build_session
 
     try:
         cfg = load_config(config)

@@ -31,7 +31,7 @@ from sources.abc import Item
 from sources.queueing import QueueingLimitedSource
 from sources.sql import SqlSource
 from sources.stream import StreamSource
-from spark_jobs.manifest import Manifest
+from spark_jobs.common.manifest import Manifest
 
 # The loop's logger: these lines are the loop's, as they were before this module existed.
 log = logging.getLogger("sluice.loop")

@@ -27,8 +27,8 @@ from sinks.abc import Sink
 from sources.budgets import Budgets
 from sources.queueing import QueueingLimitedSource
 from sources.reach import Away
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.import_job import ImportResult
-from spark_jobs.manifest import Manifest
 
 # The loop's logger: these lines are the loop's, as they were before this module existed.
 log = logging.getLogger("sluice.loop")

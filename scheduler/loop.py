@@ -49,7 +49,7 @@ from sinks.abc import Sink
 from sources.budgets import Budgets
 from sources.buffer import Stocked
 from sources.queueing import QueueingLimitedSource
-from spark_jobs.manifest import Manifest
+from spark_jobs.common.manifest import Manifest
 
 log = logging.getLogger("sluice.loop")
 

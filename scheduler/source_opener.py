@@ -225,7 +225,7 @@ class _TargetPositions:
 
     def of(self, name: str) -> list[int] | None:
         from spark_jobs.apply_changes import stream_positions
-        from spark_jobs.jdbc import sql_engine
+        from spark_jobs.common.jdbc import sql_engine
 
         with self._lock:
             if time.monotonic() - self._read_at > self.FRESH:

@@ -22,7 +22,7 @@ from scheduler.ledger import Checkpoint, Ledger
 from scheduler.ledger.store import claim_changes
 from sources.abc import Item
 from sources.stream import StreamSource
-from spark_jobs.manifest import Manifest
+from spark_jobs.common.manifest import Manifest
 
 log = logging.getLogger("sluice.loop")
 

@@ -10,7 +10,7 @@ succeeds: what it claimed would only fail as before its turn.
 
 from __future__ import annotations
 
-from spark_jobs.manifest import Manifest
+from spark_jobs.common.manifest import Manifest
 
 
 class StreamTurns:

@@ -16,8 +16,8 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.import_job import ImportResult
-from spark_jobs.manifest import Manifest
 
 
 class SinkClosed(RuntimeError):

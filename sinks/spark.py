@@ -21,11 +21,11 @@ from pyspark.sql import SparkSession
 from config.models import JOB_GROUP, SluiceConfig
 from sinks.abc import PoolSink
 from sinks.pyfiles import build_pyfiles_zip, executor_archives
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.import_group import TABLES, group_key, run_imports, runs_without_spark
 from spark_jobs.import_job import ImportResult, run_import
-from spark_jobs.local_tasks import LocalTasks, SessionOnDemand
-from spark_jobs.manifest import Manifest
-from spark_jobs.session import SparkUnavailable, build_session, local_cores
+from spark_jobs.tasks.local_tasks import LocalTasks, SessionOnDemand
+from spark_jobs.tasks.session import SparkUnavailable, build_session, local_cores
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class SparkSink(PoolSink):
     of them: a Spark job's fixed cost is most of a small batch's.
 
     On a local master, with no session given, those ranges are loaded by
-    local tasks (:mod:`spark_jobs.local_tasks`), not by Spark jobs: a run
+    local tasks (:mod:`spark_jobs.tasks.local_tasks`), not by Spark jobs: a run
     whose every batch goes that way never starts the JVM (no warm-up then),
     and a batch that needs Spark starts it.
     """

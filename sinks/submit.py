@@ -35,10 +35,10 @@ from config.models import SluiceConfig
 from sinks.abc import PoolSink, SinkClosed
 from sinks.pyfiles import build_pyfiles_zip, executor_archives
 from spark_jobs import import_job
-from spark_jobs.children import ignore_stop_signals
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.import_job import BatchImportFailed, ImportResult
-from spark_jobs.manifest import Manifest
-from spark_jobs.session import is_loopback_master, spark_submit_args
+from spark_jobs.tasks.children import ignore_stop_signals
+from spark_jobs.tasks.session import is_loopback_master, spark_submit_args
 from spark_jobs.write_parquet import file_tag
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ class SubmitSink(PoolSink):
             running = list(self._running.values())
         if not wait:
             for proc in running:  # the driver and its children (spark-submit's JVM)
-                # SIGKILL: they ignore the stop signals (see spark_jobs.children).
+                # SIGKILL: they ignore the stop signals (see spark_jobs.tasks.children).
                 _signal_group(proc, signal.SIGKILL)
         self._shutdown(wait)
 

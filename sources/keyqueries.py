@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from config.models import SqlSourceConfig
 from sources.sqldb import SourceDatabase
-from spark_jobs.keyorder import key_types, row_compare, typed_key
+from spark_jobs.common.keyorder import key_types, row_compare, typed_key
 
 KeyTuple = tuple[Any, ...]
 

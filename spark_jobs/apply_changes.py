@@ -30,6 +30,8 @@ from sqlalchemy.dialects import postgresql
 from config.errors import TargetError
 from spark_jobs.change_batches import CopyRows, Key, NetBatch, StreamEvent, segments
 from spark_jobs.commit_jdbc import take_commit_row
+from spark_jobs.common.manifest import Manifest
+from spark_jobs.common.outcomes import BatchImportFailed
 from spark_jobs.engines.postgresql.insert import insert as pg_insert
 from spark_jobs.engines.postgresql.pgoutput import UNCHANGED
 from spark_jobs.jdbc_tables import (
@@ -38,8 +40,6 @@ from spark_jobs.jdbc_tables import (
     ensure_own_tables,
     streams_table,
 )
-from spark_jobs.manifest import Manifest
-from spark_jobs.outcomes import BatchImportFailed
 from spark_jobs.target import TargetTable, Written, stale_token_error
 from spark_jobs.target_fit import missing_column
 
@@ -64,7 +64,7 @@ def apply_changes(engine: sa.Engine, target: TargetTable, manifest: Manifest) ->
     batch was committed before, with nothing changed; 0 when the table holds
     the batch's changes already. Raises
     :class:`~spark_jobs.target.StaleToken` for a batch committed with a newer
-    token; :class:`~spark_jobs.outcomes.BatchImportFailed`, transient, while
+    token; :class:`~spark_jobs.common.outcomes.BatchImportFailed`, transient, while
     the batch before it is not applied, terminal when the table's position is
     inside the batch; :class:`~config.errors.TargetError` for a table that does
     not exist or an engine other than PostgreSQL.

@@ -19,11 +19,11 @@ from typing import Any
 import sqlalchemy as sa
 from pyspark.sql import types as T
 
+from spark_jobs.common.jdbc import JdbcEndpoint, sql_column_type
 from spark_jobs.engines import source_column, target_catalogue
 from spark_jobs.engines.base import Column, Engine, Kind, UnsupportedColumn
 from spark_jobs.engines.ddl import column_type, like
 from spark_jobs.engines.fit import fits, spark_kind
-from spark_jobs.jdbc import JdbcEndpoint, sql_column_type
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,12 @@ import pyarrow as pa
 import sqlalchemy as sa
 
 from config.models import JdbcTargetConfig
+from spark_jobs.common.jdbc import sql_engine
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.engines.mysql.load_data import load_capable, load_data
 from spark_jobs.engines.mysql.load_data import quoted as mysql_quoted
 from spark_jobs.engines.postgresql.binarycopy import quoted
 from spark_jobs.engines.postgresql.copyin import copy_in
-from spark_jobs.jdbc import sql_engine
-from spark_jobs.manifest import Manifest
 from spark_jobs.target import TargetTable
 
 Load = Callable[[Any, str, Sequence[str], Iterable[pa.RecordBatch]], int]

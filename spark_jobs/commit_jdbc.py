@@ -22,10 +22,10 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from config.faults import crash_point
+from spark_jobs.common.keyorder import key_types, row_compare, typed_key
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.engines.postgresql.insert import insert as pg_insert
 from spark_jobs.jdbc_tables import ROW_COLUMN, TargetFit, commits_table, rejects_table
-from spark_jobs.keyorder import key_types, row_compare, typed_key
-from spark_jobs.manifest import Manifest
 from spark_jobs.rejects_jdbc import is_row_error, reason, record_rejects, set_aside, split
 from spark_jobs.staging import index_staging_rows
 from spark_jobs.target import TargetTable, Written, stale_token_error

@@ -24,12 +24,12 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from config.errors import SourceError
 from config.models import SqlSourceConfig, SqsSourceConfig
+from spark_jobs.common.jdbc import JdbcEndpoint, looker_engine, sql_engine
+from spark_jobs.common.keyorder import key_types, row_compare, typed_key
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.engines import catalogued
 from spark_jobs.engines.spark_names import quoted
-from spark_jobs.jdbc import JdbcEndpoint, looker_engine, sql_engine
 from spark_jobs.jdbc_read import SCHEMA_TTL, forget_schema, jdbc_frame
-from spark_jobs.keyorder import key_types, row_compare, typed_key
-from spark_jobs.manifest import Manifest
 from spark_jobs.payloads import payload_frame
 from spark_jobs.read_sql import (
     forget_columns,

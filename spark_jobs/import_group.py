@@ -22,6 +22,9 @@ from pyspark.sql import types as T
 from config.errors import ConfigError
 from config.models import JdbcTargetConfig, SluiceConfig, SqlSourceConfig, SqsSourceConfig
 from spark_jobs.bulk_paths import bulk_load, may_copy_straight_in
+from spark_jobs.common.jdbc import sql_engine
+from spark_jobs.common.manifest import Manifest
+from spark_jobs.common.outcomes import ImportResult, reason
 from spark_jobs.engines.transforms import for_target
 from spark_jobs.extract import extract_ranges, native_ranges
 from spark_jobs.import_job import (
@@ -34,9 +37,6 @@ from spark_jobs.import_job import (
     target_engine_of,
     target_table,
 )
-from spark_jobs.jdbc import sql_engine
-from spark_jobs.manifest import Manifest
-from spark_jobs.outcomes import ImportResult, reason
 from spark_jobs.read_sql import has_native_reader, tables_columns
 from spark_jobs.target import Commit, TargetTable, Written
 from spark_jobs.write import committed_batches

@@ -53,11 +53,11 @@ from config.models import (
 )
 from spark_jobs.apply_changes import COMMITTED_BEFORE
 from spark_jobs.bulk_paths import may_copy_straight_in
+from spark_jobs.common.manifest import Manifest
+from spark_jobs.common.outcomes import BatchImportFailed, ImportResult, reason, transient
 from spark_jobs.engines.spark_names import quoted
 from spark_jobs.engines.transforms import for_target, target_engine
 from spark_jobs.extract import SqlReader, extract
-from spark_jobs.manifest import Manifest
-from spark_jobs.outcomes import BatchImportFailed, ImportResult, reason, transient
 from spark_jobs.stream_import import import_changes
 from spark_jobs.target import Commit, TargetTable, Written, stale_token_error
 from spark_jobs.write import committed_batch, sweep_stages, write_batch
@@ -250,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Imported here: config.loader pulls in YAML handling the job itself does not need.
     from config.catalog import catalog_from_env
     from config.loader import load_config
-    from spark_jobs.session import build_session
+    from spark_jobs.tasks.session import build_session
 
     try:
         cfg = load_config(args.config, tables=catalog_from_env(os.environ))

@@ -31,12 +31,12 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.engines import source_column
 from spark_jobs.engines.parquet import parquet_type
 from spark_jobs.engines.spark_names import quoted
 from spark_jobs.filesystems import HadoopFs, LocalFs, basename
 from spark_jobs.jdbc_read import SCHEMA_TTL
-from spark_jobs.manifest import Manifest
 from spark_jobs.target import REJECTS_TABLE, TargetTable
 
 MISFIT = "_sluice_misfit"

@@ -31,9 +31,9 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from config.errors import SourceError
+from spark_jobs.common.jdbc import looker_engine
 from spark_jobs.engines import engine_of, with_source
 from spark_jobs.engines.base import Column, Engine, carriers
-from spark_jobs.jdbc import looker_engine
 from spark_jobs.jdbc_read import SCHEMA_TTL
 
 if TYPE_CHECKING:

@@ -34,9 +34,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from config.errors import TargetError, waits_for_other_rows
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.engines.ddl import SqlType
 from spark_jobs.jdbc_tables import ROW_COLUMN
-from spark_jobs.manifest import Manifest
 from spark_jobs.narrowing import Narrowing, NotANumber, ZeroDate
 from spark_jobs.target import TargetTable
 

@@ -21,6 +21,9 @@ from config.errors import TargetError
 from config.faults import crash_point
 from config.models import JdbcTargetConfig, SqlSourceConfig
 from spark_jobs.apply_changes import apply_changes
+from spark_jobs.common.jdbc import sql_engine
+from spark_jobs.common.manifest import Manifest
+from spark_jobs.common.outcomes import BatchImportFailed, reason, transient
 from spark_jobs.engines import engine_of
 from spark_jobs.engines.base import Column, Engine, Kind
 from spark_jobs.engines.postgresql.catalog import (
@@ -28,10 +31,7 @@ from spark_jobs.engines.postgresql.catalog import (
     generation_expressions,
     quote,
 )
-from spark_jobs.jdbc import sql_engine
 from spark_jobs.jdbc_tables import create_if_missing, ensure_own_tables, made_table, record_made
-from spark_jobs.manifest import Manifest
-from spark_jobs.outcomes import BatchImportFailed, reason, transient
 from spark_jobs.target import TargetTable, Written
 
 _made: set[tuple[str, str]] = set()
@@ -41,7 +41,7 @@ _made_lock = threading.Lock()
 def import_changes(source: SqlSourceConfig, target: TargetTable, manifest: Manifest) -> Written:
     """Apply a ``changes`` batch to its target (see the module); its :class:`Written`.
 
-    Raises :class:`~spark_jobs.outcomes.BatchImportFailed` (transient or not, as the
+    Raises :class:`~spark_jobs.common.outcomes.BatchImportFailed` (transient or not, as the
     database's error says), ``StaleToken``, or :class:`TargetError`.
     """
     if not isinstance(target.config, JdbcTargetConfig):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from config.errors import TargetError
 from config.models import JdbcTargetConfig, ParquetTargetConfig
-from spark_jobs.manifest import Manifest
+from spark_jobs.common.manifest import Manifest
 
 COMMITS_TABLE = "_sluice_commits"
 """In a JDBC target, one row per committed batch; in a Parquet table, a folder of markers."""

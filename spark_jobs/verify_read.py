@@ -30,13 +30,13 @@ from pyspark.sql import types as T
 from config.errors import TargetError
 from config.models import ParquetTargetConfig, SqlSourceConfig
 from config.sources import ReadConfig
+from spark_jobs.common.jdbc import dialect_name, sql_engine
 from spark_jobs.engines import catalogued, source_column
 from spark_jobs.engines.base import Kind
 from spark_jobs.engines.canonical import neutral
 from spark_jobs.engines.spark_names import quoted
 from spark_jobs.extract import SqlReader
 from spark_jobs.import_job import apply_columns
-from spark_jobs.jdbc import dialect_name, sql_engine
 from spark_jobs.jdbc_tables import rejects_table
 from spark_jobs.target import REJECTS_TABLE, TargetTable
 from spark_jobs.verify_keys import at_or_below

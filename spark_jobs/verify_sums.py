@@ -26,11 +26,11 @@ from typing import Any
 
 from config.errors import SourceError
 from config.models import ParquetTargetConfig, SqlSourceConfig
+from spark_jobs.common.jdbc import dialect_name, looker_engine
 from spark_jobs.engines import engine_of, neutral_sql
 from spark_jobs.engines.base import Column, Kind
 from spark_jobs.engines.postgresql.sums import Sums
 from spark_jobs.extract import SqlReader, split_int_range
-from spark_jobs.jdbc import dialect_name, looker_engine
 from spark_jobs.read_sql import table_columns
 from spark_jobs.target import TargetTable
 from spark_jobs.verify_read import Scope, min_max, qualified
@@ -209,7 +209,7 @@ def _estimate(source: SqlSourceConfig) -> float:
     """The server's estimate of the source table's rows (from its statistics; -1 unknown)."""
     import sqlalchemy as sa
 
-    from spark_jobs.jdbc import sql_engine
+    from spark_jobs.common.jdbc import sql_engine
 
     args: dict[str, str | None]
     if dialect_name(source.url) == "postgresql":

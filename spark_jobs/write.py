@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, SparkSession
 
 from config.models import ParquetTargetConfig
-from spark_jobs.manifest import Manifest
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.target import Commit, StaleToken, TargetTable, Written, stale_token_error
 from spark_jobs.write_jdbc import jdbc_commit, jdbc_commits, sweep_jdbc_stages, write_jdbc
 from spark_jobs.write_parquet import parquet_commit, sweep_parquet_stages, write_parquet

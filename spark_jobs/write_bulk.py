@@ -36,11 +36,11 @@ from pyspark.sql import DataFrame
 
 from spark_jobs.bulk_paths import BulkLoad, bulk_load, mark_unavailable, may_copy_straight_in
 from spark_jobs.commit_jdbc import commit_staged
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.engines.base import CannotEncode
 from spark_jobs.engines.mysql.load_data import LoadRefusedRows, LoadUnavailable
 from spark_jobs.engines.transforms import count_zeros
 from spark_jobs.jdbc_tables import ROW_COLUMN, TargetFit
-from spark_jobs.manifest import Manifest
 from spark_jobs.staging import drop_staging, staging_table
 from spark_jobs.target import TargetTable, Written
 from spark_jobs.write_direct import direct_in_task

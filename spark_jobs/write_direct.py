@@ -31,17 +31,17 @@ from pyspark.sql import types as T
 from config.faults import crash_point
 from spark_jobs.bulk_paths import PG_COPY, BulkLoad, bulk_load
 from spark_jobs.commit_jdbc import commit_direct
+from spark_jobs.common.jdbc import sql_engine
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.engines.base import CannotEncode
 from spark_jobs.engines.postgresql.copy_out import one_session
 from spark_jobs.engines.postgresql.verbatim import copy_verbatim, same_types
 from spark_jobs.engines.transforms import count_zeros
-from spark_jobs.jdbc import sql_engine
-from spark_jobs.local_tasks import LocalTasks, local_tasks
-from spark_jobs.manifest import Manifest
 from spark_jobs.read_sql import native_queries
 from spark_jobs.target import TargetTable, Written
-from spark_jobs.task_input import task_input, whole
-from spark_jobs.task_notes import Notes, pickled
+from spark_jobs.tasks.local_tasks import LocalTasks, local_tasks
+from spark_jobs.tasks.task_input import task_input, whole
+from spark_jobs.tasks.task_notes import Notes, pickled
 
 log = logging.getLogger(__name__)
 
@@ -346,7 +346,7 @@ def _copy_in_task(
     ``batches`` are the rows). ``verbatim``: the target's columns have the
     source's very types (:func:`~spark_jobs.engines.postgresql.verbatim.same_types`):
     the source's binary COPY goes into the target's as it comes, never parsed.
-    ``in_spark``: False in a local task (:mod:`spark_jobs.local_tasks`), whose
+    ``in_spark``: False in a local task (:mod:`spark_jobs.tasks.local_tasks`), whose
     input is a list, whole by construction.
     """
     infile = task_input() if in_spark else None

@@ -25,9 +25,10 @@ from config.errors import TargetError
 from config.models import JdbcTargetConfig
 from spark_jobs.batch_columns import batch_columns
 from spark_jobs.commit_jdbc import commit_staged
+from spark_jobs.common.jdbc import JdbcEndpoint, sql_engine
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.engines.spark_names import quoted
 from spark_jobs.engines.transforms import zero_columns, zero_dates
-from spark_jobs.jdbc import JdbcEndpoint, sql_engine
 from spark_jobs.jdbc_tables import (
     ROW_COLUMN,
     TargetFit,
@@ -39,7 +40,6 @@ from spark_jobs.jdbc_tables import (
     rejects_table,
 )
 from spark_jobs.load.targets import Wanted, make_ready
-from spark_jobs.manifest import Manifest
 from spark_jobs.staging import (
     drop_staging,
     drop_stale_stages,

@@ -50,10 +50,10 @@ from pyspark.sql import types as T
 from config.errors import TargetError
 from config.faults import crash_point
 from config.models import ParquetTargetConfig
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.engines.spark_names import quoted
 from spark_jobs.engines.transforms import zero_columns, zero_dates
 from spark_jobs.filesystems import HadoopFs, LocalFs, basename, filesystem
-from spark_jobs.manifest import Manifest
 from spark_jobs.parquet_layout import check_layout, partition_columns
 from spark_jobs.parquet_types import (
     catalogue_types,

@@ -219,7 +219,7 @@ def spark():  # type: ignore[no-untyped-def]
     """One SparkSession (local[2], loopback only) shared by the whole test session."""
     need(spark_missing_reason() is None, spark_missing_reason() or "")
     from config.models import SparkConfig
-    from spark_jobs.session import build_session
+    from spark_jobs.tasks.session import build_session
 
     session = build_session(
         SparkConfig(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"}),

@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 from config.loader import load_config_text
 from config.models import SluiceConfig
 from sinks.abc import MemorySink
-from spark_jobs.manifest import Manifest
+from spark_jobs.common.manifest import Manifest
 
 
 def run_sql(url: str, *statements: str) -> None:

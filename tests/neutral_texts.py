@@ -8,11 +8,11 @@ from typing import Any
 import psycopg
 import sqlalchemy as sa
 
+from spark_jobs.common.jdbc import dialect_name
 from spark_jobs.engines import engine_of, neutral_sql
 from spark_jobs.engines.mysql.sums import SESSION as MYSQL_SESSION
 from spark_jobs.engines.postgresql.read import conninfo
 from spark_jobs.engines.postgresql.sums import OPTIONS
-from spark_jobs.jdbc import dialect_name
 from spark_jobs.read_sql import table_columns
 
 

@@ -18,9 +18,9 @@ from config.errors import TargetError
 from config.models import JdbcTargetConfig
 from spark_jobs.apply_changes import apply_changes, forget_stream, stream_position
 from spark_jobs.change_batches import CopyRows, StreamEvent
+from spark_jobs.common.manifest import Manifest
+from spark_jobs.common.outcomes import BatchImportFailed
 from spark_jobs.engines.postgresql.pgoutput import UNCHANGED
-from spark_jobs.manifest import Manifest
-from spark_jobs.outcomes import BatchImportFailed
 from spark_jobs.target import StaleToken, TargetTable
 
 SOURCE = "shop"

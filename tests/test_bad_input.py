@@ -376,7 +376,7 @@ SQS = {"kind": "sqs", "queue_url": "http://127.0.0.1:1/q", "key": "id"}
 
 
 def _payloads(batch_id: str, *records: dict[str, Any]) -> Any:
-    from spark_jobs.manifest import Manifest
+    from spark_jobs.common.manifest import Manifest
 
     bodies = [json.dumps(r) for r in records]
     return Manifest(batch_id, "src", "wh.t", "payloads", len(bodies), payloads=bodies)
@@ -423,7 +423,7 @@ def test_an_sqs_field_null_in_a_whole_batch_is_stored_as_null(
 def test_a_fraction_is_not_silently_rounded_into_an_integer_column(
     spark: Any, pg_factory: DatabaseFactory
 ) -> None:
-    from spark_jobs.manifest import Manifest
+    from spark_jobs.common.manifest import Manifest
 
     shop, target = pg_factory.create("round_shop"), pg_factory.create("round_wh")
     seed_orders(shop, 10)  # amounts 0.25, 0.50, …

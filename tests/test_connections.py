@@ -12,8 +12,8 @@ import pytest
 import sqlalchemy as sa
 
 from config.connections import KEEPALIVES, bound_connections
-from spark_jobs.jdbc import sql_engine
-from spark_jobs.local_tasks import LocalTasks
+from spark_jobs.common.jdbc import sql_engine
+from spark_jobs.tasks.local_tasks import LocalTasks
 
 
 def _libpq_settings(url: str) -> dict[str, str]:

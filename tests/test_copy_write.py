@@ -22,10 +22,10 @@ import pytest
 import sqlalchemy as sa
 
 from config.models import SluiceConfig
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.extract import extract
 from spark_jobs.import_group import TABLES, group_key, run_imports
 from spark_jobs.import_job import ImportResult, apply_columns, target_table
-from spark_jobs.manifest import Manifest
 from spark_jobs.target import Commit, StaleToken
 from spark_jobs.write import committed_batch, committed_batches, write_batch
 from tests.helpers import wait_until
@@ -307,7 +307,7 @@ def test_a_copy_whose_input_ends_before_sparks_end_of_stream_commits_nothing() -
 
     import pyarrow as pa
 
-    from spark_jobs import task_input
+    from spark_jobs.tasks import task_input
 
     end_of_stream = struct.pack("!i", -4)
 
@@ -341,7 +341,7 @@ def test_a_copy_whose_input_ends_before_sparks_end_of_stream_commits_nothing() -
 def test_a_spark_task_finds_its_input_ended_by_spark_after_every_row(spark: Any) -> None:
     import pyarrow as pa
 
-    from spark_jobs.task_input import input_complete, task_input
+    from spark_jobs.tasks.task_input import input_complete, task_input
 
     frame = spark.range(0, 30_000, numPartitions=3).withColumnRenamed("id", "key").coalesce(1)
 

@@ -21,6 +21,8 @@ import sqlalchemy as sa
 from config.errors import TargetError
 from config.models import SluiceConfig
 from sinks.abc import MemorySink, SinkClosed
+from spark_jobs.common.jdbc import JdbcEndpoint
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.extract import extract
 from spark_jobs.import_job import (
     BatchImportFailed,
@@ -30,8 +32,6 @@ from spark_jobs.import_job import (
     run_import,
     target_table,
 )
-from spark_jobs.jdbc import JdbcEndpoint
-from spark_jobs.manifest import Manifest
 from spark_jobs.payloads import BadPayload, parse_payloads, payload_schema
 from spark_jobs.staging import staging_table_name
 from spark_jobs.write import StaleToken, write_batch

@@ -22,9 +22,9 @@ import sqlalchemy as sa
 
 from config.models import JdbcTargetConfig
 from spark_jobs.commit_jdbc import commit_staged
-from spark_jobs.jdbc import sql_engine
+from spark_jobs.common.jdbc import sql_engine
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.jdbc_tables import commits_table, create_if_missing, rejects_table
-from spark_jobs.manifest import Manifest
 from spark_jobs.staging import drop_staging, staging_table
 from spark_jobs.target import StaleToken, TargetTable
 

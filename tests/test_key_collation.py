@@ -35,7 +35,7 @@ from scheduler.strategy import build_strategy
 from sinks.abc import MemorySink
 from sources.queueing import QueueingLimitedSource
 from sources.sql import SqlSource
-from spark_jobs.manifest import Manifest
+from spark_jobs.common.manifest import Manifest
 from tests.conftest import need
 from tests.helpers import FakeClock
 from tests.tcp_proxy import TcpProxy

@@ -26,7 +26,7 @@ MAX_CLASS_LINES = 250
 ROOM_ORDER = ("config", "spark_jobs", "sources", "sinks", "scheduler")
 """Each room imports only itself and the rooms before it."""
 ROOM_ORDER_EXCEPTIONS: set[tuple[str, str]] = set()
-"""None left: the SparkSession is built in spark_jobs/session.py, which the sinks use too."""
+"""None left: the SparkSession is built in spark_jobs/tasks/session.py, which the sinks use too."""
 LEDGER_WING = "scheduler.ledger"
 LEDGER_TABLES = "scheduler.ledger.schema"
 

@@ -336,6 +336,6 @@ def test_the_writer_commits_in_groups_and_a_failed_request_fails_alone(
 
 
 def _keys_manifest(batch_id: str, keys: list[list[int]]):  # type: ignore[no-untyped-def]
-    from spark_jobs.manifest import Manifest
+    from spark_jobs.common.manifest import Manifest
 
     return Manifest(batch_id=batch_id, source="c", target="w.c", kind="keys", items=1, keys=keys)

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from spark_jobs.local_tasks import LocalTasks, WorkerLost
-from spark_jobs.session import local_cores
+from spark_jobs.tasks.local_tasks import LocalTasks, WorkerLost
+from spark_jobs.tasks.session import local_cores
 from tests.helpers import wait_until
 
 SLUICE = str(Path(sys.executable).with_name("sluice"))
@@ -114,7 +114,7 @@ def test_workers_die_with_a_killed_sluice(tmp_path: Path) -> None:
     script.write_text(textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
-        from spark_jobs.local_tasks import LocalTasks
+        from spark_jobs.tasks.local_tasks import LocalTasks
         from tests.test_local_tasks import _pid, _sleep
         if __name__ == "__main__":  # the workers' start imports this module again
             tasks = LocalTasks(1)

@@ -19,8 +19,8 @@ from scheduler.strategy import build_strategy
 from sinks.abc import MemorySink
 from sources.abc import MemorySource
 from sources.queueing import QueueingLimitedSource
-from spark_jobs.manifest import Manifest
-from spark_jobs.session import SparkUnavailable
+from spark_jobs.common.manifest import Manifest
+from spark_jobs.tasks.session import SparkUnavailable
 from tests.helpers import FakeClock, WatchedSink, wait_until
 
 CONFIG = """

@@ -22,10 +22,10 @@ import sqlalchemy as sa
 
 from config.models import SqlSourceConfig
 from spark_jobs import extract
+from spark_jobs.common.jdbc import JdbcEndpoint
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.engines.mysql import ENGINE
 from spark_jobs.engines.transforms import for_target
-from spark_jobs.jdbc import JdbcEndpoint
-from spark_jobs.manifest import Manifest
 from spark_jobs.read_sql import (
     batch_schema,
     forget_columns,

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.import_job import ImportResult, run_import
-from spark_jobs.manifest import Manifest
 from spark_jobs.parquet_types import rejects_path
 from spark_jobs.write_parquet import file_tag
 from tests.test_import_job import make_config

@@ -8,8 +8,8 @@ from collections.abc import Hashable
 import pytest
 
 from sinks.abc import PoolSink, SinkClosed
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.import_job import ImportResult
-from spark_jobs.manifest import Manifest
 
 
 class Recording(PoolSink):

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.import_job import ImportResult, run_import, target_table
-from spark_jobs.manifest import Manifest
 from spark_jobs.write import write_batch
 from tests.test_import_job import execute, make_config, rng, scalar, text_rows
 
@@ -161,7 +161,7 @@ def test_a_target_refusing_most_rows_fails_the_batch(
 ) -> None:
     from config.models import JdbcTargetConfig
     from spark_jobs import commit_jdbc, rejects_jdbc
-    from spark_jobs.jdbc import sql_engine
+    from spark_jobs.common.jdbc import sql_engine
     from spark_jobs.jdbc_tables import commits_table, create_if_missing, rejects_table
     from spark_jobs.staging import drop_staging, staging_table
     from spark_jobs.target import TargetTable

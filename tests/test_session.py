@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from config.models import SparkConfig
-from spark_jobs.jdbc import JdbcEndpoint
-from spark_jobs.session import (
+from spark_jobs.common.jdbc import JdbcEndpoint
+from spark_jobs.staging import staging_table_name
+from spark_jobs.tasks.session import (
     DEBIAN_JARS,
     SparkUnavailable,
     build_session,
@@ -16,7 +17,6 @@ from spark_jobs.session import (
     session_conf,
     spark_submit_args,
 )
-from spark_jobs.staging import staging_table_name
 from spark_jobs.write_parquet import BatchFiles
 
 
@@ -93,7 +93,7 @@ def test_session_conf_defaults_and_user_overrides() -> None:
 
 
 def test_missing_java_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("spark_jobs.session.shutil.which", lambda _name: None)
+    monkeypatch.setattr("spark_jobs.tasks.session.shutil.which", lambda _name: None)
     monkeypatch.delenv("JAVA_HOME", raising=False)
     with pytest.raises(SparkUnavailable, match="Java 17"):
         build_session(SparkConfig())

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from scheduler.daemon import Daemon, RunSummary
 from scheduler.ledger import Ledger
 from sinks.abc import MemorySink
-from spark_jobs.manifest import Manifest
+from spark_jobs.common.manifest import Manifest
 from tests.helpers import write_config
 from tests.tcp_proxy import TcpProxy
 

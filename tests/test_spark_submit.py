@@ -15,9 +15,9 @@ from sinks import make_sink
 from sinks.pyfiles import DEPS_ALIAS, PACKAGES, build_pyfiles_zip, executor_archives
 from sinks.spark import SparkSink
 from sinks.submit import SubmitSink
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.import_job import BatchImportFailed, ImportResult
-from spark_jobs.manifest import Manifest
-from spark_jobs.session import SparkUnavailable, session_conf, spark_submit_args
+from spark_jobs.tasks.session import SparkUnavailable, session_conf, spark_submit_args
 from tests.helpers import seed_orders, write_config
 
 CONFIG = """

@@ -16,7 +16,7 @@ from config.errors import TargetError
 from config.models import JdbcTargetConfig
 from spark_jobs.apply_changes import apply_changes
 from spark_jobs.change_batches import StreamEvent
-from spark_jobs.manifest import Manifest
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.stream_import import ensure_table
 from spark_jobs.target import TargetTable
 from tests.helpers import run_sql

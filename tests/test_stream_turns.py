@@ -24,8 +24,8 @@ from config.models import SluiceConfig
 from scheduler.inflight import BatchesInFlight
 from scheduler.ledger import Ledger, fingerprint
 from scheduler.stats import RunStats
-from spark_jobs.manifest import Manifest
-from spark_jobs.outcomes import BatchImportFailed, ImportResult
+from spark_jobs.common.manifest import Manifest
+from spark_jobs.common.outcomes import BatchImportFailed, ImportResult
 
 CONFIG = """
 ledger: sqlite:///ledger.db

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from pyspark.sql import types as T
 
 from config.models import JdbcTargetConfig
-from spark_jobs.jdbc import sql_engine
+from spark_jobs.common.jdbc import sql_engine
 from spark_jobs.staging import sweep_committed_stages
 from spark_jobs.target import TargetTable
 from spark_jobs.write_jdbc import prepare_target_for, targets_ready

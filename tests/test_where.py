@@ -40,8 +40,8 @@ from scheduler.daemon import Daemon
 from scheduler.ledger import Checkpoint, Ledger, LedgerReads
 from scheduler.observe.http import serve
 from scheduler.observe.record import RecordFinder, RecordRoute
+from spark_jobs.common.manifest import Manifest
 from spark_jobs.jdbc_tables import commits_table
-from spark_jobs.manifest import Manifest
 from tests.conftest import need
 from tests.helpers import WatchedSink, seed_orders, wait_until
 

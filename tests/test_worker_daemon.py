@@ -23,7 +23,7 @@ def test_the_collection_between_tasks_leaves_long_lived_objects_out_of_the_next(
     out = _run(
         """
         import gc
-        import spark_jobs.worker_daemon
+        import spark_jobs.tasks.worker_daemon
         from pyspark import daemon
 
         assert gc.get_freeze_count() == 0
@@ -44,7 +44,7 @@ def test_the_daemon_never_arms_sigterm():
     out = _run(
         """
         import signal
-        import spark_jobs.worker_daemon
+        import spark_jobs.tasks.worker_daemon
         from pyspark import daemon
 
         daemon.signal.signal(signal.SIGTERM, lambda *a: None)

@@ -97,8 +97,8 @@ def cutover_command(fail: Callable[[SluiceError], NoReturn]) -> Callable[..., No
         from scheduler.commands.verify import render
         from scheduler.ledger import Ledger
         from scheduler.ledger.cutover import cancel_cutover
-        from spark_jobs.local_tasks import SessionOnDemand
-        from spark_jobs.session import build_session
+        from spark_jobs.tasks.local_tasks import SessionOnDemand
+        from spark_jobs.tasks.session import build_session
 
         try:
             cfg = load_config(config)

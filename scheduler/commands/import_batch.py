@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from config.catalog import catalog_from_env
     from config.errors import SluiceError
     from config.loader import load_config
-    from spark_jobs.session import build_session
+    from spark_jobs.tasks.session import build_session
 
     batch_id = args.batch
     try:

@@ -55,7 +55,7 @@ def drop_streams(
         target = cfg.targets.get(split_target(src.target)[0])
         if forget_position and isinstance(target, JdbcTargetConfig):
             from spark_jobs.apply_changes import forget_stream
-            from spark_jobs.jdbc import sql_engine
+            from spark_jobs.common.jdbc import sql_engine
 
             forget_stream(sql_engine(target.url), name)
     lines = []

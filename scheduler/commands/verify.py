@@ -124,8 +124,8 @@ def verify_command(fail: Callable[[SluiceError], NoReturn]) -> Callable[..., Non
         equal, 1 when one differs, 2 for a bad config.
         """
         from config.loader import load_config
-        from spark_jobs.local_tasks import SessionOnDemand
-        from spark_jobs.session import build_session
+        from spark_jobs.tasks.local_tasks import SessionOnDemand
+        from spark_jobs.tasks.session import build_session
 
         try:
             cfg = load_config(config)
@@ -220,10 +220,10 @@ def _verify_one(
     from scheduler.commands.verify_deletes import delete_extras
     from scheduler.commands.verify_limits import read_paced
     from scheduler.ledger.scope import DoneScope, done_scope, never_claimed
+    from spark_jobs.common.keyorder import key_typer
+    from spark_jobs.common.manifest import Manifest
     from spark_jobs.import_job import target_table
-    from spark_jobs.keyorder import key_typer
-    from spark_jobs.local_tasks import started
-    from spark_jobs.manifest import Manifest
+    from spark_jobs.tasks.local_tasks import started
     from spark_jobs.verify import KINDS, compare, encoded
     from spark_jobs.verify_read import read_sides, rejected_keys
     from spark_jobs.verify_sums import proven_equal

@@ -22,7 +22,7 @@ def delete_extras(source: SqlSourceConfig, target: Any, keys: Iterator[list[Any]
     import sqlalchemy as sa
 
     from config.models import ParquetTargetConfig
-    from spark_jobs.jdbc import sql_engine
+    from spark_jobs.common.jdbc import sql_engine
     from spark_jobs.verify import encoded
 
     if isinstance(target.config, ParquetTargetConfig):

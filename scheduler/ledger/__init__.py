@@ -8,7 +8,7 @@ the takeover rule (:mod:`.owners`), sources' checkpoints and poison
 (:mod:`.migrate`, ``migrations/``), the single writer thread (:mod:`.writer`), and the one
 read API every report uses (:mod:`.reads`: ``status``, ``plan``, the metrics
 endpoint; with :mod:`.lookup`, which batch holds a record: ``where``,
-``/record``). It may import ``config`` and ``spark_jobs.manifest``, nothing else
+``/record``). It may import ``config`` and ``spark_jobs.common.manifest``, nothing else
 of sluice; the rest of ``scheduler`` imports it, never its tables.
 See docs/architecture.md, "The ledger".
 """

@@ -28,7 +28,7 @@ from scheduler.ledger.schema import (
     poison_table,
     sources_table,
 )
-from spark_jobs.manifest import Manifest
+from spark_jobs.common.manifest import Manifest
 
 StateCounts = dict[tuple[str, str], tuple[int, int]]
 """(source, state) -> (batches, rows written)."""

@@ -21,7 +21,7 @@ from scheduler.ledger.schema import (
     keys_table,
     sources_table,
 )
-from spark_jobs.manifest import Manifest
+from spark_jobs.common.manifest import Manifest
 
 _NOT_DONE = (*UNFINISHED, "failed")
 

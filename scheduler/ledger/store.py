@@ -39,7 +39,7 @@ from scheduler.ledger.schema import (
     sources_table,
 )
 from scheduler.ledger.writer import SerialWriter
-from spark_jobs.manifest import Manifest
+from spark_jobs.common.manifest import Manifest
 
 
 class Ledger:

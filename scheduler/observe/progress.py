@@ -3,7 +3,7 @@
 The bars stay whole only if nothing else writes to the terminal under them:
 while they are shown, sluice's log lines go through rich's console (printed
 above the bars), and Spark's JVM, whose output Python cannot route, writes
-to a file (:func:`spark_jobs.children.send_spark_output_to`).
+to a file (:func:`spark_jobs.tasks.children.send_spark_output_to`).
 """
 
 from __future__ import annotations

@@ -124,7 +124,7 @@ def typed_key(values: Sequence[Any], types: Sequence[type | None]) -> list[Any]:
 def key_typer(url: str, table: str, key: Sequence[str]) -> Callable[[Sequence[Any]], list[Any]]:
     """:func:`typed_key` for the key of ``table`` at ``url`` (its types looked up now, on a
     connection closed at once: none is kept idle against a connection limit)."""
-    from spark_jobs.jdbc import looker_engine
+    from spark_jobs.common.jdbc import looker_engine
 
     types = key_types(looker_engine(url), table, key)
     return lambda values: typed_key(values, types)

@@ -10,7 +10,7 @@ handler for a stop signal it finds ignored (that is how PySpark already
 keeps SIGINT from it). sluice alone decides when they end: after the drain
 it stops the SparkContext, and the JVM exits when sluice's end of its stdin
 closes; a forced stop kills them (SIGKILL). Python workers are covered by
-:mod:`spark_jobs.worker_daemon`.
+:mod:`spark_jobs.tasks.worker_daemon`.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 # starts with it (each worker imported it itself in ~0.7 s, both at once on two cores).
 # Process-wide, and read when the server starts: set here, before any worker.
 multiprocessing.get_context("forkserver").set_forkserver_preload(
-    ["spark_jobs.local_tasks", "spark_jobs.write_direct"]
+    ["spark_jobs.tasks.local_tasks", "spark_jobs.write_direct"]
 )
 
 

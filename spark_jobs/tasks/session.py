@@ -21,7 +21,7 @@ from pyspark.sql import SparkSession
 
 from config.errors import ConfigError, SinkUnavailable
 from config.models import SparkConfig
-from spark_jobs.children import deafen_spark_jvm
+from spark_jobs.tasks.children import deafen_spark_jvm
 
 DEBIAN_JARS = (
     Path("/usr/share/java/postgresql.jar"),
@@ -113,8 +113,8 @@ def session_conf(
         # Spark's console progress bars would scribble over sluice's own.
         "spark.ui.showConsoleProgress": "false",
         # Python workers that a SIGTERM to the whole service does not kill
-        # mid-drain (see spark_jobs.worker_daemon).
-        "spark.python.daemon.module": "spark_jobs.worker_daemon",
+        # mid-drain (see spark_jobs.tasks.worker_daemon).
+        "spark.python.daemon.module": "spark_jobs.tasks.worker_daemon",
         # A batch's rows come to the driver as Arrow, half a batch per task
         # (~12 MB for 100,000 rows). Above 1 MB (the default) each result took
         # a detour through the block manager and its network client: a fifth
