@@ -26,9 +26,7 @@ from spark_jobs.common.jdbc import sql_engine
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.common.outcomes import ImportResult, reason
 from spark_jobs.engines.transforms import for_target
-from spark_jobs.extract import extract_ranges, native_ranges
 from spark_jobs.import_job import (
-    apply_columns,
     committed_before,
     failure,
     import_new,
@@ -37,7 +35,9 @@ from spark_jobs.import_job import (
     target_engine_of,
     target_table,
 )
-from spark_jobs.read_sql import has_native_reader, tables_columns
+from spark_jobs.read.computed import apply_columns
+from spark_jobs.read.extract import extract_ranges, native_ranges
+from spark_jobs.read.read_sql import has_native_reader, tables_columns
 from spark_jobs.target import Commit, TargetTable, Written
 from spark_jobs.write import committed_batches
 from spark_jobs.write_direct import DirectLoad, direct_load, load_directly
@@ -175,7 +175,7 @@ def _tables_straight_in(
     (or that failed there); no others.
 
     Each table's read and target are made ready here, on the driver, with no
-    Spark call (:func:`~spark_jobs.extract.native_ranges`); the job runs the
+    Spark call (:func:`~spark_jobs.read.extract.native_ranges`); the job runs the
     reads and loads of them all in at most the batches' read partitions.
     A table whose batches cannot go that way (values the table would change,
     a table that is not there) leaves them to be imported one by one.

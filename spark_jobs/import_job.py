@@ -41,7 +41,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from config.errors import ConfigError, SluiceError
 from config.models import (
@@ -55,9 +55,9 @@ from spark_jobs.apply_changes import COMMITTED_BEFORE
 from spark_jobs.bulk_paths import may_copy_straight_in
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.common.outcomes import BatchImportFailed, ImportResult, reason, transient
-from spark_jobs.engines.spark_names import quoted
 from spark_jobs.engines.transforms import for_target, target_engine
-from spark_jobs.extract import SqlReader, extract
+from spark_jobs.read.computed import apply_columns
+from spark_jobs.read.extract import SqlReader, extract
 from spark_jobs.stream_import import import_changes
 from spark_jobs.target import Commit, TargetTable, Written, stale_token_error
 from spark_jobs.write import committed_batch, sweep_stages, write_batch
@@ -201,13 +201,6 @@ def target_key(source: SqlSourceConfig | SqsSourceConfig) -> tuple[str, ...]:
     if isinstance(source, SqlSourceConfig):
         return source.key_columns
     return (source.key.rsplit(".", 1)[-1],)
-
-
-def apply_columns(df: DataFrame, columns: dict[str, str] | None) -> DataFrame:
-    """Apply ``columns: {target_column: Spark SQL expression}``; None keeps every column."""
-    if not columns:
-        return df
-    return df.selectExpr(*[f"{expr} AS {quoted(name)}" for name, expr in columns.items()])
 
 
 def _sweep(target: TargetTable, manifest: Manifest, spark: SparkSession) -> None:

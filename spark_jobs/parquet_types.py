@@ -36,7 +36,7 @@ from spark_jobs.engines import source_column
 from spark_jobs.engines.parquet import parquet_type
 from spark_jobs.engines.spark_names import quoted
 from spark_jobs.filesystems import HadoopFs, LocalFs, basename
-from spark_jobs.jdbc_read import SCHEMA_TTL
+from spark_jobs.read.jdbc_read import SCHEMA_TTL
 from spark_jobs.target import REJECTS_TABLE, TargetTable
 
 MISFIT = "_sluice_misfit"
@@ -52,7 +52,7 @@ def established_types(
     """The table's column types, from one published file's footer; empty for a new table.
 
     One file is what Spark's reader takes a table's schema from too.
-    Remembered per table for :data:`~spark_jobs.jdbc_read.SCHEMA_TTL`
+    Remembered per table for :data:`~spark_jobs.read.jdbc_read.SCHEMA_TTL`
     seconds: reading a footer through Spark is a job of its own.
     """
     with _established_lock:

@@ -37,7 +37,7 @@ from spark_jobs.engines.base import CannotEncode
 from spark_jobs.engines.postgresql.copy_out import one_session
 from spark_jobs.engines.postgresql.verbatim import copy_verbatim, same_types
 from spark_jobs.engines.transforms import count_zeros
-from spark_jobs.read_sql import native_queries
+from spark_jobs.read.read_sql import native_queries
 from spark_jobs.target import TargetTable, Written
 from spark_jobs.tasks.local_tasks import LocalTasks, local_tasks
 from spark_jobs.tasks.task_input import task_input, whole
@@ -255,7 +255,7 @@ def _direct_in_tasks(
     """The direct load of ``df``'s partition i as ``manifests[i]``'s batch, for every i
     (``one_task``: of all of ``df`` as the one manifest's).
 
-    A frame read natively (:func:`~spark_jobs.read_sql.native_queries`) is
+    A frame read natively (:func:`~spark_jobs.read.read_sql.native_queries`) is
     read by the load's own task (:func:`load_directly`): its rows go from the
     source's connection to the target's without passing through the JVM. A
     worker that cannot import sluice's code (psycopg missing on a cluster's

@@ -197,7 +197,7 @@ def write_jdbc_straight_in(
     """Load several batches straight into their table by one Spark job, a task per batch.
 
     ``df`` has one partition per manifest, in order (see
-    :func:`spark_jobs.extract.extract_ranges`), and every manifest may be
+    :func:`spark_jobs.read.extract.extract_ranges`), and every manifest may be
     loaded straight in (:func:`~spark_jobs.bulk_paths.may_copy_straight_in`).
     Each task commits its batch in a transaction of its own, as the direct
     load of one batch does. An outcome per batch: what it wrote, the error

@@ -13,7 +13,7 @@ from spark_jobs.engines import engine_of, neutral_sql
 from spark_jobs.engines.mysql.sums import SESSION as MYSQL_SESSION
 from spark_jobs.engines.postgresql.read import conninfo
 from spark_jobs.engines.postgresql.sums import OPTIONS
-from spark_jobs.read_sql import table_columns
+from spark_jobs.read.read_sql import table_columns
 
 
 def provable_columns(url: str, table: str) -> set[str]:

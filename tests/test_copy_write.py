@@ -23,9 +23,10 @@ import sqlalchemy as sa
 
 from config.models import SluiceConfig
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.extract import extract
 from spark_jobs.import_group import TABLES, group_key, run_imports
-from spark_jobs.import_job import ImportResult, apply_columns, target_table
+from spark_jobs.import_job import ImportResult, target_table
+from spark_jobs.read.computed import apply_columns
+from spark_jobs.read.extract import extract
 from spark_jobs.target import Commit, StaleToken
 from spark_jobs.write import committed_batch, committed_batches, write_batch
 from tests.helpers import wait_until

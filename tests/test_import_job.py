@@ -23,7 +23,6 @@ from config.models import SluiceConfig
 from sinks.abc import MemorySink, SinkClosed
 from spark_jobs.common.jdbc import JdbcEndpoint
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.extract import extract
 from spark_jobs.import_job import (
     BatchImportFailed,
     ImportResult,
@@ -32,7 +31,8 @@ from spark_jobs.import_job import (
     run_import,
     target_table,
 )
-from spark_jobs.payloads import BadPayload, parse_payloads, payload_schema
+from spark_jobs.read.extract import extract
+from spark_jobs.read.payloads import BadPayload, parse_payloads, payload_schema
 from spark_jobs.staging import staging_table_name
 from spark_jobs.write import StaleToken, write_batch
 from spark_jobs.write_parquet import BatchFiles
@@ -814,7 +814,7 @@ def test_reads_reuse_a_table_schema_until_a_failed_batch_forgets_it(
     """The table's columns are looked up once, not per batch; a batch that
     fails (here: a column dropped under it) forgets them, so its retry reads
     the table as it is now."""
-    from spark_jobs import jdbc_read
+    from spark_jobs.read import jdbc_read
 
     execute(pg_url, "CREATE TABLE grow (id bigint PRIMARY KEY, a text, b text)",
             "INSERT INTO grow SELECT i, 'a' || i, 'b' || i FROM generate_series(1, 6) AS i")
@@ -859,7 +859,7 @@ def test_reads_fall_back_to_spark_s_own_only_when_spark_has_no_such_relation(
 ) -> None:
     from py4j.protocol import Py4JError, Py4JJavaError
 
-    from spark_jobs import jdbc_read
+    from spark_jobs.read import jdbc_read
 
     endpoint = JdbcEndpoint.from_url(pg_url)
     properties = endpoint.connection_properties()

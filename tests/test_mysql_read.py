@@ -21,12 +21,12 @@ import pytest
 import sqlalchemy as sa
 
 from config.models import SqlSourceConfig
-from spark_jobs import extract
 from spark_jobs.common.jdbc import JdbcEndpoint
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.engines.mysql import ENGINE
 from spark_jobs.engines.transforms import for_target
-from spark_jobs.read_sql import (
+from spark_jobs.read import extract
+from spark_jobs.read.read_sql import (
     batch_schema,
     forget_columns,
     jdbc_catalogued_frame,

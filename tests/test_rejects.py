@@ -246,7 +246,7 @@ def test_decimals_a_column_would_round_are_set_aside_and_a_rerun_changes_nothing
     spark: Any, pg_url: str, pg_factory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from spark_jobs import rejects_jdbc
-    from spark_jobs.extract import extract
+    from spark_jobs.read.extract import extract
 
     target_url = pg_factory.create("narrow")
     rows = [

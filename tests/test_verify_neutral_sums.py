@@ -24,7 +24,7 @@ from scheduler.commands.verify import verify_config
 from spark_jobs import verify_sums
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.import_job import target_table
-from spark_jobs.read_sql import table_columns
+from spark_jobs.read.read_sql import table_columns
 from spark_jobs.tasks.local_tasks import SessionOnDemand
 from spark_jobs.verify_read import Scope
 from spark_jobs.verify_sums import Proof, proven_equal
@@ -216,7 +216,7 @@ def test_the_servers_neutral_texts_do_not_depend_on_how_the_session_reads_backsl
 ) -> None:
     from spark_jobs.engines import engine_of
     from spark_jobs.engines.neutral_sql import MYSQL, neutral_sql
-    from spark_jobs.read_sql import table_columns
+    from spark_jobs.read.read_sql import table_columns
 
     url = mariadb_factory.create("nsum_modes")
     run_sql(url, "CREATE TABLE t (id int PRIMARY KEY, at datetime(6), yr year, n int zerofill)",

@@ -23,7 +23,7 @@ from scheduler.commands.verify import verify_config
 from spark_jobs import verify_sums
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.import_job import target_table
-from spark_jobs.read_sql import table_columns
+from spark_jobs.read.read_sql import table_columns
 from spark_jobs.tasks.local_tasks import SessionOnDemand
 from spark_jobs.verify_read import Scope
 from spark_jobs.verify_sums import Proof, proven_equal

@@ -9,7 +9,7 @@ digits), dates and timestamps (ISO text, SQLite's own convention), uuids, JSON,
 intervals, arrays. Integers, floating point and bytes keep theirs; a boolean is 0/1.
 
 SQLite as a source is read by Spark's JDBC reader as before (its date-time columns as
-timestamps, see :mod:`spark_jobs.extract`); it is not in the catalogue's readers.
+timestamps, see :mod:`spark_jobs.read.extract`); it is not in the catalogue's readers.
 """
 
 from __future__ import annotations

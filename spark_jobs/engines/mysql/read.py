@@ -17,7 +17,7 @@ its carrier raises, it is never rounded.
 
 The transforms a batch needs on its way into another engine (MySQL's zero
 dates, sets into PostgreSQL: :mod:`spark_jobs.engines.transforms`) are applied here
-only for a load's own task (:func:`spark_jobs.extract.native_ranges`); a
+only for a load's own task (:func:`spark_jobs.read.extract.native_ranges`); a
 Spark frame gets them from Spark, as any other.
 
 The server's errors come as SQLAlchemy's wrapping of PyMySQL's exception of

@@ -29,9 +29,9 @@ from spark_jobs.common.keyorder import key_types, row_compare, typed_key
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.engines import catalogued
 from spark_jobs.engines.spark_names import quoted
-from spark_jobs.jdbc_read import SCHEMA_TTL, forget_schema, jdbc_frame
-from spark_jobs.payloads import payload_frame
-from spark_jobs.read_sql import (
+from spark_jobs.read.jdbc_read import SCHEMA_TTL, forget_schema, jdbc_frame
+from spark_jobs.read.payloads import payload_frame
+from spark_jobs.read.read_sql import (
     forget_columns,
     has_native_reader,
     jdbc_catalogued_frame,
@@ -300,7 +300,8 @@ class SqlReader:
         )
 
     def forget_schema(self) -> None:
-        """Look the table's columns up again on the next read (see :mod:`spark_jobs.jdbc_read`)."""
+        """Look the table's columns up again on the next read (see
+        :mod:`spark_jobs.read.jdbc_read`)."""
         forget_schema(self.endpoint.read_url, self.table_sql)
         forget_columns(self.source.url, self.source.table)
         _sqlite_schemas.pop((self.source.url, self.source.table), None)
@@ -339,7 +340,7 @@ def _sqlite_schema(url: str, table: str, stored: bool = False) -> str:
     declares as a 32-bit integer: read as Spark guesses, 2^31 and past would
     wrap. ``stored``: a ``BOOLEAN`` column as the number it holds (a MySQL
     ``tinyint(1)`` 5 is 5, not true). Empty when the table has no such column. Looked up once per
-    :data:`SCHEMA_TTL`, as the table's schema is (:mod:`spark_jobs.jdbc_read`).
+    :data:`SCHEMA_TTL`, as the table's schema is (:mod:`spark_jobs.read.jdbc_read`).
     """
     schema, _, name = table.rpartition(".")
     with sql_engine(url).connect() as conn:

@@ -3,13 +3,13 @@
 PostgreSQL: ``COPY (SELECT …) TO STDOUT`` inside Spark tasks, one query per
 task (:mod:`spark_jobs.engines.postgresql.read`); MySQL and MariaDB: ConnectorX
 inside Spark tasks (:mod:`spark_jobs.engines.mysql.read`), where it is
-installed. Other engines: Spark's JDBC reader (:mod:`spark_jobs.jdbc_read`), over
+installed. Other engines: Spark's JDBC reader (:mod:`spark_jobs.read.jdbc_read`), over
 a query that reads each column as its carrier takes it.
 
 Either way each column travels in its carrier (see
 :mod:`spark_jobs.engines.base`) and carries its source column in its field's
 metadata. The table's columns are looked up at most every
-:data:`~spark_jobs.jdbc_read.SCHEMA_TTL` seconds, and again after a failed
+:data:`~spark_jobs.read.jdbc_read.SCHEMA_TTL` seconds, and again after a failed
 batch (:func:`forget_columns`).
 
 A frame read natively remembers how (:func:`native_queries`), so that a task
@@ -34,7 +34,7 @@ from config.errors import SourceError
 from spark_jobs.common.jdbc import looker_engine
 from spark_jobs.engines import engine_of, with_source
 from spark_jobs.engines.base import Column, Engine, carriers
-from spark_jobs.jdbc_read import SCHEMA_TTL
+from spark_jobs.read.jdbc_read import SCHEMA_TTL
 
 if TYPE_CHECKING:
     from spark_jobs.engines.mysql.read import Queries as MySQLQueries
@@ -187,7 +187,7 @@ def jdbc_catalogued_frame(
     """
     import pyspark.sql.functions as F
 
-    from spark_jobs.jdbc_read import jdbc_frame
+    from spark_jobs.read.jdbc_read import jdbc_frame
 
     engine = engine_of(url)
     schema = batch_schema(engine, columns, as_text)
