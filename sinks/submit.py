@@ -37,9 +37,9 @@ from sinks.pyfiles import build_pyfiles_zip, executor_archives
 from spark_jobs import import_job
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.import_job import BatchImportFailed, ImportResult
+from spark_jobs.load.write_parquet import file_tag
 from spark_jobs.tasks.children import ignore_stop_signals
 from spark_jobs.tasks.session import is_loopback_master, spark_submit_args
-from spark_jobs.write_parquet import file_tag
 
 log = logging.getLogger(__name__)
 

@@ -29,19 +29,19 @@ from sqlalchemy.dialects import postgresql
 
 from config.errors import TargetError
 from spark_jobs.change_batches import CopyRows, Key, NetBatch, StreamEvent, segments
-from spark_jobs.commit_jdbc import take_commit_row
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.common.outcomes import BatchImportFailed
 from spark_jobs.engines.postgresql.insert import insert as pg_insert
 from spark_jobs.engines.postgresql.pgoutput import UNCHANGED
-from spark_jobs.jdbc_tables import (
+from spark_jobs.load.commit_jdbc import take_commit_row
+from spark_jobs.load.jdbc_tables import (
     commits_table,
     create_if_missing,
     ensure_own_tables,
     streams_table,
 )
-from spark_jobs.target import TargetTable, Written, stale_token_error
-from spark_jobs.target_fit import missing_column
+from spark_jobs.load.target import TargetTable, Written, stale_token_error
+from spark_jobs.load.target_fit import missing_column
 
 STAGE = "_sluice_changes"
 """The temporary table a batch's rows are COPYed into (dropped at the commit)."""
@@ -63,7 +63,7 @@ def apply_changes(engine: sa.Engine, target: TargetTable, manifest: Manifest) ->
     rows written (upserts, plus rows deletes removed); those recorded when the
     batch was committed before, with nothing changed; 0 when the table holds
     the batch's changes already. Raises
-    :class:`~spark_jobs.target.StaleToken` for a batch committed with a newer
+    :class:`~spark_jobs.load.target.StaleToken` for a batch committed with a newer
     token; :class:`~spark_jobs.common.outcomes.BatchImportFailed`, transient, while
     the batch before it is not applied, terminal when the table's position is
     inside the batch; :class:`~config.errors.TargetError` for a table that does

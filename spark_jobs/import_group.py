@@ -21,7 +21,6 @@ from pyspark.sql import types as T
 
 from config.errors import ConfigError
 from config.models import JdbcTargetConfig, SluiceConfig, SqlSourceConfig, SqsSourceConfig
-from spark_jobs.bulk_paths import bulk_load, may_copy_straight_in
 from spark_jobs.common.jdbc import sql_engine
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.common.outcomes import ImportResult, reason
@@ -35,18 +34,19 @@ from spark_jobs.import_job import (
     target_engine_of,
     target_table,
 )
-from spark_jobs.read.computed import apply_columns
-from spark_jobs.read.extract import extract_ranges, native_ranges
-from spark_jobs.read.read_sql import has_native_reader, tables_columns
-from spark_jobs.target import Commit, TargetTable, Written
-from spark_jobs.write import committed_batches
-from spark_jobs.write_direct import DirectLoad, direct_load, load_directly
-from spark_jobs.write_jdbc import (
+from spark_jobs.load.bulk_paths import bulk_load, may_copy_straight_in
+from spark_jobs.load.target import Commit, TargetTable, Written
+from spark_jobs.load.write import committed_batches
+from spark_jobs.load.write_direct import DirectLoad, direct_load, load_directly
+from spark_jobs.load.write_jdbc import (
     forget_if_refused,
     ready_to_load_straight_in,
     targets_ready,
     write_jdbc_straight_in,
 )
+from spark_jobs.read.computed import apply_columns
+from spark_jobs.read.extract import extract_ranges, native_ranges
+from spark_jobs.read.read_sql import has_native_reader, tables_columns
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from the ledger and recording the outcome there, run
 A batch already committed in its target is not imported again (the result
 says ``skipped``): after a crash between the target commit and the ledger,
 re-running the batch only reconciles. A commit carrying an older fencing token
-than the one recorded is refused (:class:`~spark_jobs.target.StaleToken`).
+than the one recorded is refused (:class:`~spark_jobs.load.target.StaleToken`).
 Rows the target refuses are set aside in ``_sluice_rejects`` and counted in
 ``rows_rejected``; the rest of the batch commits.
 """
@@ -52,15 +52,15 @@ from config.models import (
     split_target,
 )
 from spark_jobs.apply_changes import COMMITTED_BEFORE
-from spark_jobs.bulk_paths import may_copy_straight_in
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.common.outcomes import BatchImportFailed, ImportResult, reason, transient
 from spark_jobs.engines.transforms import for_target, target_engine
+from spark_jobs.load.bulk_paths import may_copy_straight_in
+from spark_jobs.load.target import Commit, TargetTable, Written, stale_token_error
+from spark_jobs.load.write import committed_batch, sweep_stages, write_batch
 from spark_jobs.read.computed import apply_columns
 from spark_jobs.read.extract import SqlReader, extract
 from spark_jobs.stream_import import import_changes
-from spark_jobs.target import Commit, TargetTable, Written, stale_token_error
-from spark_jobs.write import committed_batch, sweep_stages, write_batch
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ def committed_before(
     After a crash between the target commit and the ledger, re-running the
     batch only reconciles. A commit with a newer token is another importer's:
     raises ``StaleToken``. ``known``: the commits of a group of batches asked
-    at once (:func:`~spark_jobs.write.committed_batches`), this one among them
+    at once (:func:`~spark_jobs.load.write.committed_batches`), this one among them
     if it has one; None: asked here.
     """
     if known is not None:

@@ -31,8 +31,13 @@ from spark_jobs.engines.postgresql.catalog import (
     generation_expressions,
     quote,
 )
-from spark_jobs.jdbc_tables import create_if_missing, ensure_own_tables, made_table, record_made
-from spark_jobs.target import TargetTable, Written
+from spark_jobs.load.jdbc_tables import (
+    create_if_missing,
+    ensure_own_tables,
+    made_table,
+    record_made,
+)
+from spark_jobs.load.target import TargetTable, Written
 
 _made: set[tuple[str, str]] = set()
 _made_lock = threading.Lock()

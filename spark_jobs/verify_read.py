@@ -35,12 +35,12 @@ from spark_jobs.engines import catalogued, source_column
 from spark_jobs.engines.base import Kind
 from spark_jobs.engines.canonical import neutral
 from spark_jobs.engines.spark_names import quoted
-from spark_jobs.jdbc_tables import rejects_table
+from spark_jobs.load.jdbc_tables import rejects_table
+from spark_jobs.load.target import REJECTS_TABLE, TargetTable
+from spark_jobs.load.write_parquet import BatchFiles
 from spark_jobs.read.computed import apply_columns
 from spark_jobs.read.extract import SqlReader
-from spark_jobs.target import REJECTS_TABLE, TargetTable
 from spark_jobs.verify_keys import at_or_below
-from spark_jobs.write_parquet import BatchFiles
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,9 @@ from spark_jobs.common.jdbc import dialect_name, looker_engine
 from spark_jobs.engines import engine_of, neutral_sql
 from spark_jobs.engines.base import Column, Kind
 from spark_jobs.engines.postgresql.sums import Sums
+from spark_jobs.load.target import TargetTable
 from spark_jobs.read.extract import SqlReader, split_int_range
 from spark_jobs.read.read_sql import table_columns
-from spark_jobs.target import TargetTable
 from spark_jobs.verify_read import Scope, min_max, qualified
 
 log = logging.getLogger("sluice.verify")

@@ -21,7 +21,7 @@ from spark_jobs.change_batches import CopyRows, StreamEvent
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.common.outcomes import BatchImportFailed
 from spark_jobs.engines.postgresql.pgoutput import UNCHANGED
-from spark_jobs.target import StaleToken, TargetTable
+from spark_jobs.load.target import StaleToken, TargetTable
 
 SOURCE = "shop"
 DEADLINE = 10.0  # seconds for a waiting importer to show up; far more than it takes

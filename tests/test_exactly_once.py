@@ -401,7 +401,7 @@ def test_a_daemon_whose_batch_another_finished_keeps_running(tmp_path: Path, end
     from sinks.abc import MemorySink
     from sources.abc import MemorySource
     from sources.queueing import QueueingLimitedSource
-    from spark_jobs.target import StaleToken
+    from spark_jobs.load.target import StaleToken
 
     arrived = threading.Event()
 

@@ -31,11 +31,11 @@ from spark_jobs.import_job import (
     run_import,
     target_table,
 )
+from spark_jobs.load.staging import staging_table_name
+from spark_jobs.load.write import StaleToken, write_batch
+from spark_jobs.load.write_parquet import BatchFiles
 from spark_jobs.read.extract import extract
 from spark_jobs.read.payloads import BadPayload, parse_payloads, payload_schema
-from spark_jobs.staging import staging_table_name
-from spark_jobs.write import StaleToken, write_batch
-from spark_jobs.write_parquet import BatchFiles
 
 # ------------------------------------------------------------------ helpers
 

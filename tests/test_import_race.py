@@ -21,12 +21,12 @@ import pytest
 import sqlalchemy as sa
 
 from config.models import JdbcTargetConfig
-from spark_jobs.commit_jdbc import commit_staged
 from spark_jobs.common.jdbc import sql_engine
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.jdbc_tables import commits_table, create_if_missing, rejects_table
-from spark_jobs.staging import drop_staging, staging_table
-from spark_jobs.target import StaleToken, TargetTable
+from spark_jobs.load.commit_jdbc import commit_staged
+from spark_jobs.load.jdbc_tables import commits_table, create_if_missing, rejects_table
+from spark_jobs.load.staging import drop_staging, staging_table
+from spark_jobs.load.target import StaleToken, TargetTable
 
 ROWS = 2_000
 DEADLINE = 60.0  # seconds for the whole race; far more than it takes

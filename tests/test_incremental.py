@@ -27,13 +27,13 @@ from scheduler.strategy import build_strategy
 from sinks.abc import PoolSink
 from sources.queueing import QueueingLimitedSource
 from sources.sql import SqlSource
-from spark_jobs.commit_jdbc import commit_staged
 from spark_jobs.common.jdbc import sql_engine
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.import_job import ImportResult, run_import
-from spark_jobs.jdbc_tables import commits_table, create_if_missing, rejects_table
-from spark_jobs.staging import drop_staging, staging_table
-from spark_jobs.target import TargetTable
+from spark_jobs.load.commit_jdbc import commit_staged
+from spark_jobs.load.jdbc_tables import commits_table, create_if_missing, rejects_table
+from spark_jobs.load.staging import drop_staging, staging_table
+from spark_jobs.load.target import TargetTable
 
 T0 = dt.datetime(2024, 5, 1, 12, 0, 0)
 WAIT = 120.0  # seconds any one event may take; far more than it does

@@ -24,7 +24,7 @@ from spark_jobs.common.manifest import Manifest
 from spark_jobs.engines.mysql.load_data import LoadRefusedRows, encode, load_data, quoted
 from spark_jobs.engines.postgresql.binarycopy import CannotEncode
 from spark_jobs.import_job import target_table
-from spark_jobs.write import write_batch
+from spark_jobs.load.write import write_batch
 from tests.test_copy_write import orders_config, write_one
 from tests.test_import_job import (
     ORDERS_DDL,
@@ -157,8 +157,8 @@ def test_a_server_asking_for_a_local_file_gets_nothing(mariadb_url: str, tmp_pat
 def test_a_server_without_local_infile_gets_spark_jdbc_writes(
     spark: Any, mariadb_url: str, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
-    from spark_jobs import bulk_paths
     from spark_jobs.common import jdbc
+    from spark_jobs.load import bulk_paths
 
     # Connections without the capability: the server answers as one with
     # local_infile off does (4166 here, 1148 or 3948 on MySQL).

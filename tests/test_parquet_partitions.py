@@ -19,10 +19,10 @@ import pytest
 
 from config.errors import TargetError
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.filesystems import LocalFs
 from spark_jobs.import_job import ImportResult, is_committed, run_import, target_table
+from spark_jobs.load.filesystems import LocalFs
+from spark_jobs.load.write import write_batch
 from spark_jobs.read.extract import extract
-from spark_jobs.write import write_batch
 from tests.test_import_job import execute, make_config, rng
 
 REGIONS = ("eu", "us", "apac")

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.import_job import ImportResult, run_import, target_table
-from spark_jobs.write import write_batch
+from spark_jobs.load.write import write_batch
 from tests.test_import_job import execute, make_config, rng, scalar, text_rows
 
 TARGET_DDL = (
@@ -160,11 +160,11 @@ def test_a_target_refusing_most_rows_fails_the_batch(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from config.models import JdbcTargetConfig
-    from spark_jobs import commit_jdbc, rejects_jdbc
     from spark_jobs.common.jdbc import sql_engine
-    from spark_jobs.jdbc_tables import commits_table, create_if_missing, rejects_table
-    from spark_jobs.staging import drop_staging, staging_table
-    from spark_jobs.target import TargetTable
+    from spark_jobs.load import commit_jdbc, rejects_jdbc
+    from spark_jobs.load.jdbc_tables import commits_table, create_if_missing, rejects_table
+    from spark_jobs.load.staging import drop_staging, staging_table
+    from spark_jobs.load.target import TargetTable
 
     monkeypatch.setattr(rejects_jdbc, "MAX_REJECTS", 3)
     execute(pg_url, "CREATE TABLE t (id integer PRIMARY KEY, name text NOT NULL)")
@@ -245,7 +245,7 @@ def test_values_a_column_would_round_or_overflow_are_set_aside_naming_it(
 def test_decimals_a_column_would_round_are_set_aside_and_a_rerun_changes_nothing(
     spark: Any, pg_url: str, pg_factory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from spark_jobs import rejects_jdbc
+    from spark_jobs.load import rejects_jdbc
     from spark_jobs.read.extract import extract
 
     target_url = pg_factory.create("narrow")

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from config.loader import load_config_text
 from scheduler.schema_builds import plan_for_run
 from spark_jobs.engines.objects import Stage
-from spark_jobs.jdbc_tables import create_made, made_tables
+from spark_jobs.load.jdbc_tables import create_made, made_tables
 from spark_jobs.schema import early
 from spark_jobs.schema.build import build_stage
 from tests.helpers import run_sql
@@ -56,7 +56,7 @@ targets:
         # Made without m: m_positive fails where the table is made, alone.
         table = sa.Table("items", sa.MetaData(), sa.Column("id", sa.Integer, primary_key=True),
                          sa.Column("n", sa.Integer))  # fmt: skip
-        with caplog.at_level(logging.INFO, logger="spark_jobs.schema.early"):
+        with caplog.at_level(logging.INFO, logger="spark_jobs.load.early"):
             create_made(engine, table)  # what the first batch's import does
         with engine.connect() as conn:
             assert ("public", "items") in made_tables(conn)  # the failed check did not undo it

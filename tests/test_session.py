@@ -8,7 +8,8 @@ import pytest
 
 from config.models import SparkConfig
 from spark_jobs.common.jdbc import JdbcEndpoint
-from spark_jobs.staging import staging_table_name
+from spark_jobs.load.staging import staging_table_name
+from spark_jobs.load.write_parquet import BatchFiles
 from spark_jobs.tasks.session import (
     DEBIAN_JARS,
     SparkUnavailable,
@@ -17,7 +18,6 @@ from spark_jobs.tasks.session import (
     session_conf,
     spark_submit_args,
 )
-from spark_jobs.write_parquet import BatchFiles
 
 
 def test_jdbc_endpoints_from_sqlalchemy_urls() -> None:

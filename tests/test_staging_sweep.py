@@ -13,8 +13,8 @@ import datetime as dt
 import pytest
 import sqlalchemy as sa
 
-from spark_jobs.jdbc_tables import commits_table, ensure_own_tables
-from spark_jobs.staging import STAGES_SWEPT_EVERY, staging_table_name, sweep_committed_stages
+from spark_jobs.load.jdbc_tables import commits_table, ensure_own_tables
+from spark_jobs.load.staging import STAGES_SWEPT_EVERY, staging_table_name, sweep_committed_stages
 from tests.helpers import FakeClock
 
 

@@ -87,8 +87,8 @@ def test_sluices_own_tables_are_never_a_groups_tables(small_db: Path) -> None:
     from scheduler.ledger.migrate import VERSION_TABLE
     from scheduler.ledger.schema import metadata
     from sources.binlog_changes import WATERMARKS
-    from spark_jobs.jdbc_tables import STREAMS_TABLE
-    from spark_jobs.target import COMMITS_TABLE, REJECTS_TABLE
+    from spark_jobs.load.jdbc_tables import STREAMS_TABLE
+    from spark_jobs.load.target import COMMITS_TABLE, REJECTS_TABLE
 
     made = {*metadata.tables, VERSION_TABLE, COMMITS_TABLE, REJECTS_TABLE, STREAMS_TABLE,
             WATERMARKS}  # fmt: skip

@@ -255,7 +255,7 @@ def test_a_row_refused_for_another_rows_sake_is_retried_and_its_own_fault_reject
     """A missing parent or a unique value another row holds: the other row's batch may still
     be importing, so the batch is retried. A value the row itself gets wrong is rejected."""
     from config.errors import is_transient, write_is_transient
-    from spark_jobs.rejects_jdbc import is_row_error
+    from spark_jobs.load.rejects_jdbc import is_row_error
 
     url = pg_factory.create("toerr")
     run_sql(url, "CREATE TABLE p (id int PRIMARY KEY)",

@@ -9,9 +9,9 @@ from pyspark.sql import types as T
 
 from config.models import JdbcTargetConfig
 from spark_jobs.common.jdbc import sql_engine
-from spark_jobs.staging import sweep_committed_stages
-from spark_jobs.target import TargetTable
-from spark_jobs.write_jdbc import prepare_target_for, targets_ready
+from spark_jobs.load.staging import sweep_committed_stages
+from spark_jobs.load.target import TargetTable
+from spark_jobs.load.write_jdbc import prepare_target_for, targets_ready
 
 SCHEMA = T.StructType([
     T.StructField("id", T.LongType(), False),

@@ -41,7 +41,7 @@ from scheduler.ledger import Checkpoint, Ledger, LedgerReads
 from scheduler.observe.http import serve
 from scheduler.observe.record import RecordFinder, RecordRoute
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.jdbc_tables import commits_table
+from spark_jobs.load.jdbc_tables import commits_table
 from tests.conftest import need
 from tests.helpers import WatchedSink, seed_orders, wait_until
 

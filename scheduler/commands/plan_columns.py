@@ -19,11 +19,11 @@ import sqlalchemy as sa
 from config.models import JdbcTargetConfig, ParquetTargetConfig, SluiceConfig, SqlSourceConfig
 from config.models import split_target as split
 from scheduler.commands.readonly import readonly_engine
-from spark_jobs.batch_columns import is_enum_cast
 from spark_jobs.engines import catalogued, engine_of
 from spark_jobs.engines.base import Column, Engine, Kind
 from spark_jobs.engines.fit import fits
 from spark_jobs.engines.parquet import mapped as parquet_mapped
+from spark_jobs.load.batch_columns import is_enum_cast
 
 
 @dataclass(frozen=True)

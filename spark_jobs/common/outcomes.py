@@ -21,7 +21,7 @@ class ImportResult:
     ``skipped``: the batch was already committed, so nothing was read;
     ``rows_written`` and ``rows_rejected`` are then what that commit recorded.
     ``seconds``: how long the batch's own import took (its Spark task's load
-    when it had one, see :class:`~spark_jobs.target.Written`); None when skipped.
+    when it had one, see :class:`~spark_jobs.load.target.Written`); None when skipped.
     ``zero_dates``: per column, MySQL zero dates that became NULL.
     """
 

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from spark_jobs.batch_columns import BatchColumn
 from spark_jobs.engines import catalogued, engine_of
 from spark_jobs.engines.base import Column, UnsupportedColumn
-from spark_jobs.jdbc_tables import (
+from spark_jobs.load.batch_columns import BatchColumn
+from spark_jobs.load.early import build_early
+from spark_jobs.load.jdbc_tables import (
     ensure_own_tables,
     fit_key,
     fit_known,
@@ -29,9 +30,8 @@ from spark_jobs.jdbc_tables import (
     record_made,
     remember_fit,
 )
-from spark_jobs.schema.early import build_early
-from spark_jobs.target import TargetTable
-from spark_jobs.target_fit import check_catalogued
+from spark_jobs.load.target import TargetTable
+from spark_jobs.load.target_fit import check_catalogued
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class Wanted:
 
 def make_ready(engine: sa.Engine, wanted: Sequence[Wanted]) -> list[bool]:
     """Which of ``wanted`` are ready for their batches: the table there and the batch's fit
-    remembered (:func:`~spark_jobs.jdbc_tables.prepare_target` then asks nothing).
+    remembered (:func:`~spark_jobs.load.jdbc_tables.prepare_target` then asks nothing).
 
     In one transaction, each table is described (a table that is not there
     describes as no columns; one there whose fit this process knows is

@@ -35,9 +35,9 @@ from sqlalchemy.pool import NullPool
 
 from spark_jobs.engines import engine_of
 from spark_jobs.engines.objects import ObjectKind, Planned, Stage
-from spark_jobs.jdbc_tables import forget_table, made_tables
+from spark_jobs.load.early import escaped
+from spark_jobs.load.jdbc_tables import forget_table, made_tables
 from spark_jobs.schema.compare import absent, read_tables
-from spark_jobs.schema.early import escaped
 from spark_jobs.schema.plan import TablePlan
 
 log = logging.getLogger(__name__)

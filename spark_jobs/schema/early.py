@@ -1,43 +1,18 @@
-"""Objects built in the transaction that makes their table, where the engine allows it.
-
-A check added to an empty table reads no row; added after the load, it
-reads every row once more (``VALIDATE`` of 10 M rows took ~1.5 s, after the
-index builds). pg_dump puts a table's checks in its ``CREATE TABLE`` for the
-same reason. The daemon remembers, once its plans are made
-(:func:`remember`), the statements of each object its plan marks ``early``;
-the import that makes the table runs them right after ``CREATE TABLE``, each
-object under a savepoint of its own (:func:`build_early`). One that fails
-there (on a column the target table was made without) is rolled back
-alone and built after the load as planned: the build after the load
-looks at the target first and builds only what is not there, so nothing is
-built twice, and a process that does not know the plans (a ``spark-submit``
-driver) makes the table bare, as before.
-"""
+"""The objects each plan marks ``early``, kept for the imports that make their tables:
+the load that creates a table builds them in the same transaction
+(:mod:`spark_jobs.load.early`, which says why)."""
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
-
-from config.errors import cause_line
-
-if TYPE_CHECKING:  # the plans import the target's tables, which import this
-    from spark_jobs.schema.plan import TablePlan
-
-log = logging.getLogger(__name__)
-
-_Where = tuple[str | None, int | None, str | None, str | None, str]
-_early: dict[_Where, list[tuple[str, tuple[str, ...]]]] = {}
-_lock = threading.Lock()
+from spark_jobs.load.early import Objects, keep
+from spark_jobs.schema.plan import TablePlan
 
 
 def remember(plans: Iterable[TablePlan]) -> None:
     """Keep the early objects of the tables ``plans`` build (replacing what was kept)."""
-    found: dict[_Where, list[tuple[str, tuple[str, ...]]]] = {}
+    found: list[tuple[str, str | None, str, Objects]] = []
     for plan in plans:
         if not plan.builds:
             continue
@@ -45,38 +20,5 @@ def remember(plans: Iterable[TablePlan]) -> None:
                  if item.early and item.skipped is None and item.problem is None
                  and item.statements]  # fmt: skip
         if items:
-            found[_where(sa.make_url(plan.target_url), *plan.target_table)] = items
-    with _lock:
-        _early.clear()
-        _early.update(found)
-
-
-def build_early(conn: sa.Connection, schema: str | None, table: str) -> None:
-    """On ``conn``'s transaction, which has just made ``schema.table`` (None: the default
-    schema): the early objects kept for it, each under a savepoint."""
-    with _lock:
-        if not any(where[-1] == table for where in _early):
-            return
-    if schema is None:
-        schema = conn.execute(sa.text("SELECT current_schema()")).scalar_one()
-    with _lock:
-        items = list(_early.get(_where(conn.engine.url, schema, table), ()))
-    for label, statements in items:
-        try:
-            with conn.begin_nested():
-                for statement in statements:
-                    conn.exec_driver_sql(escaped(conn, statement))
-        except sa.exc.DBAPIError as error:
-            log.info("%s.%s: %s not built with the table (%s): built after its load", schema,
-                     table, label, cause_line(error))  # fmt: skip
-
-
-def escaped(conn: sa.Connection, statement: str) -> str:
-    """``statement`` as the driver takes it (pyformat drivers read ``%`` as a parameter)."""
-    return statement.replace("%", "%%") if conn.dialect.paramstyle in ("pyformat", "format") else (
-        statement)  # fmt: skip
-
-
-def _where(url: sa.URL, schema: str | None, table: str) -> _Where:
-    # The server and database, whatever driver each side's URL names.
-    return url.host, url.port, url.database, schema, table
+            found.append((plan.target_url, *plan.target_table, items))
+    keep(found)

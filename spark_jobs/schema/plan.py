@@ -23,7 +23,7 @@ from config.models import JdbcTargetConfig, SluiceConfig, SqlSourceConfig, split
 from spark_jobs.engines import catalogued, engine_of
 from spark_jobs.engines.base import Engine
 from spark_jobs.engines.objects import Placement, Planned, Stage, TableName, TableObjects
-from spark_jobs.jdbc_tables import made_tables
+from spark_jobs.load.jdbc_tables import made_tables
 
 
 @dataclass

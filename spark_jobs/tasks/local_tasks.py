@@ -1,6 +1,6 @@
 """Spark tasks that need no Spark, run by worker processes of this machine: no JVM to start.
 
-A direct load's task (:func:`spark_jobs.write_direct.load_directly`) reads
+A direct load's task (:func:`spark_jobs.load.write_direct.load_directly`) reads
 its batches from the source and loads them into the target itself, in
 Python: on a local master Spark only schedules it, and starting Spark's JVM
 for that costs ~10 s of a run and ~17 s of CPU on two cores. On a local
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 # starts with it (each worker imported it itself in ~0.7 s, both at once on two cores).
 # Process-wide, and read when the server starts: set here, before any worker.
 multiprocessing.get_context("forkserver").set_forkserver_preload(
-    ["spark_jobs.tasks.local_tasks", "spark_jobs.write_direct"]
+    ["spark_jobs.tasks.local_tasks", "spark_jobs.load.write_direct"]
 )
 
 

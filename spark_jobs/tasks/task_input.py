@@ -1,7 +1,7 @@
 """Whether a Spark Python task read all of its input, or was cut short.
 
 A task that writes its rows straight into a target inside the commit
-transaction (:mod:`spark_jobs.write_bulk`) must not commit a partial batch.
+transaction (:mod:`spark_jobs.load.write_bulk`) must not commit a partial batch.
 PySpark hands the task an iterator that can end early without an error
 (see :func:`input_complete`); these look at the worker's own input stream
 to tell the two endings apart.

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, sqlite
 
 from spark_jobs.engines.postgresql.insert import insert as pg_insert
-from spark_jobs.target import TargetTable
+from spark_jobs.load.target import TargetTable
 
 
 def key_order(target: TargetTable, staging: sa.Table) -> list[sa.Column[Any]]:

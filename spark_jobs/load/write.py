@@ -1,7 +1,7 @@
 """Write one batch into its target, idempotently, and read back whether it was.
 
-The writers are :mod:`spark_jobs.write_jdbc` (staging table, then one fenced
-upsert transaction) and :mod:`spark_jobs.write_parquet` (staging folder, then
+The writers are :mod:`spark_jobs.load.write_jdbc` (staging table, then one fenced
+upsert transaction) and :mod:`spark_jobs.load.write_parquet` (staging folder, then
 a rename). Either way, writing a batch again gives the same target, and
 whether a batch is committed can be read from the target alone
 (:func:`committed_batch`): that is how a restart reconciles a batch whose
@@ -16,9 +16,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from config.models import ParquetTargetConfig
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.target import Commit, StaleToken, TargetTable, Written, stale_token_error
-from spark_jobs.write_jdbc import jdbc_commit, jdbc_commits, sweep_jdbc_stages, write_jdbc
-from spark_jobs.write_parquet import parquet_commit, sweep_parquet_stages, write_parquet
+from spark_jobs.load.target import Commit, StaleToken, TargetTable, Written, stale_token_error
+from spark_jobs.load.write_jdbc import jdbc_commit, jdbc_commits, sweep_jdbc_stages, write_jdbc
+from spark_jobs.load.write_parquet import parquet_commit, sweep_parquet_stages, write_parquet
 
 __all__ = [
     "Commit",

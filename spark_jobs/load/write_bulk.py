@@ -4,7 +4,7 @@ The batch's rows go in through the database's bulk path (:class:`BulkLoad`):
 PostgreSQL's binary COPY through psycopg (:mod:`spark_jobs.engines.postgresql.binarycopy`), or
 ``LOAD DATA LOCAL INFILE`` through PyMySQL (:mod:`spark_jobs.engines.mysql.load_data`),
 in one of two shapes, both keeping the invariant of
-:mod:`spark_jobs.commit_jdbc`: the rows and the batch's commit record reach
+:mod:`spark_jobs.load.commit_jdbc`: the rows and the batch's commit record reach
 the target in one transaction, fenced by the batch's token.
 
 - *direct*: one Spark task reads the batch and streams its rows straight
@@ -16,7 +16,7 @@ the target in one transaction, fenced by the batch's token.
   back and the batch staged.
 - *staged*: the rows come to the driver as Arrow (one Spark job: the read),
   are loaded into a staging table of the attempt's own, then
-  :func:`~spark_jobs.commit_jdbc.commit_staged` upserts them, with the
+  :func:`~spark_jobs.load.commit_jdbc.commit_staged` upserts them, with the
   rejects path (rows the table refuses or would change are set aside).
 
 A row the table refuses during a direct load (too long, a constraint) sends
@@ -34,16 +34,16 @@ import pyarrow as pa
 import sqlalchemy as sa
 from pyspark.sql import DataFrame
 
-from spark_jobs.bulk_paths import BulkLoad, bulk_load, mark_unavailable, may_copy_straight_in
-from spark_jobs.commit_jdbc import commit_staged
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.engines.base import CannotEncode
 from spark_jobs.engines.mysql.load_data import LoadRefusedRows, LoadUnavailable
 from spark_jobs.engines.transforms import count_zeros
-from spark_jobs.jdbc_tables import ROW_COLUMN, TargetFit
-from spark_jobs.staging import drop_staging, staging_table
-from spark_jobs.target import TargetTable, Written
-from spark_jobs.write_direct import direct_in_task
+from spark_jobs.load.bulk_paths import BulkLoad, bulk_load, mark_unavailable, may_copy_straight_in
+from spark_jobs.load.commit_jdbc import commit_staged
+from spark_jobs.load.jdbc_tables import ROW_COLUMN, TargetFit
+from spark_jobs.load.staging import drop_staging, staging_table
+from spark_jobs.load.target import TargetTable, Written
+from spark_jobs.load.write_direct import direct_in_task
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +59,8 @@ def write_bulk(
     """Import the batch by the database's bulk path; None when its values cannot all go that way.
 
     A batch that may go straight in is loaded by one Spark task (see
-    :func:`~spark_jobs.write_direct.direct_in_task`); when it may not, or the task finds its range
-    taken or a row refused, the batch is staged. The staging table has the
+    :func:`~spark_jobs.load.write_direct.direct_in_task`); when it may not, or the task
+    finds its range taken or a row refused, the batch is staged. The staging table has the
     batch's own column types, which the encoders always write; None comes
     from a value one cannot write exactly (a decimal of more than 18 digits
     for COPY, a NaN for MySQL), before anything is committed, or from a

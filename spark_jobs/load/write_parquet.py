@@ -22,7 +22,7 @@ every row once.
   infers their type when reading (``eu`` stays text, ``7`` becomes an int).
 
 Rejected rows: a batch is written in the table's established column types
-(:mod:`spark_jobs.parquet_types`); a row with a value that does not fit one
+(:mod:`spark_jobs.load.parquet_types`); a row with a value that does not fit one
 is set aside in ``_sluice_rejects/<batch>.json`` with the column named. A row
 Spark cannot compute (a ``columns:`` expression failing at run time) fails
 the whole batch, retried until ``dead``: use ``try_cast``/``try_*`` there.
@@ -53,9 +53,9 @@ from config.models import ParquetTargetConfig
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.engines.spark_names import quoted
 from spark_jobs.engines.transforms import zero_columns, zero_dates
-from spark_jobs.filesystems import HadoopFs, LocalFs, basename, filesystem
-from spark_jobs.parquet_layout import check_layout, partition_columns
-from spark_jobs.parquet_types import (
+from spark_jobs.load.filesystems import HadoopFs, LocalFs, basename, filesystem
+from spark_jobs.load.parquet_layout import check_layout, partition_columns
+from spark_jobs.load.parquet_types import (
     catalogue_types,
     established_types,
     fit_to_table,
@@ -64,7 +64,7 @@ from spark_jobs.parquet_types import (
     remember_types,
     set_aside_misfits,
 )
-from spark_jobs.target import (
+from spark_jobs.load.target import (
     COMMITS_TABLE,
     REJECTS_TABLE,
     Commit,
@@ -140,7 +140,7 @@ def write_parquet(
 ) -> Written:
     """Write the batch's files, record its marker, publish them; return the rows written.
 
-    Raises :class:`~spark_jobs.target.StaleToken` when a newer importer
+    Raises :class:`~spark_jobs.load.target.StaleToken` when a newer importer
     published the batch, :class:`TargetError` when ``partition_by`` does not
     fit the batch or the table already there.
     """

@@ -7,7 +7,7 @@ refuses a stale fencing token, upserts the rows and records the commit.
 
 Rows the target refuses, or would change, do not fail the batch: the
 transaction is run again with them isolated and set aside in
-``_sluice_rejects`` (:mod:`spark_jobs.rejects_jdbc`).
+``_sluice_rejects`` (:mod:`spark_jobs.load.rejects_jdbc`).
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from config.faults import crash_point
 from spark_jobs.common.keyorder import key_types, row_compare, typed_key
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.engines.postgresql.insert import insert as pg_insert
-from spark_jobs.jdbc_tables import ROW_COLUMN, TargetFit, commits_table, rejects_table
-from spark_jobs.rejects_jdbc import is_row_error, reason, record_rejects, set_aside, split
-from spark_jobs.staging import index_staging_rows
-from spark_jobs.target import TargetTable, Written, stale_token_error
-from spark_jobs.upsert import key_order, upsert
+from spark_jobs.load.jdbc_tables import ROW_COLUMN, TargetFit, commits_table, rejects_table
+from spark_jobs.load.rejects_jdbc import is_row_error, reason, record_rejects, set_aside, split
+from spark_jobs.load.staging import index_staging_rows
+from spark_jobs.load.target import TargetTable, Written, stale_token_error
+from spark_jobs.load.upsert import key_order, upsert
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +55,9 @@ def commit_staged(
     distinct number per row. ``fit`` is how they meet the table (None: as
     they are): columns written as NULL, columns whose changed values are set
     aside. Blocks while another importer commits the same batch; raises
-    :class:`~spark_jobs.target.StaleToken` when the batch was committed with
-    a newer token, :class:`~spark_jobs.rejects_jdbc.TooManyRejects` past
-    :data:`~spark_jobs.rejects_jdbc.MAX_REJECTS`. A
+    :class:`~spark_jobs.load.target.StaleToken` when the batch was committed with
+    a newer token, :class:`~spark_jobs.load.rejects_jdbc.TooManyRejects` past
+    :data:`~spark_jobs.load.rejects_jdbc.MAX_REJECTS`. A
     re-run with the same or a newer token upserts the rows again (same
     result) and replaces the batch's commit record and rejects.
     """
@@ -93,7 +93,7 @@ def commit_direct(
     it was committed before with an older token (its rows are there), a row
     of the table is in the batch's key range, or the load hit a row the table
     refuses (a duplicate key, a value too long). Raises
-    :class:`~spark_jobs.target.StaleToken` like :func:`commit_staged`.
+    :class:`~spark_jobs.load.target.StaleToken` like :func:`commit_staged`.
     """
     commits = commits_table()
     with engine.connect() as conn:

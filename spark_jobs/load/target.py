@@ -1,8 +1,8 @@
 """What every target writer shares: where a batch goes, what a commit records, and
 the errors a commit can end with.
 
-The writers themselves are :mod:`spark_jobs.write_jdbc` and
-:mod:`spark_jobs.write_parquet`; :mod:`spark_jobs.write` chooses between them.
+The writers themselves are :mod:`spark_jobs.load.write_jdbc` and
+:mod:`spark_jobs.load.write_parquet`; :mod:`spark_jobs.load.write` chooses between them.
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 
 PostgreSQL through psycopg takes the batch by binary COPY, MySQL and MariaDB
 through PyMySQL by ``LOAD DATA LOCAL INFILE``, straight into the table or
-through a staging table (:mod:`spark_jobs.write_bulk`). Otherwise (SQLite),
+through a staging table (:mod:`spark_jobs.load.write_bulk`). Otherwise (SQLite),
 and for values the encoders cannot write exactly, Spark's JDBC writer
 fills a staging table of this attempt's own (with a row number); then one
-transaction on the driver, :func:`~spark_jobs.commit_jdbc.commit_staged`,
+transaction on the driver, :func:`~spark_jobs.load.commit_jdbc.commit_staged`,
 upserts the rows into the target and records the batch and its fencing token
 in ``_sluice_commits`` (rows the target refuses go to ``_sluice_rejects``).
 """
@@ -23,13 +23,13 @@ from pyspark.sql import types as T
 
 from config.errors import TargetError
 from config.models import JdbcTargetConfig
-from spark_jobs.batch_columns import batch_columns
-from spark_jobs.commit_jdbc import commit_staged
 from spark_jobs.common.jdbc import JdbcEndpoint, sql_engine
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.engines.spark_names import quoted
 from spark_jobs.engines.transforms import zero_columns, zero_dates
-from spark_jobs.jdbc_tables import (
+from spark_jobs.load.batch_columns import batch_columns
+from spark_jobs.load.commit_jdbc import commit_staged
+from spark_jobs.load.jdbc_tables import (
     ROW_COLUMN,
     TargetFit,
     commits_table,
@@ -39,16 +39,16 @@ from spark_jobs.jdbc_tables import (
     prepare_target,
     rejects_table,
 )
-from spark_jobs.load.targets import Wanted, make_ready
-from spark_jobs.staging import (
+from spark_jobs.load.staging import (
     drop_staging,
     drop_stale_stages,
     staging_table,
     sweep_committed_stages,
 )
-from spark_jobs.target import Commit, TargetTable, Written
-from spark_jobs.write_bulk import write_bulk
-from spark_jobs.write_direct import write_straight_in
+from spark_jobs.load.target import Commit, TargetTable, Written
+from spark_jobs.load.targets import Wanted, make_ready
+from spark_jobs.load.write_bulk import write_bulk
+from spark_jobs.load.write_direct import write_straight_in
 
 
 @dataclass(frozen=True)
@@ -198,7 +198,7 @@ def write_jdbc_straight_in(
 
     ``df`` has one partition per manifest, in order (see
     :func:`spark_jobs.read.extract.extract_ranges`), and every manifest may be
-    loaded straight in (:func:`~spark_jobs.bulk_paths.may_copy_straight_in`).
+    loaded straight in (:func:`~spark_jobs.load.bulk_paths.may_copy_straight_in`).
     Each task commits its batch in a transaction of its own, as the direct
     load of one batch does. An outcome per batch: what it wrote, the error
     its task raised, or None where the batch must go its own way (its range

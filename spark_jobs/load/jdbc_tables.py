@@ -15,13 +15,13 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 from config.errors import TargetError
-from spark_jobs.batch_columns import BatchColumn, is_enum_cast
 from spark_jobs.engines import catalogued, engine_of
 from spark_jobs.engines.base import Kind
 from spark_jobs.engines.ddl import column_type
-from spark_jobs.schema.early import build_early
-from spark_jobs.target import COMMITS_TABLE, MADE_TABLE, REJECTS_TABLE, TargetTable
-from spark_jobs.target_fit import TargetFit, check_catalogued, check_reflected, with_nan_guards
+from spark_jobs.load.batch_columns import BatchColumn, is_enum_cast
+from spark_jobs.load.early import build_early
+from spark_jobs.load.target import COMMITS_TABLE, MADE_TABLE, REJECTS_TABLE, TargetTable
+from spark_jobs.load.target_fit import TargetFit, check_catalogued, check_reflected, with_nan_guards
 
 log = logging.getLogger(__name__)
 

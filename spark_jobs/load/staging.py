@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 import sqlalchemy as sa
 
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.jdbc_tables import ROW_COLUMN, commits_table
+from spark_jobs.load.jdbc_tables import ROW_COLUMN, commits_table
 
 log = logging.getLogger(__name__)
 

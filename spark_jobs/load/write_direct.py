@@ -1,8 +1,8 @@
 """Load batches straight into their tables from Spark tasks, each in its commit transaction.
 
-The *direct* shape of :mod:`spark_jobs.write_bulk`: a Spark task reads a
+The *direct* shape of :mod:`spark_jobs.load.write_bulk`: a Spark task reads a
 batch (a keyset range no row of which can be in the table yet) and streams
-its rows through the target's bulk path (:mod:`spark_jobs.bulk_paths`)
+its rows through the target's bulk path (:mod:`spark_jobs.load.bulk_paths`)
 inside the transaction that records its commit, fenced by its token. A task
 that finds the range taken, or a row the table refuses, leaves the batch to
 the staged path. Several batches, of one table or of many, share one Spark
@@ -29,16 +29,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from config.faults import crash_point
-from spark_jobs.bulk_paths import PG_COPY, BulkLoad, bulk_load
-from spark_jobs.commit_jdbc import commit_direct
 from spark_jobs.common.jdbc import sql_engine
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.engines.base import CannotEncode
 from spark_jobs.engines.postgresql.copy_out import one_session
 from spark_jobs.engines.postgresql.verbatim import copy_verbatim, same_types
 from spark_jobs.engines.transforms import count_zeros
+from spark_jobs.load.bulk_paths import PG_COPY, BulkLoad, bulk_load
+from spark_jobs.load.commit_jdbc import commit_direct
+from spark_jobs.load.target import TargetTable, Written
 from spark_jobs.read.read_sql import native_queries
-from spark_jobs.target import TargetTable, Written
 from spark_jobs.tasks.local_tasks import LocalTasks, local_tasks
 from spark_jobs.tasks.task_input import task_input, whole
 from spark_jobs.tasks.task_notes import Notes, pickled
@@ -105,7 +105,7 @@ def direct_in_task(
     The task streams the rows as Spark reads them (Arrow record batches of
     ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows) through the
     encoder into the COPY (or LOAD DATA), inside the commit transaction of
-    :func:`~spark_jobs.commit_jdbc.commit_direct`, on a connection of its
+    :func:`~spark_jobs.load.commit_jdbc.commit_direct`, on a connection of its
     own. Neither the JVM nor this process ever holds the batch; batches
     imported side by side COPY in parallel. The COPY commits only once Spark
     has ended the task's input (:func:`_input_complete`). What the task raises comes
@@ -149,7 +149,7 @@ def direct_load(
 ) -> DirectLoad | None:
     """The direct load of ``manifests`` into ``target`` through ``engine``'s bulk path,
     their rows read by the native ``queries`` (``reads``: see :class:`DirectLoad`;
-    ``built_in``: as :attr:`~spark_jobs.target_fit.TargetFit.built_in` says, when known);
+    ``built_in``: as :attr:`~spark_jobs.load.target_fit.TargetFit.built_in` says, when known);
     None when the database has no bulk path."""
     bulk = bulk_load(engine)
     if bulk is None:

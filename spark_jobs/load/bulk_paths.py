@@ -22,7 +22,7 @@ from spark_jobs.engines.mysql.load_data import load_capable, load_data
 from spark_jobs.engines.mysql.load_data import quoted as mysql_quoted
 from spark_jobs.engines.postgresql.binarycopy import quoted
 from spark_jobs.engines.postgresql.copyin import copy_in
-from spark_jobs.target import TargetTable
+from spark_jobs.load.target import TargetTable
 
 Load = Callable[[Any, str, Sequence[str], Iterable[pa.RecordBatch]], int]
 

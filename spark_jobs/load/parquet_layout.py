@@ -6,8 +6,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 
 from config.errors import TargetError
-from spark_jobs.filesystems import HadoopFs, LocalFs, basename
-from spark_jobs.target import TargetTable
+from spark_jobs.load.filesystems import HadoopFs, LocalFs, basename
+from spark_jobs.load.target import TargetTable
 
 
 def partition_columns(target: TargetTable, partition_by: list[str], df: DataFrame) -> list[str]:

@@ -4,7 +4,7 @@ A batch column and the table's column can be of the same family (numbers)
 and still not hold the same values: PostgreSQL and MySQL round ``12.75`` to
 ``13`` when it goes into an INTEGER column, and ``1.125`` to ``1.13`` into
 NUMERIC(12,2), without an error. A :class:`Narrowing` is such a pair of
-columns; the commit (:mod:`spark_jobs.commit_jdbc`) sets the rows whose value
+columns; the commit (:mod:`spark_jobs.load.commit_jdbc`) sets the rows whose value
 would change aside in ``_sluice_rejects``, with a reason naming the column,
 and lets the others through. Values that fit (``2.00`` into INTEGER) are not
 touched.

@@ -1,7 +1,7 @@
 """Rows a JDBC target refuses: isolated from the rest of the batch and recorded.
 
 When the target refuses rows (a NOT NULL violated, a value that does not fit,
-a check constraint), the commit (:mod:`spark_jobs.commit_jdbc`) rolls back and
+a check constraint), the commit (:mod:`spark_jobs.load.commit_jdbc`) rolls back and
 runs again in splitting mode: :func:`split` upserts the staging rows in halves
 by row number, each half under a savepoint, and a half that fails is split
 again until the bad rows stand alone. :func:`record_rejects` writes those to
@@ -15,7 +15,7 @@ and nothing is committed.
 
 Some values a database does not refuse but changes: PostgreSQL and MySQL round
 12.75 into an INTEGER column. :func:`set_aside` takes those rows (of the
-:class:`~spark_jobs.narrowing.Narrowing` columns) out of the staging table
+:class:`~spark_jobs.load.narrowing.Narrowing` columns) out of the staging table
 first, with a reason that names the column; they count against
 :data:`MAX_REJECTS` like the others.
 """
@@ -36,9 +36,9 @@ import sqlalchemy as sa
 from config.errors import TargetError, waits_for_other_rows
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.engines.ddl import SqlType
-from spark_jobs.jdbc_tables import ROW_COLUMN
-from spark_jobs.narrowing import Narrowing, NotANumber, ZeroDate
-from spark_jobs.target import TargetTable
+from spark_jobs.load.jdbc_tables import ROW_COLUMN
+from spark_jobs.load.narrowing import Narrowing, NotANumber, ZeroDate
+from spark_jobs.load.target import TargetTable
 
 log = logging.getLogger(__name__)
 

@@ -35,9 +35,9 @@ from spark_jobs.common.manifest import Manifest
 from spark_jobs.engines import source_column
 from spark_jobs.engines.parquet import parquet_type
 from spark_jobs.engines.spark_names import quoted
-from spark_jobs.filesystems import HadoopFs, LocalFs, basename
+from spark_jobs.load.filesystems import HadoopFs, LocalFs, basename
+from spark_jobs.load.target import REJECTS_TABLE, TargetTable
 from spark_jobs.read.jdbc_read import SCHEMA_TTL
-from spark_jobs.target import REJECTS_TABLE, TargetTable
 
 MISFIT = "_sluice_misfit"
 """A column of the checked batch: the reason its row does not fit, or null."""

@@ -22,13 +22,13 @@ from typing import Any
 import sqlalchemy as sa
 
 from config.errors import TargetError
-from spark_jobs.batch_columns import BatchColumn
 from spark_jobs.engines import engine_of
 from spark_jobs.engines.base import Column, Kind, UnsupportedColumn
 from spark_jobs.engines.ddl import like
 from spark_jobs.engines.fit import fits
-from spark_jobs.narrowing import Narrowing, NotANumber, ZeroDate, narrowing
-from spark_jobs.target import TargetTable
+from spark_jobs.load.batch_columns import BatchColumn
+from spark_jobs.load.narrowing import Narrowing, NotANumber, ZeroDate, narrowing
+from spark_jobs.load.target import TargetTable
 
 
 @dataclass(frozen=True)
