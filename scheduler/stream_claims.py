@@ -8,7 +8,7 @@ the stream's order, one after the other: the feeder claims a stream's next
 batch while the one before it imports and hands it to the sink once that one
 is in the target (:meth:`~scheduler.inflight.BatchesInFlight.dispatch_in_turn`),
 and a target refuses a batch whose predecessor it does not hold yet
-(:mod:`spark_jobs.apply_changes`).
+(:mod:`spark_jobs.changes.apply_changes`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A stream's batches in turn: one claimed ahead at most, started as the one before it ends.
 
 A stream source's batches apply in the stream's order (the target's position
-is a compare-and-set, :mod:`spark_jobs.apply_changes`). The feeder claims a
+is a compare-and-set, :mod:`spark_jobs.changes.apply_changes`). The feeder claims a
 stream's next batch while the one before it imports;
 :class:`~scheduler.inflight.BatchesInFlight` holds it here until that batch
 ends. A stream whose batch failed claims nothing more until a batch of it

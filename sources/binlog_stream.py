@@ -19,7 +19,7 @@ from config.models import SqlSourceConfig
 from sources.sqldb import SourceDatabase
 from sources.stream_backends import Txn
 from sources.watermarks import PREFIX
-from spark_jobs.change_batches import CopyRows, Key
+from spark_jobs.changes.change_batches import CopyRows, Key
 from spark_jobs.engines.postgresql.textcopy import lines_of
 
 

@@ -19,7 +19,7 @@ from sources.sqldb import SourceDatabase
 from sources.stream_backends import Txn, names_of
 from sources.stream_hub import give_back, take_slot
 from sources.watermarks import PREFIX
-from spark_jobs.change_batches import CopyRows, Key
+from spark_jobs.changes.change_batches import CopyRows, Key
 from spark_jobs.engines.postgresql.read import pin
 from spark_jobs.engines.postgresql.textcopy import line_keys
 

@@ -6,7 +6,7 @@ rows already in the table are loaded beside it in key chunks, each read
 between two watermarks and merged into the stream's order by a
 :class:`~sources.watermarks.Reconciler` (DBLog), so that nothing is locked
 and no row goes back to an older state. What comes out is one ordered list
-of :class:`~spark_jobs.change_batches.StreamEvent`, each at a *position*:
+of :class:`~spark_jobs.changes.change_batches.StreamEvent`, each at a *position*:
 ``[end_lsn, n]``, the end of its transaction's commit and how many events of
 that transaction come up to and with it. Positions only grow.
 
@@ -17,7 +17,7 @@ position of the span's last event, ``payload`` the events' JSON texts,
 compare-and-set on the source's high-water mark (the last position claimed),
 and applied by its target in one transaction that checks and moves the
 target's own record of the stream's position
-(:mod:`spark_jobs.apply_changes`). The slot is acknowledged only up to a
+(:mod:`spark_jobs.changes.apply_changes`). The slot is acknowledged only up to a
 transaction whose every event is in a batch that is done.
 """
 
@@ -43,7 +43,7 @@ from sources.stream_applied import Applied
 from sources.stream_backends import Backend, Txn, complete_unsent, last_key, names_of
 from sources.stream_spans import DONE, LoadProgress, Position, take_spans
 from sources.watermarks import Reconciler, high, low
-from spark_jobs.change_batches import CopyRows, StreamEvent
+from spark_jobs.changes.change_batches import CopyRows, StreamEvent
 
 
 def backend_of(name: str, cfg: SqlSourceConfig, db: SourceDatabase) -> Backend:

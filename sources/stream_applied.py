@@ -2,7 +2,7 @@
 
 A :class:`~sources.stream.StreamSource` hands out the transactions it read as
 spans; its target records the position of the last change it applied
-(:mod:`spark_jobs.apply_changes`). :class:`Applied` keeps, per transaction read
+(:mod:`spark_jobs.changes.apply_changes`). :class:`Applied` keeps, per transaction read
 and not yet acknowledged, its events, commit time, commit LSN and rows, and
 answers from the target's position what the slot may forget, what still waits
 and how far behind the target is.

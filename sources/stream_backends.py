@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from config.errors import ConfigError
 from config.models import SqlSourceConfig
 from sources.pg_changes import StreamNames, stream_names
-from spark_jobs.change_batches import CopyRows, Key, StreamEvent
+from spark_jobs.changes.change_batches import CopyRows, Key, StreamEvent
 from spark_jobs.engines.postgresql.pgoutput import UNCHANGED
 
 

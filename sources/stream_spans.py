@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from sources.abc import Item
-from spark_jobs.change_batches import StreamEvent
+from spark_jobs.changes.change_batches import StreamEvent
 
 Position = tuple[int, int]
 

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from spark_jobs.change_batches import ChunkRow, CopyRows, Key
+from spark_jobs.changes.change_batches import ChunkRow, CopyRows, Key
 
 PREFIX = "sluice.watermark"
 """The prefix of sluice's watermark messages in a change stream."""

@@ -51,7 +51,8 @@ from config.models import (
     SqsSourceConfig,
     split_target,
 )
-from spark_jobs.apply_changes import COMMITTED_BEFORE
+from spark_jobs.changes.apply_changes import COMMITTED_BEFORE
+from spark_jobs.changes.stream_import import import_changes
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.common.outcomes import BatchImportFailed, ImportResult, reason, transient
 from spark_jobs.engines.transforms import for_target, target_engine
@@ -60,7 +61,6 @@ from spark_jobs.load.target import Commit, TargetTable, Written, stale_token_err
 from spark_jobs.load.write import committed_batch, sweep_stages, write_batch
 from spark_jobs.read.computed import apply_columns
 from spark_jobs.read.extract import SqlReader, extract
-from spark_jobs.stream_import import import_changes
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def run_import(spark: SparkSession, cfg: SluiceConfig, manifest: Manifest) -> Im
     source = source_of(cfg, manifest)
     target = target_table(cfg, manifest)
     # A stream's batch asks in its own transaction, under its commit row's lock
-    # (spark_jobs.apply_changes): asking here too cost a connection and a query a batch.
+    # (spark_jobs.changes.apply_changes): asking here too cost a connection and a query a batch.
     done = None if manifest.kind == "changes" else committed_before(spark, target, manifest)
     if done is not None:
         return done

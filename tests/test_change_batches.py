@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spark_jobs.change_batches import (
+from spark_jobs.changes.change_batches import (
     ChunkRow,
     CopyRows,
     NetBatch,

@@ -14,11 +14,11 @@ import sqlalchemy as sa
 
 from config.errors import TargetError
 from config.models import JdbcTargetConfig
-from spark_jobs.apply_changes import apply_changes
-from spark_jobs.change_batches import StreamEvent
+from spark_jobs.changes.apply_changes import apply_changes
+from spark_jobs.changes.change_batches import StreamEvent
+from spark_jobs.changes.stream_import import ensure_table
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.load.target import TargetTable
-from spark_jobs.stream_import import ensure_table
 from tests.helpers import run_sql
 
 

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from config.models import SqlSourceConfig
 from sources.abc import Item
 from sources.stream import StreamSource
-from spark_jobs.change_batches import StreamEvent
+from spark_jobs.changes.change_batches import StreamEvent
 from tests.helpers import scalar
 
 pytestmark = [pytest.mark.postgres]

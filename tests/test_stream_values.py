@@ -21,7 +21,7 @@ from config.models import SqlSourceConfig
 from scheduler.commands.cutover import run_cutover
 from sources.pg_stream import PgBackend
 from sources.sqldb import SourceDatabase
-from spark_jobs.change_batches import CopyRows
+from spark_jobs.changes.change_batches import CopyRows
 from tests.helpers import drain, stream_leftovers, write_config
 
 pytestmark = [pytest.mark.postgres, pytest.mark.spark]

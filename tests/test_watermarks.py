@@ -25,7 +25,7 @@ from sources.binlog_changes import BinlogChangeStream
 from sources.pg_changes import PgChangeStream, stream_names
 from sources.stream import LoadProgress, take_spans
 from sources.watermarks import PREFIX, ChunkRow, Reconciler, high, low
-from spark_jobs.change_batches import CopyRows, StreamEvent
+from spark_jobs.changes.change_batches import CopyRows, StreamEvent
 from spark_jobs.engines.postgresql.pgoutput import Change, Relation
 
 ROWS = 600

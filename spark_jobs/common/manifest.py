@@ -26,9 +26,9 @@ class Manifest:
     - ``payloads``: the records themselves (``payloads``, JSON text each),
       for sources that cannot be re-read, such as SQS.
     - ``changes``: a stream source's changes after the stream position ``lo``
-      up to ``hi`` (``payloads``: :class:`~spark_jobs.change_batches.StreamEvent`
+      up to ``hi`` (``payloads``: :class:`~spark_jobs.changes.change_batches.StreamEvent`
       JSON texts, in the stream's order), applied by
-      :mod:`spark_jobs.apply_changes`.
+      :mod:`spark_jobs.changes.apply_changes`.
 
     ``token`` is the fencing token: it grows every time the batch is handed to
     a new importer, and a target refuses a commit carrying an older one.

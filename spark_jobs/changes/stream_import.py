@@ -1,9 +1,9 @@
 """A stream source's batch into its target: no Spark, one transaction.
 
-A ``changes`` batch (:mod:`spark_jobs.change_batches`) carries its rows in
+A ``changes`` batch (:mod:`spark_jobs.changes.change_batches`) carries its rows in
 its manifest, as the source's own text of each value: it needs no read and
 no Spark job, only the target's transaction
-(:func:`spark_jobs.apply_changes.apply_changes`). A target table that does
+(:func:`spark_jobs.changes.apply_changes.apply_changes`). A target table that does
 not exist yet is created first in the types the catalogue maps the source
 table's columns to (from PostgreSQL: its own, with the enums and domains they
 use), the key as primary key.
@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from config.errors import TargetError
 from config.faults import crash_point
 from config.models import JdbcTargetConfig, SqlSourceConfig
-from spark_jobs.apply_changes import apply_changes
+from spark_jobs.changes.apply_changes import apply_changes
 from spark_jobs.common.jdbc import sql_engine
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.common.outcomes import BatchImportFailed, reason, transient

@@ -1,7 +1,7 @@
 """A batch of a change stream into a PostgreSQL target: once, in the stream's order, in one
 transaction.
 
-The batch (:mod:`spark_jobs.change_batches`) is reduced to its net effect and applied
+The batch (:mod:`spark_jobs.changes.change_batches`) is reduced to its net effect and applied
 under two row locks: its own commit row in ``_sluice_commits`` (two importers of one batch
 take turns, and a stale fencing token is refused) and its stream's row in
 ``_sluice_streams`` (two importers of one stream take turns). The stream's row holds the
@@ -28,7 +28,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from config.errors import TargetError
-from spark_jobs.change_batches import CopyRows, Key, NetBatch, StreamEvent, segments
+from spark_jobs.changes.change_batches import CopyRows, Key, NetBatch, StreamEvent, segments
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.common.outcomes import BatchImportFailed
 from spark_jobs.engines.postgresql.insert import insert as pg_insert
@@ -197,7 +197,7 @@ def _out_of_order(
 
 def _apply_all(conn: sa.Connection, target: TargetTable,
                parts: Sequence[NetBatch | CopyRows]) -> int:  # fmt: skip
-    """Apply ``parts`` (a batch's :func:`~spark_jobs.change_batches.segments`) in order; the
+    """Apply ``parts`` (a batch's :func:`~spark_jobs.changes.change_batches.segments`) in order; the
     rows written."""
     if not parts:
         return 0
