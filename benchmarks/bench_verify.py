@@ -7,7 +7,7 @@ start is excluded from both figures). Each round, on throwaway
 1. the copy: a daemon (``sluice run --until-drained``, in-process on that
    session) moves ``orders`` (bigint key, text, numeric, timestamp) in
    batches of 100,000, exactly once, into an empty target;
-2. the verify: :func:`~scheduler.commands.verify.verify_config` on the same
+2. the verify: :func:`~scheduler.verify_tables.verify_config` on the same
    config and session compares every row (per-bucket hashes), which must
    find the two equal.
 
@@ -55,7 +55,7 @@ def main() -> int:
     from config.loader import load_config
     from config.models import SparkConfig
     from scheduler.commands.cutover import run_until_drained
-    from scheduler.commands.verify import verify_config
+    from scheduler.verify_tables import verify_config
     from spark_jobs.tasks.session import build_session
 
     admin = sa.create_engine(ADMIN, isolation_level="AUTOCOMMIT")

@@ -216,9 +216,9 @@ def status(
 
     from config.errors import LedgerError
     from config.secrets import config_secrets, redact_text, redact_url
-    from scheduler.commands.readonly import readonly_engine
     from scheduler.commands.status import collect_status, render_table, render_text, rows_left
     from scheduler.ledger import LedgerReads
+    from scheduler.readonly import readonly_engine
 
     cfg, _ = _load_for_ledger(config, None)
     # Read-only: status never creates, changes or upgrades a ledger, even one a daemon is using.

@@ -22,11 +22,11 @@ from typer.testing import CliRunner
 from scheduler.cli import app
 from scheduler.commands import cutover
 from scheduler.commands.cutover import run_cutover
-from scheduler.commands.verify import verify_config
 from scheduler.daemon import Daemon
 from scheduler.ledger import Ledger
 from scheduler.ledger.cutover import cutover_requested
 from scheduler.ledger.schema import batches_table, open_engine
+from scheduler.verify_tables import verify_config
 from sinks.spark import SparkSink
 from tests.helpers import wait_until, write_config
 

@@ -37,7 +37,7 @@ def _texts(url: str) -> list[tuple[Any, ...]]:
 def test_a_daemon_killed_during_a_repair_leaves_the_target_equal(
     tmp_path: Path, pg_factory: Any, spark: Any
 ) -> None:
-    from scheduler.commands.verify import verify_config
+    from scheduler.verify_tables import verify_config
     from tests.chaos.procs import SLUICE
 
     source, target = pg_factory.create("repair_src"), pg_factory.create("repair_dst")

@@ -19,7 +19,7 @@ from config.loader import load_config, load_config_text
 from config.models import FairEntry, FairNode
 from config.sources import DATABASE_CONNECTIONS
 from scheduler.commands.init import starter_config
-from scheduler.commands.verify import verify_config
+from scheduler.verify_tables import verify_config
 from tests.helpers import drain, write_config
 from tests.shop_schema import TABLES, create_schema, rows_of, seed, shop_config
 

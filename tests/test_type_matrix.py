@@ -145,7 +145,7 @@ def _verify_sees_each_change(spark: Any, cfg: Any, source: str, target: str,
     """verify finds the matrix equal, then every value changed behind sluice's back by its
     type's smallest step, then a column rewritten through a lossy type; judged by the
     databases' own texts, never by verify itself."""
-    from scheduler.commands.verify import verify_config
+    from scheduler.verify_tables import verify_config
 
     [equal] = verify_config(spark, cfg).tables
     assert equal.equal and equal.checked == equal.target_rows > 0, equal
@@ -208,7 +208,7 @@ def test_mariadb_to_mariadb_keeps_every_value(
     assert len(copied) == rows
     assert all(r == "same" for r in matrix.results.values()), matrix.table()
     if not precreated:
-        from scheduler.commands.verify import verify_config
+        from scheduler.verify_tables import verify_config
 
         [equal] = verify_config(spark, cfg).tables
         assert equal.equal and equal.checked == rows, equal
@@ -219,8 +219,8 @@ def test_mariadb_to_mariadb_keeps_every_value(
         if found.different != len(changed):  # debug aid: which change verify did not see
             from spark_jobs.common.manifest import Manifest
             from spark_jobs.import_job import target_table
-            from spark_jobs.verify import compare as verify_compare
-            from spark_jobs.verify_read import Scope, read_sides
+            from spark_jobs.verify.compare import compare as verify_compare
+            from spark_jobs.verify.read import Scope, read_sides
 
             src = cfg.sources["matrix"]
             tgt = target_table(cfg, Manifest("v", "matrix", src.target, "keys", 0))
@@ -293,7 +293,7 @@ def _verify_across(spark: Any, cfg: Any, specs: list[Any], changes: dict[str, An
     rejected, not missing), then each value changed behind its back. The servers' own
     neutral texts (what their row sums hash) agree where Spark's do, and differ where
     a value of a kind they print was changed."""
-    from scheduler.commands.verify import verify_config
+    from scheduler.verify_tables import verify_config
     from tests.neutral_texts import differing, provable_columns
 
     source = cfg.sources["matrix"].url
@@ -315,7 +315,7 @@ def _verify_sees_each_step(spark: Any, cfg: Any, refused: int, read: Any, tamper
     """A file target (SQLite, Parquet): verify finds it equal under the mapping (the refused
     rows rejected, not missing), then a value of every type changed by its smallest step,
     each change seen first by an independent read of the target (``read``)."""
-    from scheduler.commands.verify import verify_config
+    from scheduler.verify_tables import verify_config
 
     [equal] = verify_config(spark, cfg).tables
     assert (equal.different, equal.missing, equal.extra, equal.rejected) == (0, 0, 0, refused), \

@@ -22,7 +22,8 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from scheduler.cli import app
-from scheduler.commands.verify import VerifyReport, verify_config
+from scheduler.verify_tables import verify_config
+from spark_jobs.verify.report import VerifyReport
 from tests.helpers import drain, write_config
 from tests.shop_schema import TABLES, create_schema, rows_of, seed, shop_config
 
@@ -213,7 +214,7 @@ def _tamper_parquet(spark: Any, folder: Path) -> None:
 
 
 def test_equal_values_in_other_types_agree_and_a_moved_null_does_not(spark: Any) -> None:
-    from spark_jobs.verify import compare
+    from spark_jobs.verify.compare import compare
 
     source = spark.createDataFrame(
         [(1, Decimal("12.50"), True, None, 5), (2, Decimal("3.00"), False, 7, None),
@@ -237,8 +238,8 @@ def test_equal_values_in_other_types_agree_and_a_moved_null_does_not(spark: Any)
 def test_a_rate_limited_source_is_read_at_its_share_beside_a_daemon(
     tmp_path: Path, spark: Any
 ) -> None:
-    from scheduler.commands.verify_limits import ReadShare
     from scheduler.ledger import Ledger
+    from scheduler.verify_limits import ReadShare
     from tests.helpers import FakeClock
 
     rows = [(i, f"row {i} ✓") for i in range(1, 601)]

@@ -19,14 +19,14 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from scheduler.commands.verify import verify_config
-from spark_jobs import verify_sums
+from scheduler.verify_tables import verify_config
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.import_job import target_table
 from spark_jobs.read.read_sql import table_columns
 from spark_jobs.tasks.local_tasks import SessionOnDemand
-from spark_jobs.verify_read import Scope
-from spark_jobs.verify_sums import Proof, proven_equal
+from spark_jobs.verify import sums as verify_sums
+from spark_jobs.verify.read import Scope
+from spark_jobs.verify.sums import Proof, proven_equal
 from tests.helpers import write_config
 
 COLUMNS = (

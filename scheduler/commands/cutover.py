@@ -37,9 +37,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from config.models import SluiceConfig
-    from scheduler.commands.verify import VerifyReport
     from scheduler.ledger import Ledger
     from spark_jobs.schema.takeover import Readiness
+    from spark_jobs.verify.report import VerifyReport
 
 ConfigPath = Annotated[Path, typer.Argument(help="The YAML config file.", show_default=False)]
 Deletes = Annotated[
@@ -149,9 +149,9 @@ def run_cutover(
 ) -> CutoverReport:  # fmt: skip
     """Set the flag, see the final pass through (the daemons', or our own), then verify."""
     from scheduler.commands.streams import drop_streams
-    from scheduler.commands.verify import verify_config
     from scheduler.ledger import Ledger
     from scheduler.ledger.cutover import request_cutover
+    from scheduler.verify_tables import verify_config
     from spark_jobs.schema.takeover import make_ready
 
     started = time.monotonic()
@@ -199,9 +199,9 @@ def run_cutover(
 
 def needs_spark_to_verify(cfg: SluiceConfig) -> bool:
     """Whether verify will compare a table in Spark: one the servers' own row sums cannot
-    prove equal (:func:`spark_jobs.verify_sums.provable`), or one that cannot be asked."""
+    prove equal (:func:`spark_jobs.verify.sums.provable`), or one that cannot be asked."""
     from config.models import JdbcTargetConfig, SqlSourceConfig, split_target
-    from spark_jobs.verify_sums import provable
+    from spark_jobs.verify.sums import provable
 
     for source in cfg.sources.values():
         if not isinstance(source, SqlSourceConfig):

@@ -24,8 +24,8 @@ from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig
 from config.sources import walks_ranges
 from scheduler.commands.plan_columns import SourceColumns, column_plans, render_columns
 from scheduler.commands.plan_schema import SchemaPlan, render_schema, schema_plan
-from scheduler.commands.readonly import readonly_engine
 from scheduler.ledger import UNFINISHED, LedgerReads, fingerprint
+from scheduler.readonly import readonly_engine
 from scheduler.strategy import build_strategy
 
 _UNFINISHED = (*UNFINISHED, "failed")

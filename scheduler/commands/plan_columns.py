@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from config.models import JdbcTargetConfig, ParquetTargetConfig, SluiceConfig, SqlSourceConfig
 from config.models import split_target as split
-from scheduler.commands.readonly import readonly_engine
+from scheduler.readonly import readonly_engine
 from spark_jobs.engines import catalogued, engine_of
 from spark_jobs.engines.base import Column, Engine, Kind
 from spark_jobs.engines.fit import fits

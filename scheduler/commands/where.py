@@ -68,9 +68,9 @@ def find_record(config: Path, source: str, key: Sequence[str]) -> RecordAnswer:
 
     from config.loader import load_config
     from config.secrets import config_secrets, redact_text, redact_url
-    from scheduler.commands.readonly import readonly_engine
     from scheduler.ledger import LedgerReads
     from scheduler.observe.record import RecordAnswer, RecordFinder
+    from scheduler.readonly import readonly_engine
 
     cfg = load_config(config)
     if source not in cfg.sources:

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from config.models import SqlSourceConfig
-    from scheduler.commands.verify import TableReport
+import sqlalchemy as sa
+
+from config.models import ParquetTargetConfig, SqlSourceConfig
+from spark_jobs.common.jdbc import sql_engine
+from spark_jobs.load.target import TargetTable
+from spark_jobs.verify.compare import encoded
+from spark_jobs.verify.report import TableReport
 
 
-def delete_extras(source: SqlSourceConfig, target: Any, keys: Iterator[list[Any]],
+def delete_extras(source: SqlSourceConfig, target: TargetTable, keys: Iterator[list[Any]],
                    held: list[list[Any]], report: TableReport) -> None:  # fmt: skip
     """Delete rows only the target has, in transactions of 500 keys (JDBC targets).
 
@@ -19,12 +23,6 @@ def delete_extras(source: SqlSourceConfig, target: Any, keys: Iterator[list[Any]
     hold it when it is looked up, just before, and no unfinished batch does:
     a row a daemon migrated after the comparison read the source stays.
     """
-    import sqlalchemy as sa
-
-    from config.models import ParquetTargetConfig
-    from spark_jobs.common.jdbc import sql_engine
-    from spark_jobs.verify import encoded
-
     if isinstance(target.config, ParquetTargetConfig):
         report.note = "extra rows not deleted: a Parquet target's files are not rewritten"
         return
@@ -46,8 +44,6 @@ def delete_extras(source: SqlSourceConfig, target: Any, keys: Iterator[list[Any]
 
 
 def _among(columns: list[Any], keys: list[list[Any]]) -> Any:
-    import sqlalchemy as sa
-
     if len(columns) == 1:
         return columns[0].in_([k[0] for k in keys])
     return sa.tuple_(*columns).in_([tuple(k) for k in keys])

@@ -189,7 +189,7 @@ def read_paced(
 
     from sources.keyqueries import KeyQueries
     from sources.sqldb import SourceDatabase
-    from spark_jobs.verify_read import source_reader
+    from spark_jobs.verify.read import source_reader
 
     budget = share.budget(name)
     if budget is None or budget.rate_share is None:
@@ -228,8 +228,8 @@ def read_paced(
 
 def _ledger_exists(url: str) -> bool:
     """Whether the ledger holds sluice's tables: without them no daemon shares a limit."""
-    from scheduler.commands.readonly import readonly_engine
     from scheduler.ledger.migrate import revision
+    from scheduler.readonly import readonly_engine
 
     engine = readonly_engine(url)
     if engine is None:

@@ -1,4 +1,4 @@
-"""Read both sides of a verify (:mod:`spark_jobs.verify`): the source table, as its rows go
+"""Read both sides of a verify (:mod:`spark_jobs.verify.compare`): the source table, as its rows go
 into the target, and the target table, over the same keys.
 
 Each side is read with its own eyes: every value as its database prints it
@@ -40,7 +40,7 @@ from spark_jobs.load.target import REJECTS_TABLE, TargetTable
 from spark_jobs.load.write_parquet import BatchFiles
 from spark_jobs.read.computed import apply_columns
 from spark_jobs.read.extract import SqlReader
-from spark_jobs.verify_keys import at_or_below
+from spark_jobs.verify.keys import at_or_below
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ neutral text of each value, which each server prints in its own SQL
 equal, and no JVM, no row transfer was needed. Anything else (unequal sums,
 an engine, a column kind or a config this cannot judge) answers None, and
 the table is compared in Spark, bucket by bucket then key by key
-(:mod:`spark_jobs.verify`), which names the keys that differ.
+(:mod:`spark_jobs.verify.compare`), which names the keys that differ.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from spark_jobs.engines.postgresql.sums import Sums
 from spark_jobs.load.target import TargetTable
 from spark_jobs.read.extract import SqlReader, split_int_range
 from spark_jobs.read.read_sql import table_columns
-from spark_jobs.verify_read import Scope, min_max, qualified
+from spark_jobs.verify.read import Scope, min_max, qualified
 
 log = logging.getLogger("sluice.verify")
 

@@ -1,6 +1,6 @@
 """Compare a source table with its target table in Spark, bucket by bucket, then key by key.
 
-What ``sluice verify`` runs (:mod:`scheduler.commands.verify`). Each side
+What ``sluice verify`` runs (:mod:`scheduler.verify_tables`). Each side
 becomes a narrow frame, one row per row: its bucket (a hash of the key's
 canonical text, modulo :data:`BUCKETS`, computed in Spark, so neither
 database's collation matters), the key's canonical text, a 64-bit hash of
@@ -34,7 +34,7 @@ from pyspark.sql import types as T
 from config.errors import TargetError
 from spark_jobs.engines.canonical import neutral_key
 from spark_jobs.engines.spark_names import quoted
-from spark_jobs.verify_keys import encoded, in_key_order, plain_key
+from spark_jobs.verify.keys import encoded, in_key_order, plain_key
 
 BUCKETS = 4096
 """Buckets the key space is hashed into; a differing bucket is compared key by key."""
