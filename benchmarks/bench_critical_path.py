@@ -59,7 +59,7 @@ from sinks.abc import MemorySink  # noqa: E402
 from sources.abc import Item, LimitedSource  # noqa: E402
 from sources.queueing import QueueingLimitedSource  # noqa: E402
 from spark_jobs.common.manifest import Manifest  # noqa: E402
-from spark_jobs.import_job import ImportResult  # noqa: E402
+from spark_jobs.jobs.import_job import ImportResult  # noqa: E402
 
 DURATION = 6.0  # seconds per run: three calls of the slow source
 SLOW_CALL = 2.0

@@ -28,7 +28,7 @@ from sources.budgets import Budgets
 from sources.queueing import QueueingLimitedSource
 from sources.reach import Away
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.import_job import ImportResult
+from spark_jobs.jobs.import_job import ImportResult
 
 # The loop's logger: these lines are the loop's, as they were before this module existed.
 log = logging.getLogger("sluice.loop")

@@ -43,7 +43,7 @@ from scheduler.readonly import readonly_engine
 from scheduler.verify_limits import ReadShare, read_paced
 from spark_jobs.common.keyorder import key_typer
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.import_job import target_table
+from spark_jobs.jobs.import_job import target_table
 from spark_jobs.tasks.local_tasks import started
 from spark_jobs.verify.compare import KINDS, compare, encoded
 from spark_jobs.verify.deletes import chunks, delete_extras

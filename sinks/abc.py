@@ -17,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.import_job import ImportResult
+from spark_jobs.jobs.import_job import ImportResult
 
 
 class SinkClosed(RuntimeError):

@@ -22,8 +22,8 @@ from config.models import JOB_GROUP, SluiceConfig
 from sinks.abc import PoolSink
 from sinks.pyfiles import build_pyfiles_zip, executor_archives
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.import_group import TABLES, group_key, run_imports, runs_without_spark
-from spark_jobs.import_job import ImportResult, run_import
+from spark_jobs.jobs.import_group import TABLES, group_key, run_imports, runs_without_spark
+from spark_jobs.jobs.import_job import ImportResult, run_import
 from spark_jobs.tasks.local_tasks import LocalTasks, SessionOnDemand
 from spark_jobs.tasks.session import SparkUnavailable, build_session, local_cores
 
@@ -33,7 +33,8 @@ T = TypeVar("T")
 
 
 class SparkSink(PoolSink):
-    """Runs :func:`~spark_jobs.import_job.run_import` on ``spark.max_concurrent_imports`` threads.
+    """Runs :func:`~spark_jobs.jobs.import_job.run_import` on ``spark.max_concurrent_imports``
+    threads.
 
     The session is built on first use when none is given (starting the JVM
     takes seconds: it happens on an import thread, not in :meth:`submit`),
@@ -46,7 +47,7 @@ class SparkSink(PoolSink):
 
     Keyset ranges waiting for a thread together (of one source, or of any
     table read natively) are imported by one Spark job
-    (:func:`~spark_jobs.import_group.run_imports`), up to :attr:`max_group`
+    (:func:`~spark_jobs.jobs.import_group.run_imports`), up to :attr:`max_group`
     of them: a Spark job's fixed cost is most of a small batch's.
 
     On a local master, with no session given, those ranges are loaded by

@@ -1,7 +1,7 @@
 """The ``spark.deploy: submit`` sink: every batch is its own ``spark-submit`` application.
 
 For clusters where the import jobs should not share the scheduler's JVM: each
-batch runs ``spark_jobs/import_job.py`` under pyspark's own ``bin/spark-submit``
+batch runs ``spark_jobs/jobs/import_job.py`` under pyspark's own ``bin/spark-submit``
 with sluice's code zipped on ``--py-files``. Per batch, under ``work_dir``:
 
 - ``manifests/<batch>.json``: the manifest the job reads (kept, for ``sluice`` to show);
@@ -34,9 +34,9 @@ from config.errors import ConfigError
 from config.models import SluiceConfig
 from sinks.abc import PoolSink, SinkClosed
 from sinks.pyfiles import build_pyfiles_zip, executor_archives
-from spark_jobs import import_job
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.import_job import BatchImportFailed, ImportResult
+from spark_jobs.jobs import import_job
+from spark_jobs.jobs.import_job import BatchImportFailed, ImportResult
 from spark_jobs.load.write_parquet import file_tag
 from spark_jobs.tasks.children import ignore_stop_signals
 from spark_jobs.tasks.session import is_loopback_master, spark_submit_args

@@ -356,7 +356,7 @@ spark: {{conf: {{spark.driver.extraJavaOptions: "-XX:TieredStopAtLevel=1"}}}}  #
 def _import(spark: Any, target_url: str, source: dict[str, Any], batches: list[Any]) -> list[Any]:
     """Run ``run_import`` for each manifest; return each result or the error it raised."""
     from config.loader import load_config_text
-    from spark_jobs.import_job import run_import
+    from spark_jobs.jobs.import_job import run_import
 
     text = json.dumps({
         "sources": {"src": {**source, "target": "wh.t"}},

@@ -23,8 +23,8 @@ import sqlalchemy as sa
 
 from config.models import SluiceConfig
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.import_group import TABLES, group_key, run_imports
-from spark_jobs.import_job import ImportResult, target_table
+from spark_jobs.jobs.import_group import TABLES, group_key, run_imports
+from spark_jobs.jobs.import_job import ImportResult, target_table
 from spark_jobs.load.target import Commit, StaleToken
 from spark_jobs.load.write import committed_batch, committed_batches, write_batch
 from spark_jobs.read.computed import apply_columns

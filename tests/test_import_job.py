@@ -23,7 +23,7 @@ from config.models import SluiceConfig
 from sinks.abc import MemorySink, SinkClosed
 from spark_jobs.common.jdbc import JdbcEndpoint
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.import_job import (
+from spark_jobs.jobs.import_job import (
     BatchImportFailed,
     ImportResult,
     is_committed,

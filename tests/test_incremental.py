@@ -29,7 +29,7 @@ from sources.queueing import QueueingLimitedSource
 from sources.sql import SqlSource
 from spark_jobs.common.jdbc import sql_engine
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.import_job import ImportResult, run_import
+from spark_jobs.jobs.import_job import ImportResult, run_import
 from spark_jobs.load.commit_jdbc import commit_staged
 from spark_jobs.load.jdbc_tables import commits_table, create_if_missing, rejects_table
 from spark_jobs.load.staging import drop_staging, staging_table

@@ -162,7 +162,7 @@ def test_every_path_the_architecture_page_names_exists() -> None:
     missing = []
     for text in named:
         path = text.rstrip("/.")
-        # `spark_jobs/import_group.run_imports`: a module's file and a name in it.
+        # `spark_jobs/jobs/import_group.run_imports`: a module's file and a name in it.
         module = re.sub(r"\.\w+$", "", path) + ".py" if not path.endswith(".py") else path
         if not (ROOT / path).exists() and not (ROOT / module).exists():
             missing.append(text)

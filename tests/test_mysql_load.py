@@ -23,7 +23,7 @@ from spark_jobs.common.jdbc import sql_engine
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.engines.mysql.load_data import LoadRefusedRows, encode, load_data, quoted
 from spark_jobs.engines.postgresql.binarycopy import CannotEncode
-from spark_jobs.import_job import target_table
+from spark_jobs.jobs.import_job import target_table
 from spark_jobs.load.write import write_batch
 from tests.test_copy_write import orders_config, write_one
 from tests.test_import_job import (

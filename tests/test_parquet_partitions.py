@@ -19,7 +19,7 @@ import pytest
 
 from config.errors import TargetError
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.import_job import ImportResult, is_committed, run_import, target_table
+from spark_jobs.jobs.import_job import ImportResult, is_committed, run_import, target_table
 from spark_jobs.load.filesystems import LocalFs
 from spark_jobs.load.write import write_batch
 from spark_jobs.read.extract import extract

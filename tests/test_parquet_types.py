@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.import_job import ImportResult, run_import
+from spark_jobs.jobs.import_job import ImportResult, run_import
 from spark_jobs.load.parquet_types import rejects_path
 from spark_jobs.load.write_parquet import file_tag
 from tests.test_import_job import make_config

@@ -9,7 +9,7 @@ import pytest
 
 from sinks.abc import PoolSink, SinkClosed
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.import_job import ImportResult
+from spark_jobs.jobs.import_job import ImportResult
 
 
 class Recording(PoolSink):

@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.import_job import ImportResult, run_import, target_table
+from spark_jobs.jobs.import_job import ImportResult, run_import, target_table
 from spark_jobs.load.write import write_batch
 from tests.test_import_job import execute, make_config, rng, scalar, text_rows
 

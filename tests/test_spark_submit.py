@@ -16,7 +16,7 @@ from sinks.pyfiles import DEPS_ALIAS, PACKAGES, build_pyfiles_zip, executor_arch
 from sinks.spark import SparkSink
 from sinks.submit import SubmitSink
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.import_job import BatchImportFailed, ImportResult
+from spark_jobs.jobs.import_job import BatchImportFailed, ImportResult
 from spark_jobs.tasks.session import SparkUnavailable, session_conf, spark_submit_args
 from tests.helpers import seed_orders, write_config
 
@@ -88,7 +88,7 @@ def test_pyfiles_zip_holds_the_packages_and_conf_ships_it(tmp_path: Path) -> Non
     with zipfile.ZipFile(zip_path) as archive:
         names = archive.namelist()
     assert {n.split("/")[0] for n in names} == set(PACKAGES)
-    assert "spark_jobs/import_job.py" in names and "sinks/pyfiles.py" in names
+    assert "spark_jobs/jobs/import_job.py" in names and "sinks/pyfiles.py" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     assert build_pyfiles_zip(zip_path).read_bytes() == zip_path.read_bytes()  # reproducible
 

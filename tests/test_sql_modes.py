@@ -24,7 +24,7 @@ from scheduler.daemon import Daemon
 from scheduler.ledger import Ledger, encode_key, fingerprint
 from sinks.abc import MemorySink
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.import_job import ImportResult
+from spark_jobs.jobs.import_job import ImportResult
 from tests.helpers import write_config
 
 pytestmark = pytest.mark.timeout(60)

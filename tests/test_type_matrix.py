@@ -218,7 +218,7 @@ def test_mariadb_to_mariadb_keeps_every_value(
         [found] = verify_config(spark, cfg).tables
         if found.different != len(changed):  # debug aid: which change verify did not see
             from spark_jobs.common.manifest import Manifest
-            from spark_jobs.import_job import target_table
+            from spark_jobs.jobs.import_job import target_table
             from spark_jobs.verify.compare import compare as verify_compare
             from spark_jobs.verify.read import Scope, read_sides
 

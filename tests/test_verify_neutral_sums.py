@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from scheduler.commands.cutover import needs_spark_to_verify
 from scheduler.verify_tables import verify_config
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.import_job import target_table
+from spark_jobs.jobs.import_job import target_table
 from spark_jobs.read.read_sql import table_columns
 from spark_jobs.tasks.local_tasks import SessionOnDemand
 from spark_jobs.verify import sums as verify_sums

@@ -37,7 +37,7 @@ from config.errors import ClaimConflict, LedgerError
 from config.models import SluiceConfig
 from config.secrets import redact_url
 from scheduler.ledger import Ledger
-from spark_jobs.import_job import ImportResult, report_failure, run_import, write_result
+from spark_jobs.jobs.import_job import ImportResult, report_failure, run_import, write_result
 
 __all__ = ["ForegroundImport", "import_batch", "main"]
 

@@ -202,7 +202,7 @@ def _commit(cfg: SluiceConfig, held: HeldBy, secrets: list[str]) -> TargetCommit
     """The batch's commit as its target records it (read, never written)."""
     # Spark's modules load only when a record was found: an answer of not seen needs none.
     from spark_jobs.common.manifest import BatchKind, Manifest
-    from spark_jobs.import_job import target_table
+    from spark_jobs.jobs.import_job import target_table
     from spark_jobs.load.write import committed_batch
 
     kind = cast(BatchKind, held.kind)

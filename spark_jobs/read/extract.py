@@ -88,7 +88,7 @@ def extract_ranges(
     """The rows of several range batches of ``source``: partition i holds ``manifests[i]``'s.
 
     One JDBC query per batch, as a range batch read by one task; the batches
-    of one Spark job (:func:`spark_jobs.import_group.run_imports`) each keep
+    of one Spark job (:func:`spark_jobs.jobs.import_group.run_imports`) each keep
     a task of their own.
     """
     if any(m.kind != "range" for m in manifests):

@@ -2,7 +2,7 @@
 
 One code path, run in-process by :class:`sinks.spark.SparkSink` or on its own:
 
-    spark-submit spark_jobs/import_job.py --config CONFIG --manifest FILE [--result FILE]
+    spark-submit spark_jobs/jobs/import_job.py --config CONFIG --manifest FILE [--result FILE]
 
 The caller (a daemon's spark-submit sink) owns the batch in the ledger; this
 job never reads or writes the ledger. To import a batch by its id, taking it
@@ -27,7 +27,7 @@ if __name__ == "__main__" and not __package__:
     # packages importable (the zip on spark.submit.pyFiles does it otherwise).
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import argparse
 import json
@@ -225,7 +225,7 @@ def source_of(cfg: SluiceConfig, manifest: Manifest) -> SqlSourceConfig | SqsSou
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``spark-submit spark_jobs/import_job.py --config CONFIG --manifest FILE``.
+    """``spark-submit spark_jobs/jobs/import_job.py --config CONFIG --manifest FILE``.
 
     Prints the :class:`ImportResult` as one JSON line; exit 0 on success, the
     error's exit code (1 failed, 2 bad config) otherwise. With ``--result``,

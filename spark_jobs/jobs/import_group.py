@@ -2,7 +2,7 @@
 
 What :class:`sinks.spark.SparkSink` runs when batches of one :func:`group_key`
 wait for an import thread together. Each batch still commits in its own
-transaction, fenced by its token, as :func:`spark_jobs.import_job.run_import`
+transaction, fenced by its token, as :func:`spark_jobs.jobs.import_job.run_import`
 commits one; what a Spark job costs the driver (~100-250 ms on two cores) is
 paid once for them all.
 """
@@ -25,7 +25,7 @@ from spark_jobs.common.jdbc import sql_engine
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.common.outcomes import ImportResult, reason
 from spark_jobs.engines.transforms import for_target
-from spark_jobs.import_job import (
+from spark_jobs.jobs.import_job import (
     committed_before,
     failure,
     import_new,
@@ -103,12 +103,13 @@ def run_imports(
 
     Each batch is read by a task, which loads it straight into its table and
     commits it in its own transaction, fenced by its token, as
-    :func:`~spark_jobs.import_job.run_import` does for one batch: what one Spark job costs is paid
-    once for them all, the batches of many small tables too. A batch already
-    committed is skipped; one the job could not load straight in (its range
-    taken, a row refused, values the table would change, the job failed as
-    a whole) is imported on its own, as :func:`~spark_jobs.import_job.run_import` imports it (its
-    commit not looked up twice). An outcome is the batch's result or the
+    :func:`~spark_jobs.jobs.import_job.run_import` does for one batch: what one
+    Spark job costs is paid once for them all, the batches of many small
+    tables too. A batch already committed is skipped; one the job could not
+    load straight in (its range taken, a row refused, values the table would
+    change, the job failed as a whole) is imported on its own, as
+    :func:`~spark_jobs.jobs.import_job.run_import` imports it (its commit not
+    looked up twice). An outcome is the batch's result or the
     error it failed with; nothing is raised.
     """
     outcomes: dict[str, ImportResult | BaseException] = {}
