@@ -31,6 +31,7 @@ from config.errors import TargetError
 from spark_jobs.changes.change_batches import CopyRows, Key, NetBatch, StreamEvent, segments
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.common.outcomes import BatchImportFailed
+from spark_jobs.engines import dialect_engine
 from spark_jobs.engines.postgresql.insert import insert as pg_insert
 from spark_jobs.engines.postgresql.pgoutput import UNCHANGED
 from spark_jobs.load.commit_jdbc import take_commit_row
@@ -69,7 +70,7 @@ def apply_changes(engine: sa.Engine, target: TargetTable, manifest: Manifest) ->
     inside the batch; :class:`~config.errors.TargetError` for a table that does
     not exist or an engine other than PostgreSQL.
     """
-    if engine.dialect.name != "postgresql":
+    if not dialect_engine(engine.dialect).applies_change_streams:
         raise TargetError(
             f"{target.label}: batches of change streams (source {manifest.source}) go into "
             f"PostgreSQL only for now; {engine.dialect.name} targets are not supported yet"

@@ -24,8 +24,8 @@ from spark_jobs.changes.apply_changes import apply_changes
 from spark_jobs.common.jdbc import sql_engine
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.common.outcomes import BatchImportFailed, reason, transient
-from spark_jobs.engines import engine_of
-from spark_jobs.engines.base import Column, Engine, Kind
+from spark_jobs.engines import dialect_engine, engine_of
+from spark_jobs.engines.base import Column, Engine
 from spark_jobs.engines.postgresql.catalog import (
     create_user_types,
     generation_expressions,
@@ -83,7 +83,7 @@ def ensure_table(
     with _made_lock:
         if ident in _made:
             return
-    if engine.dialect.name != "postgresql":
+    if not dialect_engine(engine.dialect).applies_change_streams:
         raise TargetError(f"{target.label}: a stream source's changes go to PostgreSQL "
                           f"for now, not {engine.dialect.name}")  # fmt: skip
     source, into = engine_of(source_engine.url), engine_of(engine.url)
@@ -113,7 +113,7 @@ def ensure_table(
         body = ", ".join(
             [f"{quote(c.name)} {types[c.name]}" + (
                 f" GENERATED ALWAYS AS ({computed[c.name]}) STORED" if c.generated else "")
-             + ("" if _nullable(c, source) else " NOT NULL")
+             + ("" if _nullable(c, source, into) else " NOT NULL")
              for c in columns]
             + [f"PRIMARY KEY ({', '.join(quote(k) for k in target.key)})"]
         )  # fmt: skip
@@ -128,10 +128,9 @@ def ensure_table(
         _made.add(ident)
 
 
-def _nullable(column: Column, source: Engine) -> bool:
+def _nullable(column: Column, source: Engine, into: Engine) -> bool:
     """NOT NULL where the source column is, but where MySQL's zero dates may become NULL."""
-    dates = (Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ)
-    return column.nullable or (source.name == "mysql" and column.kind in dates)
+    return column.nullable or source.zero_dates_into(into.name, column.kind)
 
 
 def _check_generated(engine: sa.Engine, target: TargetTable, generated: list[str]) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from pyspark.sql import types as T
+from sqlalchemy.engine import Dialect
 
 from config.errors import ConfigError
 from spark_jobs.engines.base import Column, Engine, Kind, UserType
@@ -28,6 +29,7 @@ METADATA_KEY = "sluice.column"
 
 
 _BACKENDS = {"postgresql": "postgresql", "mysql": "mysql", "mariadb": "mysql"}
+_DIALECTS = {**_BACKENDS, "sqlite": "sqlite"}
 
 
 def engine_of(url: str | sa.URL) -> Engine:
@@ -36,6 +38,15 @@ def engine_of(url: str | sa.URL) -> Engine:
     if backend not in _BACKENDS:
         raise ConfigError(f"database {backend!r} has no engine in sluice's catalogue")
     return engine_named(_BACKENDS[backend])
+
+
+def dialect_engine(dialect: str | Dialect) -> Engine:
+    """The engine of a SQLAlchemy dialect, or of its name (``postgresql``, ``mysql``,
+    ``mariadb``, ``sqlite``): SQLite's too, which the catalogue does not read from."""
+    name = dialect if isinstance(dialect, str) else dialect.name
+    if name not in _DIALECTS:
+        raise ConfigError(f"database {name!r} has no engine in sluice's catalogue")
+    return engine_named(_DIALECTS[name])
 
 
 def catalogued(url: str | sa.URL) -> bool:

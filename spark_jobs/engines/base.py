@@ -21,7 +21,8 @@ column type. The mapping between engines goes by :class:`Kind`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -244,6 +245,62 @@ class Engine(ABC):
         """``mapped`` (``column``'s type in ``target``, by its kind), with what this engine
         knows that changes on the way (MariaDB's zero dates)."""
         return mapped
+
+    def zero_dates_into(self, target: str, kind: Kind | None) -> bool:
+        """Whether this engine's values of ``kind`` may be dates no other engine holds,
+        which become NULL on their way into a target of engine ``target`` (MySQL's zero
+        dates: a NOT NULL column of them is nullable there)."""
+        return False
+
+    # -- a target's loads (spark_jobs/load/, spark_jobs/changes/) -----------------------------
+
+    tables_made_in_transaction = False
+    """Whether a table sluice creates is made in the transaction that records it in
+    ``_sluice_tables`` and builds its early objects (PostgreSQL, whose DDL is
+    transactional); else recorded just before, in a transaction of its own."""
+
+    staging_prefixes: tuple[str, ...] = ()
+    """What a staging table's ``CREATE`` says before ``TABLE`` (PostgreSQL: ``UNLOGGED``)."""
+
+    one_writer = False
+    """Whether the database takes one writer at a time (SQLite): parallel inserts would
+    only wait on each other's lock."""
+
+    jdbc_write_options: tuple[tuple[str, str], ...] = ()
+    """Spark JDBC writer options a staging table is filled with (pgjdbc's batched inserts)."""
+
+    keeps_nan = True
+    """Whether a floating-point column keeps NaN (SQLite stores NULL: such rows are refused)."""
+
+    booleans_are_numbers = True
+    """Whether a boolean column is a number column (MySQL's BOOL is a TINYINT, SQLite has
+    no booleans), so that a number fits one and a boolean fits the other."""
+
+    integer_bits: int | None = None
+    """The bits every integer column holds whatever its declared type (SQLite: 64); None:
+    its type says."""
+
+    applies_change_streams = False
+    """Whether a change stream's batches go into a table of it (PostgreSQL, for now)."""
+
+    @contextmanager
+    def lock_wait(self, conn: Any, seconds: int) -> Iterator[None]:
+        """On ``conn``'s transaction: wait at most ``seconds`` for a lock another holds (a
+        stuck importer's) while the body runs; where the engine can bound it."""
+        yield
+
+    def build_settings(self, memory: str) -> tuple[str, ...]:
+        """The statements a schema build's transaction starts with (``memory``: what an
+        index build may sort in); none by default."""
+        return ()
+
+    def compared_number_type(self, floating: bool) -> str:
+        """The SQL type a number staged as text is compared in (``floating``: a float's)."""
+        return "DOUBLE" if floating else "DECIMAL(65,30)"
+
+    def insert_ignoring(self, table: Any) -> Any:
+        """An INSERT into SQLAlchemy ``table`` that skips a row whose key is there already."""
+        raise NotImplementedError(f"{self.label} keeps no tables of sluice's")
 
     # -- schema objects (indexes, constraints, defaults, sequences…: engines/objects.py) ------
 

@@ -47,6 +47,9 @@ class SQLite(Engine):
 
     name = "sqlite"
     label = "SQLite"
+    one_writer = True
+    keeps_nan = False
+    integer_bits = 64  # every SQLite INTEGER is 8 bytes, whatever the declared name
 
     def rule(self, column: Column) -> TypeRule:
         return TypeRule(column.kind)

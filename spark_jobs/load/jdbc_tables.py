@@ -15,8 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 from config.errors import TargetError
-from spark_jobs.engines import catalogued, engine_of
-from spark_jobs.engines.base import Kind
+from spark_jobs.engines import catalogued, dialect_engine, engine_of
 from spark_jobs.engines.ddl import column_type
 from spark_jobs.load.batch_columns import BatchColumn, is_enum_cast
 from spark_jobs.load.early import build_early
@@ -96,7 +95,7 @@ def create_made(engine: sa.Engine, table: sa.Table) -> None:
     in the same transaction where DDL is transactional (PostgreSQL), else just before
     (MySQL: a record without its table is made good by the next creation)."""
     ensure_own_tables(engine)  # _sluice_tables among them
-    transactional = engine.dialect.name == "postgresql"
+    transactional = engine_of(engine.url).tables_made_in_transaction
     if not transactional:
         with engine.begin() as conn:
             record_made(conn, table.schema, table.name)
@@ -115,16 +114,10 @@ def create_made(engine: sa.Engine, table: sa.Table) -> None:
 def record_made(conn: sa.Connection, schema: str | None, *tables: str) -> None:
     """Record ``schema``'s ``tables`` (None: the default schema) as made by sluice, on
     ``conn``'s transaction, in one statement; ``_sluice_tables`` must exist."""
-    here = "current_schema()" if conn.dialect.name == "postgresql" else "DATABASE()"
+    catalogue = engine_of(conn.engine.url)
     if schema is None:
-        schema = conn.execute(sa.text(f"SELECT {here}")).scalar_one()
-    made = made_table()
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as insert_pg
-
-        statement: sa.Executable = insert_pg(made).on_conflict_do_nothing()
-    else:
-        statement = made.insert().prefix_with("IGNORE")
+        schema = catalogue.default_schema(conn)
+    statement = catalogue.insert_ignoring(made_table())
     now = dt.datetime.now(dt.UTC)
     conn.execute(statement, [{"schema_name": schema, "table_name": table, "created_at": now}
                              for table in tables])  # fmt: skip
@@ -250,14 +243,14 @@ def prepare_target(
         fit = _checked.get(key)
     if fit is not None:
         return fit
-    if engine.dialect.name in ("postgresql", "mysql", "mariadb"):
+    if catalogued(engine.url):
         # A table created now too: its types are the catalogue's, not the batch's carriers.
         fit = check_catalogued(engine, target, columns, void)
     elif created:
         fit = TargetFit(void)
     else:
         fit = check_reflected(sa.inspect(engine), engine, target, columns, void)
-    if engine.dialect.name == "sqlite":
+    if not dialect_engine(engine.dialect).keeps_nan:
         fit = with_nan_guards(fit, columns)
     # A table made here has the key as its primary key: no need to look.
     if not created and not _key_is_unique(sa.inspect(engine), engine, target):
@@ -340,9 +333,8 @@ def _nullable(column: BatchColumn, engine: sa.Engine) -> bool:
     if column.source is None:
         return True
     source, described = column.source
-    zero_dates = source.name == "mysql" and engine.dialect.name not in ("mysql", "mariadb") and (
-        described.kind in (Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ))  # fmt: skip
-    return described.nullable or zero_dates
+    into = dialect_engine(engine.dialect).name
+    return described.nullable or source.zero_dates_into(into, described.kind)
 
 
 def _key_is_unique(inspector: sa.Inspector, engine: sa.Engine, target: TargetTable) -> bool:

@@ -29,6 +29,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
+from spark_jobs.engines import dialect_engine
+
 
 @dataclass(frozen=True)
 class Narrowing:
@@ -161,8 +163,9 @@ def _int_range(type_: sa.types.TypeEngine[Any], dialect: sa.Dialect) -> tuple[in
     """The values an integer table column holds; None for other columns."""
     if not isinstance(type_, sa.Integer):
         return None
-    if dialect.name == "sqlite":
-        bits = 64  # every SQLite INTEGER is 8 bytes, whatever the declared name
+    held = dialect_engine(dialect).integer_bits
+    if held is not None:
+        bits = held
     elif isinstance(type_, mysql.TINYINT):
         bits = 8
     elif isinstance(type_, sa.SmallInteger):

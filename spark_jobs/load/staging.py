@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 import sqlalchemy as sa
 
 from spark_jobs.common.manifest import Manifest
+from spark_jobs.engines import dialect_engine
 from spark_jobs.load.jdbc_tables import ROW_COLUMN, commits_table
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ def staging_table(manifest: Manifest, columns: Sequence[sa.Column], dialect: str
         sa.MetaData(),
         *[sa.Column(c.name, c.type, nullable=True) for c in columns],
         sa.Column(ROW_COLUMN, sa.BigInteger, nullable=False),
-        prefixes=["UNLOGGED"] if dialect == "postgresql" else [],
+        prefixes=list(dialect_engine(dialect).staging_prefixes),
     )
 
 
@@ -81,19 +82,10 @@ def drop_staging(engine: sa.Engine, staging: sa.Table) -> None:
     ``DROP TABLE IF EXISTS`` rather than a catalog look-up first: one round
     trip per batch fewer.
     """
-    mysql_family = engine.dialect.name in ("mysql", "mariadb")
     try:
-        with engine.begin() as conn:
-            # Do not wait long on a lock held by a stuck importer.
-            if engine.dialect.name == "postgresql":
-                conn.exec_driver_sql("SET LOCAL lock_timeout = '5s'")
-            elif mysql_family:
-                conn.exec_driver_sql("SET SESSION lock_wait_timeout = 5")
-            try:
-                conn.execute(sa.schema.DropTable(staging, if_exists=True))
-            finally:
-                if mysql_family:  # the connection goes back to the pool
-                    conn.exec_driver_sql("SET SESSION lock_wait_timeout = DEFAULT")
+        # Do not wait long on a lock held by a stuck importer.
+        with engine.begin() as conn, dialect_engine(conn.dialect).lock_wait(conn, 5):
+            conn.execute(sa.schema.DropTable(staging, if_exists=True))
     except sa.exc.SQLAlchemyError as error:
         log.warning("could not drop staging table %s: %s", staging.name, error)
 

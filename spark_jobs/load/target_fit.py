@@ -22,8 +22,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from config.errors import TargetError
-from spark_jobs.engines import engine_of
-from spark_jobs.engines.base import Column, Kind, UnsupportedColumn
+from spark_jobs.engines import dialect_engine, engine_of
+from spark_jobs.engines.base import Column, Engine, UnsupportedColumn
 from spark_jobs.engines.ddl import like
 from spark_jobs.engines.fit import fits
 from spark_jobs.load.batch_columns import BatchColumn
@@ -124,8 +124,7 @@ def check_catalogued(
                 "other; change the table's column, or convert the values with columns:"
             )
         if (target.zero_dates == "reject" and column.source is not None
-                and column.source[0].name == "mysql" and catalogue.name != "mysql"
-                and column.kind in (Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ)):  # fmt: skip
+                and column.source[0].zero_dates_into(catalogue.name, column.kind)):  # fmt: skip
             narrowings.append(ZeroDate(column.name))
         staged = str(column.stage.compile(dialect=engine.dialect))
         cast = catalogue.cast_sql(found, staged, column.kind)
@@ -158,9 +157,7 @@ def _no_default(engine: sa.Engine, target: TargetTable, name: str) -> bool:
 
 def _number_type(engine: sa.Engine, values: sa.types.TypeEngine[Any]) -> str:
     """The SQL type a number staged as text is compared in."""
-    if engine.dialect.name == "postgresql":
-        return "numeric"
-    return "DOUBLE" if isinstance(values, sa.Float) else "DECIMAL(65,30)"
+    return dialect_engine(engine.dialect).compared_number_type(isinstance(values, sa.Float))
 
 
 def with_nan_guards(fit: TargetFit, columns: Sequence[BatchColumn]) -> TargetFit:
@@ -193,7 +190,7 @@ def check_reflected(
         if column.name in null_columns:
             continue  # NULL fits a column of any type
         values = column.values if column.values is not None else column.stage
-        if not _compatible(found["type"], values, engine.dialect.name):
+        if not _compatible(found["type"], values, dialect_engine(engine.dialect)):
             raise TargetError(
                 f"{target.label}: column {column.name!r} is {found['type']} in the table "
                 f"but {values.compile(engine.dialect)} in the batch"
@@ -233,9 +230,9 @@ _FAMILIES: tuple[tuple[str, type | tuple[type, ...]], ...] = (
 )
 
 
-def _compatible(table_type: sa.types.TypeEngine, batch_type: sa.types.TypeEngine, db: str) -> bool:
+def _compatible(table_type: sa.types.TypeEngine, batch_type: sa.types.TypeEngine,
+                db: Engine) -> bool:  # fmt: skip
     a, b = _family(table_type), _family(batch_type)
     if a is None or b is None or a == b:
         return True
-    # MySQL's BOOL is a TINYINT and SQLite has no booleans: both are numbers there.
-    return db != "postgresql" and {a, b} == {"bool", "number"}
+    return db.booleans_are_numbers and {a, b} == {"bool", "number"}

@@ -63,7 +63,7 @@ def make_ready(engine: sa.Engine, wanted: Sequence[Wanted]) -> list[bool]:
     path makes it ready or says what is wrong.
     """
     ready = [False] * len(wanted)
-    if engine.dialect.name != "postgresql" or not catalogued(engine.url):
+    if not catalogued(engine.url) or not engine_of(engine.url).tables_made_in_transaction:
         return ready
     catalogue = engine_of(engine.url)
     tables = {(w.target.schema, w.target.table): i for i, w in enumerate(wanted)}

@@ -25,6 +25,7 @@ from config.errors import TargetError
 from config.models import JdbcTargetConfig
 from spark_jobs.common.jdbc import JdbcEndpoint, sql_engine
 from spark_jobs.common.manifest import Manifest
+from spark_jobs.engines import dialect_engine
 from spark_jobs.engines.spark_names import quoted
 from spark_jobs.engines.transforms import zero_columns, zero_dates
 from spark_jobs.load.batch_columns import batch_columns
@@ -136,6 +137,7 @@ def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Writte
     assert isinstance(cfg, JdbcTargetConfig)
     endpoint = JdbcEndpoint.from_url(cfg.url)
     dialect = endpoint.dialect
+    into = dialect_engine(dialect)
     prepared = prepare_target_for(df.schema, target)
     engine, columns, void, fit = prepared.engine, prepared.columns, prepared.void, prepared.fit
     names = prepared.names
@@ -154,12 +156,11 @@ def write_jdbc(df: DataFrame, target: TargetTable, manifest: Manifest) -> Writte
             staging.create(conn)
         options = {
             "batchsize": str(cfg.write.batchsize),
-            # SQLite has one writer at a time: parallel inserts would only
-            # wait on each other's lock.
-            "numPartitions": "1" if dialect == "sqlite" else str(cfg.write.num_partitions),
+            # A database of one writer at a time: parallel inserts would only wait
+            # on each other's lock.
+            "numPartitions": "1" if into.one_writer else str(cfg.write.num_partitions),
+            **dict(into.jdbc_write_options),
         }
-        if dialect == "postgresql":
-            options["reWriteBatchedInserts"] = "true"
         # Distinct per row (partition id in the high bits), computed by Spark
         # for nothing; the commit splits a refused batch by these numbers.
         # A void column has no JDBC type to bind; its staging column stays NULL.

@@ -208,12 +208,9 @@ def _run_chain(engine: sa.Engine, chain: list[_Item]) -> BuildReport:
 
 def _execute(engine: sa.Engine, statements: Sequence[str]) -> None:
     with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            # A build waits for the imports writing into the table, not for ever.
-            conn.exec_driver_sql("SET LOCAL lock_timeout = '10min'")
-            # An index of 10 M rows sorts in memory, not in temporary files (the server's
-            # 64 MB default); at most schema_jobs builds hold it at once.
-            conn.exec_driver_sql(f"SET LOCAL maintenance_work_mem = '{BUILD_MEMORY}'")
+        # At most schema_jobs builds hold BUILD_MEMORY at once.
+        for setting in engine_of(engine.url).build_settings(BUILD_MEMORY):
+            conn.exec_driver_sql(setting)
         for statement in statements:
             conn.exec_driver_sql(escaped(conn, statement))
 

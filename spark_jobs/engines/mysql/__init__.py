@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
+from contextlib import contextmanager
 
 import sqlalchemy as sa
 from pyspark.sql import types as T
@@ -55,6 +56,20 @@ class MySQL(Engine):
                     "metrics)")
             return Mapped(mapped.type, "; ".join(p for p in (mapped.change, note) if p))
         return mapped
+
+    def zero_dates_into(self, target: str, kind: Kind | None) -> bool:
+        return target != self.name and kind in (Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ)
+
+    @contextmanager
+    def lock_wait(self, conn: sa.Connection, seconds: int) -> Iterator[None]:
+        conn.exec_driver_sql(f"SET SESSION lock_wait_timeout = {seconds}")
+        try:
+            yield
+        finally:  # the connection goes back to the pool
+            conn.exec_driver_sql("SET SESSION lock_wait_timeout = DEFAULT")
+
+    def insert_ignoring(self, table: sa.Table) -> sa.Insert:
+        return table.insert().prefix_with("IGNORE")
 
     def default_schema(self, conn: sa.Connection) -> str:
         return str(conn.execute(sa.text("SELECT DATABASE()")).scalar_one())

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
+from contextlib import contextmanager
 
 import sqlalchemy as sa
 from pyspark.sql import types as T
+from sqlalchemy.dialects.postgresql import insert as insert_pg
 
 from spark_jobs.engines.base import Column, Engine, Kind, Mapped, TypeRule
 from spark_jobs.engines.objects import Placement, Planned, SchemaObject, TableName, TableObjects
@@ -94,6 +96,27 @@ class PostgreSQL(Engine):
         return str(conn.execute(sa.text("SELECT current_schema()")).scalar_one())
 
     describes_plain_types = True
+    tables_made_in_transaction = True
+    staging_prefixes = ("UNLOGGED",)
+    jdbc_write_options = (("reWriteBatchedInserts", "true"),)
+    booleans_are_numbers = False
+    applies_change_streams = True
+
+    @contextmanager
+    def lock_wait(self, conn: sa.Connection, seconds: int) -> Iterator[None]:
+        conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{seconds}s'")
+        yield
+
+    def build_settings(self, memory: str) -> tuple[str, ...]:
+        # A build waits for the imports writing into the table, not for ever; an index
+        # of 10 M rows sorts in memory, not in temporary files (the server's 64 MB default).
+        return ("SET LOCAL lock_timeout = '10min'", f"SET LOCAL maintenance_work_mem = '{memory}'")
+
+    def compared_number_type(self, floating: bool) -> str:
+        return "numeric"
+
+    def insert_ignoring(self, table: sa.Table) -> sa.Insert:
+        return insert_pg(table).on_conflict_do_nothing()
 
     def has_unique_key(self, engine: sa.Engine, schema: str | None, table: str,
                        key: Sequence[str]) -> bool:  # fmt: skip
