@@ -46,14 +46,12 @@ NAMED: dict[str, int] = {
     "sources/stream_backends.py": 1,
     "spark_jobs/common/jdbc.py": 8,
     "spark_jobs/common/keyorder.py": 1,
-    "spark_jobs/load/batch_columns.py": 4,
     "spark_jobs/load/bulk_paths.py": 1,
     "spark_jobs/load/commit_jdbc.py": 5,
     "spark_jobs/load/upsert.py": 2,
-    "spark_jobs/read/extract.py": 2,
-    "spark_jobs/read/read_sql.py": 3,
-    "spark_jobs/verify/read.py": 1,
-    "spark_jobs/verify/sums.py": 5,
+    "spark_jobs/read/extract.py": 1,
+    "spark_jobs/read/read_sql.py": 1,
+    "spark_jobs/verify/sums.py": 1,
 }
 
 

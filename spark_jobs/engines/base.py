@@ -272,6 +272,22 @@ class Engine(ABC):
     keeps_nan = True
     """Whether a floating-point column keeps NaN (SQLite stores NULL: such rows are refused)."""
 
+    floats_staged_as_text = False
+    """Whether a batch's floating-point values are staged as text (MySQL has no NaN and no
+    infinities, SQLite makes NULL of them: as text, a row holding one is set aside alone,
+    with the column named)."""
+
+    decimals_staged_as_text = False
+    """Whether a batch's decimals are staged as text (SQLite's driver binds a decimal as a
+    double: 2^64 - 1 becomes 1.8e19, 0.10 becomes 0.1; a TEXT column keeps the text)."""
+
+    named_enums = False
+    """Whether the engine has named enum types (``cast: {column: enum}`` makes one)."""
+
+    spark_types_mapped = True
+    """Whether a column known only by its Spark type (a ``columns:`` expression, an SQS
+    field) is created in :meth:`spark_type`'s type (not SQLite's: the staging type)."""
+
     booleans_are_numbers = True
     """Whether a boolean column is a number column (MySQL's BOOL is a TINYINT, SQLite has
     no booleans), so that a number fits one and a boolean fits the other."""
@@ -301,6 +317,36 @@ class Engine(ABC):
     def insert_ignoring(self, table: Any) -> Any:
         """An INSERT into SQLAlchemy ``table`` that skips a row whose key is there already."""
         raise NotImplementedError(f"{self.label} keeps no tables of sluice's")
+
+    # -- reads and sums (spark_jobs/read/, spark_jobs/verify/sums.py) -------------------------
+
+    native_reads_in_pieces = False
+    """Whether a native read takes a batch's range in consecutive pieces, a query each, one
+    after the other (ConnectorX reads a query's rows ahead of a slower writer unbounded)."""
+
+    def reads_natively(self, as_text: bool = False) -> bool:
+        """Whether a table of this engine is read natively, in Spark tasks and by a load's
+        own task (``as_text``: verify's reads); by Spark's JDBC reader otherwise."""
+        return False
+
+    hashes_records = False
+    """Whether two tables of this engine are summed by the server's hashes of their record
+    texts (``sluice verify``), not of verify's neutral text of each value."""
+
+    def record_sums_sql(self, table_sql: str, values: Sequence[str], where: str) -> str:
+        """The sums query of a table whose records are hashed (:attr:`hashes_records`)."""
+        raise NotImplementedError(f"{self.label} does not hash its records")
+
+    def table_sums(self, url: str, query: str, connect: Callable[[str], Any]) -> Any:
+        """Run a sums query on the database at ``url`` (``connect``: the SQLAlchemy engine
+        of a URL, where the engine's own driver does not connect), on a connection of its
+        own, closed after; its :class:`~spark_jobs.engines.postgresql.sums.Sums`."""
+        raise NotImplementedError(f"{self.label} counts no sums of sluice's")
+
+    def estimated_rows(self, conn: Any, table: str) -> float | None:
+        """The rows the server's statistics estimate ``table`` (``schema.table``) holds;
+        None when they have no estimate."""
+        raise NotImplementedError(f"{self.label} estimates no rows for sluice")
 
     # -- schema objects (indexes, constraints, defaults, sequences…: engines/objects.py) ------
 

@@ -49,6 +49,9 @@ class SQLite(Engine):
     label = "SQLite"
     one_writer = True
     keeps_nan = False
+    floats_staged_as_text = True
+    decimals_staged_as_text = True
+    spark_types_mapped = False
     integer_bits = 64  # every SQLite INTEGER is 8 bytes, whatever the declared name
 
     def rule(self, column: Column) -> TypeRule:

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from pyspark.sql import types as T
 
 from spark_jobs.common.jdbc import JdbcEndpoint, sql_column_type
-from spark_jobs.engines import source_column, target_catalogue
+from spark_jobs.engines import dialect_engine, source_column, target_catalogue
 from spark_jobs.engines.base import Column, Engine, Kind, UnsupportedColumn
 from spark_jobs.engines.ddl import column_type, like
 from spark_jobs.engines.fit import fits, spark_kind
@@ -65,25 +65,21 @@ def batch_columns(
     value of the column's can be.
     """
     dialect = JdbcEndpoint.from_url(url).dialect
+    into = dialect_engine(dialect)
     catalogued = target_catalogue(url)
     found = []
     for f in schema.fields:
         is_key = f.name in key
         stage = sql_column_type(f.dataType, dialect, is_key, f.name)
         values = stage
-        if dialect in ("mysql", "sqlite") and isinstance(f.dataType, T.FloatType | T.DoubleType):
-            # NaN and infinities have no MySQL value, and SQLite makes NULL of them: staged
-            # as text, a row holding one is set aside on its own, with the column named.
-            stage = sa.Text()
-        elif dialect == "sqlite" and isinstance(f.dataType, T.DecimalType):
-            # SQLite's driver binds a decimal as a double (2^64 - 1 becomes 1.8e19, 0.10
-            # becomes 0.1): staged as its text, which a TEXT column keeps as it is.
-            stage = sa.Text()
+        if (into.floats_staged_as_text and isinstance(f.dataType, T.FloatType | T.DoubleType)
+                or into.decimals_staged_as_text and isinstance(f.dataType, T.DecimalType)):
+            stage = sa.Text()  # set aside alone (or kept) as its text: see the engine's reason
         source = source_column(f)
         kind = spark_kind(f.dataType) if source is None else source[1].kind
         create: sa.types.TypeEngine[Any] = stage
         if cast and is_enum_cast(cast.get(f.name)):
-            if catalogued is None or catalogued.name != "postgresql" or source is None or (
+            if catalogued is None or not catalogued.named_enums or source is None or (
                     source[1].kind != Kind.ENUM or not source[1].labels):  # fmt: skip
                 raise UnsupportedColumn(
                     f"cast: {f.name}: enum creates a PostgreSQL enum type of an enum "
@@ -99,7 +95,7 @@ def batch_columns(
                     f"{source[1].type if source else f.dataType.simpleString()} values"
                 )
             create = column_type(cast[f.name], source[1] if source else None)
-        elif catalogued is not None and (source is not None or dialect != "sqlite"):
+        elif catalogued is not None and (source is not None or into.spark_types_mapped):
             if source is not None:
                 mapped = catalogued.target_type(source[1], source[0]).type
                 create = column_type(catalogued.key_type(mapped) if is_key else mapped,

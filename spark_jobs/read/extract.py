@@ -27,7 +27,7 @@ from config.models import SqlSourceConfig, SqsSourceConfig
 from spark_jobs.common.jdbc import JdbcEndpoint, looker_engine, sql_engine
 from spark_jobs.common.keyorder import key_types, row_compare, typed_key
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.engines import catalogued
+from spark_jobs.engines import catalogued, dialect_engine
 from spark_jobs.engines.spark_names import quoted
 from spark_jobs.read.jdbc_read import SCHEMA_TTL, forget_schema, jdbc_frame
 from spark_jobs.read.payloads import payload_frame
@@ -107,7 +107,7 @@ def native_ranges(
         raise ValueError("native_ranges reads range batches only")
     reader = SqlReader(None, source, target=target)
     columns = table_columns(source.url, source.table)
-    if reader.endpoint.dialect != "mysql":
+    if not dialect_engine(reader.endpoint.dialect).native_reads_in_pieces:
         where: list[str | tuple[str, ...]] = list(
             reader.range_conditions([(m.lo, m.hi) for m in manifests]))
     else:

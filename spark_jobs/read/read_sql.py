@@ -32,7 +32,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from config.errors import SourceError
 from spark_jobs.common.jdbc import looker_engine
-from spark_jobs.engines import engine_of, with_source
+from spark_jobs.engines import catalogued, engine_of, with_source
 from spark_jobs.engines.base import Column, Engine, carriers
 from spark_jobs.read.jdbc_read import SCHEMA_TTL
 
@@ -229,15 +229,4 @@ def has_native_reader(url: str, as_text: bool = False) -> bool:
     """Whether the engine of ``url`` is read natively here: PostgreSQL through psycopg 3;
     MySQL and MariaDB through ConnectorX, for imports (``as_text``, verify's reads: by
     Spark's JDBC reader, whose text verify compares)."""
-    backend = sa.make_url(url).get_backend_name()
-    if backend in ("mysql", "mariadb"):
-        from spark_jobs.engines.mysql.read import has_reader
-
-        return not as_text and has_reader()
-    if backend != "postgresql":
-        return False
-    try:
-        import psycopg  # noqa: F401 - an optional driver (sluice[postgres])
-    except ImportError:
-        return False
-    return True
+    return catalogued(url) and engine_of(url).reads_natively(as_text)

@@ -31,7 +31,7 @@ from config.errors import TargetError
 from config.models import ParquetTargetConfig, SqlSourceConfig
 from config.sources import ReadConfig
 from spark_jobs.common.jdbc import dialect_name, sql_engine
-from spark_jobs.engines import catalogued, source_column
+from spark_jobs.engines import catalogued, source_column, target_catalogue
 from spark_jobs.engines.base import Kind
 from spark_jobs.engines.canonical import neutral
 from spark_jobs.engines.spark_names import quoted
@@ -89,7 +89,7 @@ def read_sides(
         read=ReadConfig(num_partitions=parts, fetchsize=source.read.fetchsize),
         target=target.label,
     )  # fmt: skip
-    stored = catalogued(mirror.url) or dialect_name(mirror.url) == "sqlite"  # as it holds them
+    stored = target_catalogue(mirror.url) is not None  # as it holds them
     theirs = SqlReader(spark, mirror, as_text=stored).read_range(
         lo, target_hi, parts=parts)  # fmt: skip
     return comparable(rows, theirs.limit(0) if scope.nothing else theirs, source.key_columns,

@@ -26,8 +26,8 @@ from typing import Any
 
 from config.errors import SourceError
 from config.models import ParquetTargetConfig, SqlSourceConfig
-from spark_jobs.common.jdbc import dialect_name, looker_engine
-from spark_jobs.engines import engine_of, neutral_sql
+from spark_jobs.common.jdbc import dialect_name, looker_engine, sql_engine
+from spark_jobs.engines import dialect_engine, engine_of, neutral_sql
 from spark_jobs.engines.base import Column, Kind
 from spark_jobs.engines.postgresql.sums import Sums
 from spark_jobs.load.target import TargetTable
@@ -134,7 +134,7 @@ def _row_values(
     else each value's neutral text, a non-key value between two tables of one
     engine as its server prints it (as Spark's comparison takes them).
     """
-    if engines[0] == engines[1] == "postgresql":
+    if engines[0] == engines[1] and dialect_engine(engines[0]).hashes_records:
         return [name for name, _ in printed]
     dialect = neutral_sql.DIALECTS[dialect_name(side.url)]
     keys = {k.lower() for k in key}
@@ -152,10 +152,8 @@ def _sums_sql(
     side: SqlSourceConfig, engines: Sequence[str], table_sql: str, values: Sequence[str],
     where: str, printed: Sequence[tuple[str, str]],
 ) -> str:  # fmt: skip
-    if engines[0] == engines[1] == "postgresql":
-        from spark_jobs.engines.postgresql.sums import sums_sql
-
-        return sums_sql(table_sql, values, where)
+    if engines[0] == engines[1] and dialect_engine(engines[0]).hashes_records:
+        return dialect_engine(engines[0]).record_sums_sql(table_sql, values, where)
     dialect = neutral_sql.DIALECTS[dialect_name(side.url)]
     # MySQL prints a value past its max_allowed_packet as NULL: such a row is counted apart.
     guard = printed if dialect is neutral_sql.MYSQL else ()
@@ -163,14 +161,8 @@ def _sums_sql(
 
 
 def _table_sums(side: SqlSourceConfig, query: str) -> Sums:
-    if dialect_name(side.url) == "postgresql":
-        from spark_jobs.engines.postgresql.read import conninfo
-        from spark_jobs.engines.postgresql.sums import table_sums
-
-        return table_sums(conninfo(side.url), query)
-    from spark_jobs.engines.mysql.sums import table_sums as mysql_sums
-
-    return mysql_sums(looker_engine(side.url), query)
+    sums: Sums = dialect_engine(dialect_name(side.url)).table_sums(side.url, query, looker_engine)
+    return sums
 
 
 def _ranges(
@@ -207,19 +199,6 @@ def _ranges(
 
 def _estimate(source: SqlSourceConfig) -> float:
     """The server's estimate of the source table's rows (from its statistics; -1 unknown)."""
-    import sqlalchemy as sa
-
-    from spark_jobs.common.jdbc import sql_engine
-
-    args: dict[str, str | None]
-    if dialect_name(source.url) == "postgresql":
-        query = "SELECT reltuples FROM pg_class WHERE oid = to_regclass(:t)"
-        args = {"t": source.table}
-    else:
-        schema, _, name = source.table.rpartition(".")
-        query = ("SELECT table_rows FROM information_schema.tables "
-                 "WHERE table_schema = COALESCE(:s, DATABASE()) AND table_name = :t")  # fmt: skip
-        args = {"s": schema or None, "t": name}
     with sql_engine(source.url).connect() as conn:
-        found = conn.scalar(sa.text(query), args)
-    return -1.0 if found is None else float(found)
+        found = dialect_engine(dialect_name(source.url)).estimated_rows(conn, source.table)
+    return -1.0 if found is None else found

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import sqlalchemy as sa
 from pyspark.sql import types as T
@@ -19,6 +20,7 @@ class MySQL(Engine):
     name = "mysql"
     label = "MySQL/MariaDB"
     parallel_indexes = False
+    floats_staged_as_text = True
 
     def rule(self, column: Column) -> TypeRule:
         return types.rule(column)
@@ -67,6 +69,25 @@ class MySQL(Engine):
             yield
         finally:  # the connection goes back to the pool
             conn.exec_driver_sql("SET SESSION lock_wait_timeout = DEFAULT")
+
+    native_reads_in_pieces = True
+
+    def reads_natively(self, as_text: bool = False) -> bool:
+        from spark_jobs.engines.mysql.read import has_reader  # ConnectorX, where installed
+
+        return not as_text and has_reader()
+
+    def table_sums(self, url: str, query: str, connect: Callable[[str], Any]) -> Any:
+        from spark_jobs.engines.mysql.sums import table_sums
+
+        return table_sums(connect(url), query)
+
+    def estimated_rows(self, conn: sa.Connection, table: str) -> float | None:
+        schema, _, name = table.rpartition(".")
+        query = ("SELECT table_rows FROM information_schema.tables "
+                 "WHERE table_schema = COALESCE(:s, DATABASE()) AND table_name = :t")  # fmt: skip
+        found = conn.scalar(sa.text(query), {"s": schema or None, "t": name})
+        return None if found is None else float(found)
 
     def insert_ignoring(self, table: sa.Table) -> sa.Insert:
         return table.insert().prefix_with("IGNORE")

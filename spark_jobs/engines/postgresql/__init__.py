@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import sqlalchemy as sa
 from pyspark.sql import types as T
@@ -100,6 +101,7 @@ class PostgreSQL(Engine):
     staging_prefixes = ("UNLOGGED",)
     jdbc_write_options = (("reWriteBatchedInserts", "true"),)
     booleans_are_numbers = False
+    named_enums = True
     applies_change_streams = True
 
     @contextmanager
@@ -111,6 +113,31 @@ class PostgreSQL(Engine):
         # A build waits for the imports writing into the table, not for ever; an index
         # of 10 M rows sorts in memory, not in temporary files (the server's 64 MB default).
         return ("SET LOCAL lock_timeout = '10min'", f"SET LOCAL maintenance_work_mem = '{memory}'")
+
+    def reads_natively(self, as_text: bool = False) -> bool:
+        try:
+            import psycopg  # noqa: F401 - an optional driver (sluice[postgres])
+        except ImportError:
+            return False
+        return True
+
+    hashes_records = True
+
+    def record_sums_sql(self, table_sql: str, values: Sequence[str], where: str) -> str:
+        from spark_jobs.engines.postgresql.sums import sums_sql
+
+        return sums_sql(table_sql, values, where)
+
+    def table_sums(self, url: str, query: str, connect: Callable[[str], Any]) -> Any:
+        from spark_jobs.engines.postgresql.read import conninfo
+        from spark_jobs.engines.postgresql.sums import table_sums
+
+        return table_sums(conninfo(url), query)
+
+    def estimated_rows(self, conn: sa.Connection, table: str) -> float | None:
+        query = "SELECT reltuples FROM pg_class WHERE oid = to_regclass(:t)"
+        found = conn.scalar(sa.text(query), {"t": table})
+        return None if found is None else float(found)
 
     def compared_number_type(self, floating: bool) -> str:
         return "numeric"
