@@ -44,7 +44,6 @@ NAMED: dict[str, int] = {
     "sources/sqldb.py": 1,
     "sources/stream.py": 1,
     "sources/stream_backends.py": 1,
-    "spark_jobs/common/jdbc.py": 8,
     "spark_jobs/common/keyorder.py": 1,
     "spark_jobs/load/bulk_paths.py": 1,
     "spark_jobs/load/commit_jdbc.py": 5,

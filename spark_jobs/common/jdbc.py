@@ -11,7 +11,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import sqlalchemy as sa
 from cachetools import LRUCache
@@ -23,47 +23,21 @@ from sqlalchemy.pool import NullPool
 from config.connections import bound_connections
 from config.errors import ConfigError, TargetError
 from config.sqlite import sqlite_engine
+from spark_jobs.engines import dialect_engine
 
 JdbcDialect = Literal["postgresql", "mysql", "sqlite"]
-
-_DRIVERS: dict[JdbcDialect, str] = {
-    "postgresql": "org.postgresql.Driver",
-    # MariaDB Connector/J serves MySQL and MariaDB; the jdbc:mysql: prefix is
-    # what makes Spark pick its MySQL dialect (quoting, type mapping), and
-    # Connector/J 2.7 accepts it (checked on Debian 12's 2.7.6).
-    "mysql": "org.mariadb.jdbc.Driver",
-    "sqlite": "org.sqlite.JDBC",
-}
-_DEFAULT_PORTS: dict[JdbcDialect, int] = {"postgresql": 5432, "mysql": 3306}
-_URL_OPTIONS: dict[JdbcDialect, str] = {
-    # TINYINT(1) would otherwise read as a boolean and turn 5 into true. It
-    # must be in the URL: given as a property, Connector/J 2.7 ignores it when
-    # Spark reads with predicates (checked with Spark 4.3). Not a secret.
-    "mysql": "?tinyInt1isBit=false",
-}
-_READ_OPTIONS: dict[JdbcDialect, str] = {
-    # Spark runs each read query once; pgjdbc sends it unnamed and in text
-    # until the fifth execution, so every row's timestamps and numerics would
-    # be parsed from text. -1 prepares it on the server at once and takes the
-    # rows in binary: 18% less CPU for a 1 M-row read (checked with Spark 4.3,
-    # pgjdbc 42.5). Only honoured in the URL, not as a property.
-    "postgresql": "prepareThreshold=-1",
-}
 
 
 def dialect_name(url: str | sa.URL) -> JdbcDialect:
     """The database family of a SQLAlchemy URL (``postgresql``, ``mysql``, ``sqlite``)."""
     backend = sa.make_url(url).get_backend_name()
-    if backend == "postgresql":
-        return "postgresql"
-    if backend in ("mysql", "mariadb"):
-        return "mysql"
-    if backend == "sqlite":
-        return "sqlite"
-    raise ConfigError(
-        f"database {backend!r} is not supported by the Spark import job "
-        "(use postgresql+…://, mysql+…://, mariadb+…:// or sqlite:///)"
-    )
+    try:
+        return cast(JdbcDialect, dialect_engine(backend).name)
+    except ConfigError:
+        raise ConfigError(
+            f"database {backend!r} is not supported by the Spark import job "
+            "(use postgresql+…://, mysql+…://, mariadb+…:// or sqlite:///)"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -85,8 +59,9 @@ class JdbcEndpoint:
         """Derive the JDBC endpoint (URL, driver, properties) from a SQLAlchemy URL."""
         parsed = sa.make_url(url)
         dialect = dialect_name(parsed)
+        engine = dialect_engine(dialect)
         props: dict[str, str] = {}
-        if dialect == "sqlite":
+        if engine.file_database:
             if not parsed.database or parsed.database == ":memory:":
                 raise ConfigError(f"{parsed!r}: Spark needs an SQLite file, not :memory:")
             jdbc_url = f"jdbc:sqlite:{parsed.database}"
@@ -96,19 +71,20 @@ class JdbcEndpoint:
             host = parsed.host or "localhost"
             if host.startswith("/"):
                 raise ConfigError(f"{parsed!r}: JDBC cannot use a Unix socket; give a host")
-            port = parsed.port or _DEFAULT_PORTS[dialect]
+            port = parsed.port or engine.jdbc_port
             jdbc_url = f"jdbc:{dialect}://{host}:{port}/{parsed.database}"
-            jdbc_url += _URL_OPTIONS.get(dialect, "")
+            jdbc_url += engine.jdbc_url_options
             if parsed.username:
                 props["user"] = parsed.username
             if parsed.password is not None:
                 props["password"] = str(parsed.password)
-            sslmode = parsed.query.get("sslmode")
-            if dialect == "postgresql" and isinstance(sslmode, str):
-                props["sslmode"] = sslmode
+            for name in engine.jdbc_url_properties:
+                value = parsed.query.get(name)
+                if isinstance(value, str):
+                    props[name] = value
         return cls(
             url=jdbc_url,
-            driver=_DRIVERS[dialect],
+            driver=engine.jdbc_driver,
             dialect=dialect,
             properties=MappingProxyType(props),
             sqlalchemy_url=parsed,
@@ -117,8 +93,8 @@ class JdbcEndpoint:
     @property
     def read_url(self) -> str:
         """The JDBC URL for Spark's reads: :attr:`url` with the dialect's read options."""
-        option = _READ_OPTIONS.get(self.dialect)
-        if option is None:
+        option = dialect_engine(self.dialect).jdbc_read_options
+        if not option:
             return self.url
         return f"{self.url}{'&' if '?' in self.url else '?'}{option}"
 
@@ -172,7 +148,7 @@ def sql_engine(url: str) -> sa.Engine:
     a file is cheap) and open transactions with ``BEGIN IMMEDIATE``: it takes
     the write lock up front, SQLite's stand-in for ``SELECT … FOR UPDATE``.
     """
-    if dialect_name(url) == "sqlite":
+    if dialect_engine(dialect_name(url)).file_database:
         return _sqlite_engine(url)
     bound_connections()  # a load task's process (an executor's too) bounds its connections
     with _ENGINES_LOCK:
@@ -205,16 +181,10 @@ def looker_engine(url: str) -> sa.Engine:
 
 
 def _connect_args(url: str) -> dict[str, Any]:
-    """PyMySQL connections may ``LOAD DATA LOCAL`` once sluice serves its streams
-    (:mod:`spark_jobs.engines.mysql.load_data`), which it does instead of any local file."""
+    """What the engine of ``url`` connects with beyond the URL (PyMySQL's ``LOAD DATA
+    LOCAL``: :meth:`spark_jobs.engines.mysql.MySQL.connect_args`)."""
     parsed = sa.make_url(url)
-    if dialect_name(parsed) == "mysql" and parsed.get_driver_name() == "pymysql":
-        # pyarrow: only where a MySQL target is written
-        from spark_jobs.engines.mysql import load_data
-
-        if load_data.install():
-            return {"local_infile": True}
-    return {}
+    return dialect_engine(dialect_name(parsed)).connect_args(parsed)
 
 
 def _sqlite_engine(url: str) -> sa.Engine:
@@ -233,7 +203,7 @@ def sql_column_type(
     time zone, ``timestamp`` becomes ``timestamptz`` on PostgreSQL. ``void``
     (a column null in the whole batch) becomes text.
     """
-    bounded = key and dialect == "mysql"
+    bounded = key and dialect_engine(dialect).bounded_keys
     if isinstance(data_type, T.NullType):
         # Null in the whole batch (an SQS field no message of it carries). An
         # existing column keeps its own type (see prepare_target); a table

@@ -48,6 +48,8 @@ class SQLite(Engine):
     name = "sqlite"
     label = "SQLite"
     one_writer = True
+    file_database = True
+    jdbc_driver = "org.sqlite.JDBC"
     keeps_nan = False
     floats_staged_as_text = True
     decimals_staged_as_text = True

@@ -55,15 +55,6 @@ CONNECT_TIMEOUT = 10.0
 _ERROR = re.compile(r"ERROR (\d+) \(([0-9A-Z]{5})\): (.*?)[\s})]*$", re.S)
 
 
-def has_reader() -> bool:
-    """Whether ConnectorX is installed (``sluice[mysql]``): else Spark's JDBC reader reads."""
-    try:
-        import connectorx  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def connectorx_url(url: str | sa.URL) -> str:
     """ConnectorX's URL for a SQLAlchemy MySQL URL: ``mysql://user:password@host:port/db``
     (the driver and the query's options left out), with sluice's connect timeout and TCP

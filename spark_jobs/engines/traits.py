@@ -1,0 +1,145 @@
+"""What the wings above the engines ask of an engine beyond its types: how sluice connects
+to a database of it, loads a batch into it, reads it and sums it (``sluice verify``).
+
+Each is an attribute or a method with the default most engines share, which an
+engine's class (:class:`~spark_jobs.engines.base.Engine`'s subclasses) overrides
+where it differs, so that no module outside the engines wing asks for an engine by
+its name (``tests/test_engine_names.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+
+class Traits:
+    """An engine's answers to the data plane's questions (see the module)."""
+
+    label: str
+
+    # -- its connections (spark_jobs/common/jdbc.py) -----------------------------------------
+
+    file_database = False
+    """Whether a database of it is a file the process opens (SQLite): reached by its path,
+    over JDBC too, and by SQLAlchemy without a pool of connections to bound."""
+
+    jdbc_driver = ""
+    """The JDBC driver class Spark reaches it with."""
+
+    jdbc_port: int | None = None
+    """The port a JDBC URL names when the SQLAlchemy URL names none."""
+
+    jdbc_url_options = ""
+    """What every JDBC URL of it ends with (options its driver reads only there)."""
+
+    jdbc_read_options = ""
+    """What a JDBC URL of Spark's reads adds (options its driver reads only there)."""
+
+    jdbc_url_properties: tuple[str, ...] = ()
+    """Options of a SQLAlchemy URL's query passed on to JDBC as connection properties."""
+
+    bounded_keys = False
+    """Whether a key column of text or bytes a table is created with needs a bounded type
+    (MySQL indexes no TEXT or BLOB without a prefix length)."""
+
+    def connect_args(self, url: Any) -> dict[str, Any]:
+        """What a SQLAlchemy engine of the SQLAlchemy ``url`` connects with, beyond it."""
+        return {}
+
+    # -- a target's loads (spark_jobs/load/, spark_jobs/changes/) -----------------------------
+
+    tables_made_in_transaction = False
+    """Whether a table sluice creates is made in the transaction that records it in
+    ``_sluice_tables`` and builds its early objects (PostgreSQL, whose DDL is
+    transactional); else recorded just before, in a transaction of its own."""
+
+    staging_prefixes: tuple[str, ...] = ()
+    """What a staging table's ``CREATE`` says before ``TABLE`` (PostgreSQL: ``UNLOGGED``)."""
+
+    one_writer = False
+    """Whether the database takes one writer at a time (SQLite): parallel inserts would
+    only wait on each other's lock."""
+
+    jdbc_write_options: tuple[tuple[str, str], ...] = ()
+    """Spark JDBC writer options a staging table is filled with (pgjdbc's batched inserts)."""
+
+    keeps_nan = True
+    """Whether a floating-point column keeps NaN (SQLite stores NULL: such rows are refused)."""
+
+    floats_staged_as_text = False
+    """Whether a batch's floating-point values are staged as text (MySQL has no NaN and no
+    infinities, SQLite makes NULL of them: as text, a row holding one is set aside alone,
+    with the column named)."""
+
+    decimals_staged_as_text = False
+    """Whether a batch's decimals are staged as text (SQLite's driver binds a decimal as a
+    double: 2^64 - 1 becomes 1.8e19, 0.10 becomes 0.1; a TEXT column keeps the text)."""
+
+    named_enums = False
+    """Whether the engine has named enum types (``cast: {column: enum}`` makes one)."""
+
+    spark_types_mapped = True
+    """Whether a column known only by its Spark type (a ``columns:`` expression, an SQS
+    field) is created in :meth:`spark_type`'s type (not SQLite's: the staging type)."""
+
+    booleans_are_numbers = True
+    """Whether a boolean column is a number column (MySQL's BOOL is a TINYINT, SQLite has
+    no booleans), so that a number fits one and a boolean fits the other."""
+
+    integer_bits: int | None = None
+    """The bits every integer column holds whatever its declared type (SQLite: 64); None:
+    its type says."""
+
+    applies_change_streams = False
+    """Whether a change stream's batches go into a table of it (PostgreSQL, for now)."""
+
+    @contextmanager
+    def lock_wait(self, conn: Any, seconds: int) -> Iterator[None]:
+        """On ``conn``'s transaction: wait at most ``seconds`` for a lock another holds (a
+        stuck importer's) while the body runs; where the engine can bound it."""
+        yield
+
+    def build_settings(self, memory: str) -> tuple[str, ...]:
+        """The statements a schema build's transaction starts with (``memory``: what an
+        index build may sort in); none by default."""
+        return ()
+
+    def compared_number_type(self, floating: bool) -> str:
+        """The SQL type a number staged as text is compared in (``floating``: a float's)."""
+        return "DOUBLE" if floating else "DECIMAL(65,30)"
+
+    def insert_ignoring(self, table: Any) -> Any:
+        """An INSERT into SQLAlchemy ``table`` that skips a row whose key is there already."""
+        raise NotImplementedError(f"{self.label} keeps no tables of sluice's")
+
+    # -- reads and sums (spark_jobs/read/, spark_jobs/verify/sums.py) -------------------------
+
+    native_reads_in_pieces = False
+    """Whether a native read takes a batch's range in consecutive pieces, a query each, one
+    after the other (ConnectorX reads a query's rows ahead of a slower writer unbounded)."""
+
+    def reads_natively(self, as_text: bool = False) -> bool:
+        """Whether a table of this engine is read natively, in Spark tasks and by a load's
+        own task (``as_text``: verify's reads); by Spark's JDBC reader otherwise."""
+        return False
+
+    hashes_records = False
+    """Whether two tables of this engine are summed by the server's hashes of their record
+    texts (``sluice verify``), not of verify's neutral text of each value."""
+
+    def record_sums_sql(self, table_sql: str, values: Sequence[str], where: str) -> str:
+        """The sums query of a table whose records are hashed (:attr:`hashes_records`)."""
+        raise NotImplementedError(f"{self.label} does not hash its records")
+
+    def table_sums(self, url: str, query: str, connect: Callable[[str], Any]) -> Any:
+        """Run a sums query on the database at ``url`` (``connect``: the SQLAlchemy engine
+        of a URL, where the engine's own driver does not connect), on a connection of its
+        own, closed after; its :class:`~spark_jobs.engines.postgresql.sums.Sums`."""
+        raise NotImplementedError(f"{self.label} counts no sums of sluice's")
+
+    def estimated_rows(self, conn: Any, table: str) -> float | None:
+        """The rows the server's statistics estimate ``table`` (``schema.table``) holds;
+        None when they have no estimate."""
+        raise NotImplementedError(f"{self.label} estimates no rows for sluice")
