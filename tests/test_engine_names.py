@@ -46,8 +46,6 @@ NAMED: dict[str, int] = {
     "sources/stream_backends.py": 1,
     "spark_jobs/common/keyorder.py": 1,
     "spark_jobs/load/bulk_paths.py": 1,
-    "spark_jobs/load/commit_jdbc.py": 5,
-    "spark_jobs/load/upsert.py": 2,
     "spark_jobs/read/extract.py": 1,
     "spark_jobs/read/read_sql.py": 1,
     "spark_jobs/verify/sums.py": 1,

@@ -14,12 +14,15 @@ timestamps, see :mod:`spark_jobs.read.extract`); it is not in the catalogue's re
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import sqlalchemy as sa
 from pyspark.sql import types as T
+from sqlalchemy.dialects import sqlite
 
 from spark_jobs.engines.base import Column, Engine, Kind, Mapped, TypeRule, UnsupportedColumn
+from spark_jobs.engines.upserts import on_conflict
 
 _KEPT_AS_TEXT = "kept as its text"
 _ALL_BITS = "kept as its text: every bit a digit (bit(8) 1 is 00000001)"
@@ -55,6 +58,22 @@ class SQLite(Engine):
     decimals_staged_as_text = True
     spark_types_mapped = False
     integer_bits = 64  # every SQLite INTEGER is 8 bytes, whatever the declared name
+
+    def take_row(
+        self, conn: Any, table: Any, values: dict[str, Any], key: str, unchanged: str,
+        returned: Sequence[str],
+    ) -> Any:  # fmt: skip
+        # BEGIN IMMEDIATE (config.sqlite) already holds the database's write lock.
+        conn.execute(sqlite.insert(table).values(values).on_conflict_do_nothing())
+        query = sa.select(*[table.c[c] for c in returned]).where(table.c[key] == values[key])
+        return conn.execute(query).one()
+
+    def upsert_rows(
+        self, table: Any, names: Sequence[str], rows: Any, key: Sequence[str],
+        updates: Sequence[str], cursor: str | None, overriding: bool = False,
+    ) -> Any:  # fmt: skip
+        statement = sqlite.insert(table).from_select(names, rows)
+        return on_conflict(statement, table, key, updates, cursor)
 
     def rule(self, column: Column) -> TypeRule:
         return TypeRule(column.kind)

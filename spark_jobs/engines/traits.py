@@ -110,6 +110,33 @@ class Traits:
         """The SQL type a number staged as text is compared in (``floating``: a float's)."""
         return "DOUBLE" if floating else "DECIMAL(65,30)"
 
+    plain_insert_first = False
+    """Whether a staged batch is first inserted plainly, upserted only where a key of it is
+    there already (PostgreSQL: twice as fast as ``ON CONFLICT``'s speculative insertion)."""
+
+    upsert_counts_rows = False
+    """Whether an upsert's row count is the rows it wrote (PostgreSQL's ``ON CONFLICT DO
+    UPDATE``; MySQL counts an update twice, and ``DO NOTHING`` skips rows there)."""
+
+    def take_row(
+        self, conn: Any, table: Any, values: dict[str, Any], key: str, unchanged: str,
+        returned: Sequence[str],
+    ) -> Any:  # fmt: skip
+        """On ``conn``'s transaction: insert ``values`` into ``table`` unless a row of their
+        ``key`` is there, and hold that row until the transaction ends (``unchanged``: a
+        column a no-op update sets to itself, where that takes the lock); its ``returned``
+        columns. A second taker of the row waits until the first's transaction ends."""
+        raise NotImplementedError(f"{self.label} keeps no tables of sluice's")
+
+    def upsert_rows(
+        self, table: Any, names: Sequence[str], rows: Any, key: Sequence[str],
+        updates: Sequence[str], cursor: str | None, overriding: bool = False,
+    ) -> Any:  # fmt: skip
+        """``INSERT INTO table (names) rows`` updating the ``updates`` of a row whose ``key``
+        is there (:mod:`~spark_jobs.engines.upserts`; ``cursor``: unless the row there is
+        newer; ``overriding``: into identity columns the table generates always)."""
+        raise NotImplementedError(f"{self.label} upserts no rows of sluice's")
+
     def insert_ignoring(self, table: Any) -> Any:
         """An INSERT into SQLAlchemy ``table`` that skips a row whose key is there already."""
         raise NotImplementedError(f"{self.label} keeps no tables of sluice's")

@@ -19,11 +19,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from config.faults import crash_point
 from spark_jobs.common.keyorder import key_types, row_compare, typed_key
 from spark_jobs.common.manifest import Manifest
+from spark_jobs.engines import dialect_engine
 from spark_jobs.engines.postgresql.insert import insert as pg_insert
 from spark_jobs.load.jdbc_tables import ROW_COLUMN, TargetFit, commits_table, rejects_table
 from spark_jobs.load.rejects_jdbc import is_row_error, reason, record_rejects, set_aside, split
@@ -259,7 +259,8 @@ def _upsert_all(
 ) -> int:
     """Upsert every staged row; return how many. Raises :class:`_RowsRefused` on a row error."""
     names = list(values)
-    if dialect == "postgresql":
+    into = dialect_engine(dialect)
+    if into.plain_insert_first:
         inserted = _insert_new(conn, target, staging, values, bool(always))
         if inserted is not None:
             return inserted
@@ -277,7 +278,7 @@ def _upsert_all(
     # counts an update twice, DO NOTHING skips existing rows, and SQLAlchemy
     # before 2.0.28 gives -1: count the staging table then.
     # A row kept because the table's is newer counts too: the batch delivered it.
-    if dialect != "postgresql" or set(names) <= set(target.key) or total < 0 or target.cursor:
+    if not into.upsert_counts_rows or set(names) <= set(target.key) or total < 0 or target.cursor:
         total = conn.execute(sa.select(sa.func.count()).select_from(staging)).scalar_one()
     return int(total)
 
@@ -325,32 +326,12 @@ def take_commit_row(conn: sa.Connection, commits: sa.Table, manifest: Manifest) 
     on the uncommitted insert of the first) until the first one is done, and
     then sees its commit: two importers never upsert the same batch at once.
     """
-    dialect = conn.dialect.name
     values = {
         "batch_id": manifest.batch_id,
         "token": manifest.token,
         "rows": _PLACEHOLDER_ROWS,
         "committed_at": dt.datetime.now(dt.UTC),
     }
-    if dialect == "postgresql":
-        # One statement: a row there already is locked by the no-op update and returned
-        # as it is (a second importer waits here for the first's transaction to end).
-        upsert = postgresql.insert(commits).values(values)
-        row = conn.execute(
-            upsert.on_conflict_do_update(index_elements=[commits.c.batch_id],
-                                         set_={"token": commits.c.token})
-            .returning(commits.c.token, commits.c.rows)
-        ).one()  # fmt: skip
-        return None if row.rows == _PLACEHOLDER_ROWS else int(row.token)
-    if dialect == "sqlite":  # BEGIN IMMEDIATE already holds the database's write lock
-        conn.execute(sqlite.insert(commits).values(values).on_conflict_do_nothing())
-    else:
-        insert = mysql.insert(commits).values(values)
-        conn.execute(insert.on_duplicate_key_update(token=commits.c.token))  # no change
-    query = sa.select(commits.c.token, commits.c.rows).where(
-        commits.c.batch_id == manifest.batch_id
-    )
-    if dialect != "sqlite":
-        query = query.with_for_update()
-    row = conn.execute(query).one()
+    row = dialect_engine(conn.dialect).take_row(conn, commits, values, "batch_id", "token",
+                                                ("token", "rows"))  # fmt: skip
     return None if row.rows == _PLACEHOLDER_ROWS else int(row.token)

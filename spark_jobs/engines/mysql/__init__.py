@@ -8,10 +8,12 @@ from typing import Any
 
 import sqlalchemy as sa
 from pyspark.sql import types as T
+from sqlalchemy.dialects import mysql
 
 from spark_jobs.engines.base import Column, Engine, Kind, Mapped, TypeRule
 from spark_jobs.engines.mysql import catalog, introspection, schema, types
 from spark_jobs.engines.objects import Placement, Planned, SchemaObject, TableName, TableObjects
+from spark_jobs.engines.upserts import on_duplicate_key
 
 
 class MySQL(Engine):
@@ -113,6 +115,21 @@ class MySQL(Engine):
                  "WHERE table_schema = COALESCE(:s, DATABASE()) AND table_name = :t")  # fmt: skip
         found = conn.scalar(sa.text(query), {"s": schema or None, "t": name})
         return None if found is None else float(found)
+
+    def take_row(
+        self, conn: sa.Connection, table: sa.Table, values: dict[str, Any], key: str,
+        unchanged: str, returned: Sequence[str],
+    ) -> Any:  # fmt: skip
+        insert = mysql.insert(table).values(values)
+        conn.execute(insert.on_duplicate_key_update({unchanged: table.c[unchanged]}))  # no change
+        query = sa.select(*[table.c[c] for c in returned]).where(table.c[key] == values[key])
+        return conn.execute(query.with_for_update()).one()
+
+    def upsert_rows(
+        self, table: sa.TableClause, names: Sequence[str], rows: sa.Select[Any],
+        key: Sequence[str], updates: Sequence[str], cursor: str | None, overriding: bool = False,
+    ) -> Any:  # fmt: skip
+        return on_duplicate_key(table, names, rows, updates, cursor)
 
     def insert_ignoring(self, table: sa.Table) -> sa.Insert:
         return table.insert().prefix_with("IGNORE")

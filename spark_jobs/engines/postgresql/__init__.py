@@ -9,11 +9,14 @@ from typing import Any
 
 import sqlalchemy as sa
 from pyspark.sql import types as T
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import insert as insert_pg
 
 from spark_jobs.engines.base import Column, Engine, Kind, Mapped, TypeRule
 from spark_jobs.engines.objects import Placement, Planned, SchemaObject, TableName, TableObjects
 from spark_jobs.engines.postgresql import catalog, introspection, schema, sequences, types
+from spark_jobs.engines.postgresql.insert import insert
+from spark_jobs.engines.upserts import on_conflict
 
 _NUMBERS = frozenset({Kind.INT, Kind.UINT, Kind.DECIMAL, Kind.FLOAT, Kind.MONEY, Kind.BOOL})
 
@@ -149,6 +152,29 @@ class PostgreSQL(Engine):
 
     def compared_number_type(self, floating: bool) -> str:
         return "numeric"
+
+    plain_insert_first = True
+    upsert_counts_rows = True
+
+    def take_row(
+        self, conn: sa.Connection, table: sa.Table, values: dict[str, Any], key: str,
+        unchanged: str, returned: Sequence[str],
+    ) -> Any:  # fmt: skip
+        # One statement: a row there already is locked by the no-op update and returned
+        # as it is (a second taker waits here for the first's transaction to end).
+        upsert = postgresql.insert(table).values(values)
+        return conn.execute(
+            upsert.on_conflict_do_update(index_elements=[table.c[key]],
+                                         set_={unchanged: table.c[unchanged]})
+            .returning(*[table.c[c] for c in returned])
+        ).one()  # fmt: skip
+
+    def upsert_rows(
+        self, table: sa.TableClause, names: Sequence[str], rows: sa.Select[Any],
+        key: Sequence[str], updates: Sequence[str], cursor: str | None, overriding: bool = False,
+    ) -> Any:  # fmt: skip
+        statement = insert(table, overriding).from_select(names, rows)
+        return on_conflict(statement, table, key, updates, cursor)
 
     def insert_ignoring(self, table: sa.Table) -> sa.Insert:
         return insert_pg(table).on_conflict_do_nothing()
