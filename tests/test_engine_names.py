@@ -28,7 +28,6 @@ NAMED: dict[str, int] = {
     "config/drivers.py": 1,
     "config/models.py": 1,
     "config/sources.py": 1,
-    "scheduler/commands/plan_columns.py": 1,
     "scheduler/commands/status.py": 2,
     "scheduler/ledger/lookup.py": 1,
     "scheduler/ledger/migrate.py": 4,
@@ -48,7 +47,6 @@ NAMED: dict[str, int] = {
     "spark_jobs/load/bulk_paths.py": 1,
     "spark_jobs/read/extract.py": 1,
     "spark_jobs/read/read_sql.py": 1,
-    "spark_jobs/verify/sums.py": 1,
 }
 
 

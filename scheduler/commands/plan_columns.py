@@ -124,7 +124,7 @@ def _created(source: Engine, target: Engine, column: Column, cast: str | None) -
     if refused is not None:
         return ColumnLine(column.name, column.type, error=refused)
     if is_enum_cast(cast):
-        if column.kind != Kind.ENUM or not column.labels or target.name != "postgresql":
+        if column.kind != Kind.ENUM or not column.labels or not target.named_enums:
             return ColumnLine(column.name, column.type, "enum", error=(
                 f"cast: enum creates a PostgreSQL enum type of an enum column's labels; "
                 f"{column.type} into {target.name} is not one"))  # fmt: skip

@@ -112,7 +112,8 @@ def provable(source: SqlSourceConfig, target_url: str) -> bool:
     """
     if not _hashable(source, target_url):
         return False
-    if {dialect_name(source.url), dialect_name(target_url)} == {"postgresql"}:
+    engines = {dialect_name(source.url), dialect_name(target_url)}
+    if len(engines) == 1 and dialect_engine(engines.pop()).hashes_records:
         return True
     return all(neutral_sql.provable(c) for c in table_columns(source.url, source.table))
 
