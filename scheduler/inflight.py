@@ -27,6 +27,7 @@ from sinks.abc import Sink
 from sources.budgets import Budgets
 from sources.queueing import QueueingLimitedSource
 from sources.reach import Away
+from spark_jobs.change_batches import only_ranges
 from spark_jobs.import_job import ImportResult
 from spark_jobs.manifest import Manifest
 
@@ -132,8 +133,9 @@ class BatchesInFlight:
         the stream's path."""
         with self._lock:
             before = [m.batch_id for m in self._inflight.values() if m.source == manifest.source]
-            if before:  # the last dispatched is the one before it
-                self._turns.hold(manifest, before[-1])
+            # A full load's ranges need none before them: they import side by side.
+            if before and not only_ranges(manifest.payloads):
+                self._turns.hold(manifest, before[-1])  # the last dispatched is the one before
                 self._inflight[manifest.batch_id] = manifest
                 return
         self.dispatch(manifest, begun=True)
@@ -145,6 +147,11 @@ class BatchesInFlight:
         with self._lock:
             manifest = self._turns.take(source, after.batch_id)
             if manifest is None:
+                return
+            others = [m.batch_id for m in self._inflight.values() if m.source == source
+                      and m.batch_id not in (manifest.batch_id, after.batch_id)]  # fmt: skip
+            if applied and others:  # ranges of the load still import: after the last of them
+                self._turns.hold(manifest, others[-1])
                 return
             del self._inflight[manifest.batch_id]
         try:

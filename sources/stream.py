@@ -43,7 +43,7 @@ from sources.stream_applied import Applied
 from sources.stream_backends import Backend, Txn, complete_unsent, last_key, names_of
 from sources.stream_spans import DONE, LoadProgress, Position, take_spans
 from sources.watermarks import Reconciler, high, low
-from spark_jobs.change_batches import CopyRows, StreamEvent
+from spark_jobs.change_batches import StreamEvent
 
 
 def backend_of(name: str, cfg: SqlSourceConfig, db: SourceDatabase) -> Backend:
@@ -132,6 +132,7 @@ class StreamSource(LimitedSource):
             self._out: deque[tuple[Position, StreamEvent, LoadProgress]] = deque()
             self._exhausted = False
             self._snapshot_seq = 0 if after is None else after[1]  # see _from_snapshot
+            self._load_end: Position | None = None  # the last range read in the snapshot
 
     @property
     def exhausted(self) -> bool:
@@ -153,9 +154,10 @@ class StreamSource(LimitedSource):
         epoch = self.epoch
         # On this thread, as every use of the slot: a slot serves one session at a time.
         self._acknowledge()
+        self._release_snapshot()
         if not self._load.done and not self._chunks:
-            if self._from_snapshot(max(1, limit)):
-                return self._spans(limit, epoch)  # the slot is read once the load is done
+            if self._from_snapshot(max(1, limit - self._waiting_rows())):
+                return self._spans(limit, epoch)  # the slot is read once every range is out
             self._read_chunk(max(1, limit))  # the chunk's size is the one last_key compares
         more = limit - len(self._out)
         at_end = False
@@ -274,9 +276,10 @@ class StreamSource(LimitedSource):
         self._chunks[chunk] = LoadProgress(DONE if last is None else json.dumps(last))
 
     def _from_snapshot(self, room: int) -> bool:
-        """Read the next chunk of the full load in the snapshot the slot was made with (the
-        table where the slot starts): the ``n``-th at ``[start, n]``, before every change,
-        with no watermark, merge or read of the slot. False where no snapshot serves, or
+        """Hand out the next key range of the full load in the snapshot the slot was made with
+        (the table where the slot starts): the ``n``-th at ``[start, n]``, before every
+        change, with no watermark, merge or read of the slot; its importer reads its rows
+        (:class:`~spark_jobs.change_batches.LoadRange`). False where no snapshot serves, or
         positions past it (another daemon's claims) end it: :meth:`_read_chunk` then."""
         found = self._stream.snapshot
         if found is None:
@@ -285,20 +288,30 @@ class StreamSource(LimitedSource):
         if self._after is not None and self._after[0] != start:
             self._stream.loaded()
             return False
-        size = min(self.cfg.page_size, room)
-        rows = self._stream.chunk(self._load.after, size, snapshot=name)
-        assert isinstance(rows, CopyRows)  # a backend with a snapshot reads chunks whole
-        last = last_key(rows, self._key, size)
-        progress = LoadProgress(DONE if last is None else json.dumps(last))
+        span = self._stream.load_range(self._load.after, max(1, min(self.cfg.page_size, room)),
+                                       name)
+        progress = LoadProgress(DONE if span.upto is None else json.dumps(list(span.upto)))
         with self._lock:
             self._snapshot_seq += 1
             at = (start, self._snapshot_seq)
-            if rows.rows and (self._after is None or at > self._after):
-                self._out.append((at, StreamEvent.of(rows, self._key), progress))
+            if span.rows and (self._after is None or at > self._after):
+                self._out.append((at, StreamEvent.of(span, self._key), progress))
         self._load = progress
         if progress.done:
-            self._stream.loaded()
+            # Its importers read the snapshot until the last range is in the target (an
+            # empty last range is none: the one before it is the last).
+            last = at if span.rows else (start, self._snapshot_seq - 1)
+            self._load_end = last if last[1] > 0 else None
+            if self._load_end is None:
+                self._stream.loaded()
         return True
+
+    def _release_snapshot(self) -> None:
+        """Let the snapshot go once the target holds every range read in it."""
+        held = self._applied.held
+        if self._load_end is not None and held is not None and held >= self._load_end:
+            self._load_end = None
+            self._stream.loaded()
 
     def _feed(self, transactions: list[Txn]) -> None:
         """Merge whole transactions past what was read into the ordered events."""
@@ -326,6 +339,10 @@ class StreamSource(LimitedSource):
                                        sum(e.rows for e in events))  # fmt: skip
                 self.changes_read += len(txn.changes)
             self._load = progress
+
+    def _waiting_rows(self) -> int:
+        with self._lock:
+            return sum(e.rows for _, e, _ in self._out)
 
     def _spans(self, limit: int, epoch: int) -> list[Item]:
         """Up to ``limit`` events from the front, one span per transaction."""

@@ -2,7 +2,7 @@
 
 :class:`~sources.stream.StreamSource` orders a table's full load and its changes
 into one list of events at positions; :func:`take_spans` hands them out as
-items, one span per transaction (or per chunk of the load), each carrying the
+items, one span per transaction (or per chunk or range of the load), each carrying the
 load's progress after it (:class:`LoadProgress`).
 """
 
@@ -56,6 +56,8 @@ def take_spans(
                 break
             span.append(out.popleft())
             taken += rows
+            if span[-1][1].span is not None:
+                break  # a range of the load is a span alone: its batches load side by side
         if not span:
             break
         last, _, progress = span[-1]
