@@ -46,7 +46,8 @@ from spark_jobs.apply_changes import (
 )
 from spark_jobs.change_batches import LoadRange, StreamEvent
 from spark_jobs.commit_jdbc import take_commit_row
-from spark_jobs.engines.postgresql.read import pin
+from spark_jobs.engines.postgresql.copy_out import copy_out, psql
+from spark_jobs.engines.postgresql.read import SESSION, conninfo, pin
 from spark_jobs.jdbc import sql_engine
 from spark_jobs.jdbc_tables import commits_table, streams_table
 from spark_jobs.manifest import Manifest
@@ -59,8 +60,8 @@ log = logging.getLogger(__name__)
 METHOD = "full load ranges"
 """The method of a batch of ranges loaded now."""
 WRITE_AT = 1 << 20
-"""Bytes of COPY lines gathered before each write to the target (a write per line costs
-more than the line)."""
+"""Bytes of COPY lines read one by one (without ``psql``) gathered before each write to the
+target (a write per line costs more than the line)."""
 
 Pair = tuple[list[Any] | None, list[Any]]
 
@@ -242,19 +243,12 @@ def _pipe(conn: sa.Connection, table_sql: str, names: Sequence[str], key: Sequen
     ``table_sql``; their count."""
     prep = conn.dialect.identifier_preparer
     statement = f"COPY {table_sql} ({', '.join(prep.quote(c) for c in names)}) FROM STDIN"
-    rows = 0
     cursor = conn.connection.cursor()
     try:
-        with cursor.copy(statement) as copy, range_lines(source, span, key) as lines:
-            gathered = bytearray()
-            for line in lines:
-                gathered += line
-                rows += 1
-                if len(gathered) >= WRITE_AT:
-                    copy.write(gathered)
-                    gathered = bytearray()
-            if gathered:
-                copy.write(gathered)
+        with cursor.copy(statement) as copy:
+            for chunk in range_chunks(source, span, key):
+                copy.write(chunk)
+        return max(cursor.rowcount, 0)
     except conn.dialect.loaded_dbapi.Error as error:
         # As SQLAlchemy reports a statement's error: the caller tells a row there
         # (IntegrityError) from a refused value or a lost server.
@@ -263,23 +257,75 @@ def _pipe(conn: sa.Connection, table_sql: str, names: Sequence[str], key: Sequen
         ) from error
     finally:
         cursor.close()
-    return rows
 
 
-@contextmanager
-def range_lines(source: RangeSource, span: LoadRange, key: Sequence[str]) -> Iterator[Iterator[Any]]:
-    """The lines of ``span`` (keyed by ``key``) as the source's text COPY prints them, read in
-    its snapshot (or, where that was let go, as the table is now)."""
+def range_chunks(source: RangeSource, span: LoadRange, key: Sequence[str]) -> Iterator[bytes]:
+    """The lines of ``span`` (keyed by ``key``) as the source's text COPY prints them, in
+    chunks that follow no line's end, read in its snapshot (or, where that was let go, as the
+    table is now): through ``psql``, which hands them over in large chunks (see
+    :mod:`~spark_jobs.engines.postgresql.copy_out`), else psycopg's lines, joined."""
+    program = psql()
+    if program is None:
+        with range_lines(source, span, key) as lines:
+            gathered = bytearray()
+            for line in lines:
+                gathered += line
+                if len(gathered) >= WRITE_AT:
+                    yield bytes(gathered)
+                    gathered.clear()
+            if gathered:
+                yield bytes(gathered)
+        return
     engine = sql_engine(source.url)
+    copy = _range_copy(engine, source, span, key, literal=True)
+    info = conninfo(source.url)
+    # One session: the snapshot is taken by the first statement of its transaction.
+    first = ("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '"
+             + span.snapshot.replace("'", "''") + "'; ")  # fmt: skip
+    given = False
+    try:
+        for chunk in copy_out(info, first + copy + "; COMMIT", SESSION):
+            given = True
+            yield chunk
+    except sa.exc.DBAPIError as error:
+        if given or "invalid snapshot identifier" not in str(error):
+            raise
+        _gone(source, error)
+        yield from copy_out(info, copy, SESSION)
+
+
+def _gone(source: RangeSource, error: Exception) -> None:
+    log.warning("a full load's range of %s is read as the table is now: its snapshot is gone "
+                "(%s); the changes since bring it up to date", source.table,
+                str(getattr(error, "orig", error)).strip().splitlines()[0])  # fmt: skip
+
+
+def _range_copy(engine: sa.Engine, source: RangeSource, span: LoadRange, key: Sequence[str],
+                literal: bool = False) -> str:  # fmt: skip
+    """``COPY (SELECT …) TO STDOUT`` of ``span``'s rows in key order (``literal``: its ends
+    written into it; else psycopg's placeholders)."""
     quote = engine.dialect.identifier_preparer.quote
     table = source.table if "." in source.table else f"public.{source.table}"
     table_sql = ".".join(quote(part) for part in table.split(".", 1))
     types = dict(zip(key, span.key_types, strict=True))
-    where, params = _between(engine, key, span, "c.", types, psycopg=True)
+    where, params = _between(engine, key, span, "c.", types, psycopg=not literal)
+    if literal and params:
+        text = sa.text(where).bindparams(**{n: str(v) for n, v in params.items()})
+        where = str(text.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
     select = ", ".join(f"c.{quote(c)}" for c in span.columns)
     order = ", ".join(f"c.{quote(k)}" for k in key)
-    # To the cursor itself, not through SQLAlchemy: psycopg's placeholders.
-    query = f"COPY (SELECT {select} FROM {table_sql} AS c {where} ORDER BY {order}) TO STDOUT"
+    return f"COPY (SELECT {select} FROM {table_sql} AS c {where} ORDER BY {order}) TO STDOUT"
+
+
+@contextmanager
+def range_lines(
+    source: RangeSource, span: LoadRange, key: Sequence[str]
+) -> Iterator[Iterator[Any]]:
+    """The lines of ``span`` (keyed by ``key``) as the source's text COPY prints them, one by
+    one, read in its snapshot (or, where that was let go, as the table is now)."""
+    engine = sql_engine(source.url)
+    query = _range_copy(engine, source, span, key)
+    params = _between(engine, key, span, "", {}, psycopg=True)[1]
     with engine.connect() as conn:
         conn = conn.execution_options(isolation_level="REPEATABLE READ")
         try:  # the first statement of its transaction
@@ -287,9 +333,7 @@ def range_lines(source: RangeSource, span: LoadRange, key: Sequence[str]) -> Ite
                                  + span.snapshot.replace("'", "''") + "'")  # fmt: skip
         except sa.exc.DBAPIError as error:
             conn.rollback()
-            log.warning("a full load's range of %s is read as the table is now: its snapshot "
-                        "is gone (%s); the changes since bring it up to date", source.table,
-                        str(error.orig).strip().splitlines()[0])  # fmt: skip
+            _gone(source, error)
         pin(conn)
         cursor = conn.connection.cursor()
         try:
@@ -297,4 +341,3 @@ def range_lines(source: RangeSource, span: LoadRange, key: Sequence[str]) -> Ite
                 yield iter(copy)
         finally:
             cursor.close()
-
