@@ -57,6 +57,18 @@ def backend_of(name: str, cfg: SqlSourceConfig, db: SourceDatabase) -> Backend:
     return MariaBackend(name, cfg, db)
 
 
+LOAD_RANGE = 200_000
+"""Rows of a range of a full load read in the slot's snapshot, ``page_size`` left out: its
+rows go from the source to the target without the daemon (a range costs a batch's claim
+and transaction, and a key query of that many index entries)."""
+
+
+def load_range_rows(cfg: SqlSourceConfig) -> int:
+    """Rows of each range of ``cfg``'s full load in a snapshot: its ``page_size`` where set,
+    else :data:`LOAD_RANGE`."""
+    return cfg.page_size if "page_size" in cfg.model_fields_set else LOAD_RANGE
+
+
 FRESH_END = 2.0
 """Seconds after a read that reached the source's end that the stream counts as caught up
 (a daemon asks a stream at its end every 0.2 s)."""
@@ -156,7 +168,7 @@ class StreamSource(LimitedSource):
         self._acknowledge()
         self._release_snapshot()
         if not self._load.done and not self._chunks:
-            if self._from_snapshot(max(1, limit - self._waiting_rows())):
+            if self._from_snapshot():
                 return self._spans(limit, epoch)  # the slot is read once every range is out
             self._read_chunk(max(1, limit))  # the chunk's size is the one last_key compares
         more = limit - len(self._out)
@@ -275,7 +287,7 @@ class StreamSource(LimitedSource):
         last = last_key(rows, self._key, size)
         self._chunks[chunk] = LoadProgress(DONE if last is None else json.dumps(last))
 
-    def _from_snapshot(self, room: int) -> bool:
+    def _from_snapshot(self) -> bool:
         """Hand out the next key range of the full load in the snapshot the slot was made with
         (the table where the slot starts): the ``n``-th at ``[start, n]``, before every
         change, with no watermark, merge or read of the slot; its importer reads its rows
@@ -288,8 +300,7 @@ class StreamSource(LimitedSource):
         if self._after is not None and self._after[0] != start:
             self._stream.loaded()
             return False
-        span = self._stream.load_range(self._load.after, max(1, min(self.cfg.page_size, room)),
-                                       name)
+        span = self._stream.load_range(self._load.after, load_range_rows(self.cfg), name)
         progress = LoadProgress(DONE if span.upto is None else json.dumps(list(span.upto)))
         with self._lock:
             self._snapshot_seq += 1
@@ -339,10 +350,6 @@ class StreamSource(LimitedSource):
                                        sum(e.rows for e in events))  # fmt: skip
                 self.changes_read += len(txn.changes)
             self._load = progress
-
-    def _waiting_rows(self) -> int:
-        with self._lock:
-            return sum(e.rows for _, e, _ in self._out)
 
     def _spans(self, limit: int, epoch: int) -> list[Item]:
         """Up to ``limit`` events from the front, one span per transaction."""

@@ -49,9 +49,11 @@ def take_spans(
         lsn = out[0][0][0]
         span: list[tuple[Position, StreamEvent, LoadProgress]] = []
         while out and out[0][0][0] == lsn:
-            rows = out[0][1].rows
+            event = out[0][1]
             # A whole chunk is one event of many rows: it waits for room (a buffer of rows
             # would refuse it), which comes as the buffer drains (its reads fit the room).
+            # A range holds none of its rows.
+            rows = 1 if event.span is not None else event.rows
             if taken + rows > limit:
                 break
             span.append(out.popleft())
@@ -62,6 +64,8 @@ def take_spans(
             break
         last, _, progress = span[-1]
         payload = tuple(e.to_json() for _, e, _ in span)
+        ranges = span[-1][1].span is not None  # alone in its span
         items.append(Item(name, last, payload, handle=epoch, version=progress.text,
-                          rows=sum(e.rows for _, e, _ in span)))  # fmt: skip
+                          rows=sum(e.rows for _, e, _ in span),
+                          held=1 if ranges else None))  # fmt: skip
     return items

@@ -46,7 +46,7 @@ from spark_jobs.apply_changes import (
 )
 from spark_jobs.change_batches import LoadRange, StreamEvent
 from spark_jobs.commit_jdbc import take_commit_row
-from spark_jobs.engines.postgresql.copy_out import copy_out, psql
+from spark_jobs.engines.postgresql.copy_out import PSQL_ROWS, copy_out, psql
 from spark_jobs.engines.postgresql.read import SESSION, conninfo, pin
 from spark_jobs.jdbc import sql_engine
 from spark_jobs.jdbc_tables import commits_table, streams_table
@@ -263,8 +263,10 @@ def range_chunks(source: RangeSource, span: LoadRange, key: Sequence[str]) -> It
     """The lines of ``span`` (keyed by ``key``) as the source's text COPY prints them, in
     chunks that follow no line's end, read in its snapshot (or, where that was let go, as the
     table is now): through ``psql``, which hands them over in large chunks (see
-    :mod:`~spark_jobs.engines.postgresql.copy_out`), else psycopg's lines, joined."""
-    program = psql()
+    :mod:`~spark_jobs.engines.postgresql.copy_out`), else (or for a small range) psycopg's
+    lines, joined."""
+    # psql's start costs more than psycopg's lines of a small range (see PSQL_ROWS).
+    program = psql() if span.rows >= PSQL_ROWS else None
     if program is None:
         with range_lines(source, span, key) as lines:
             gathered = bytearray()
