@@ -194,7 +194,7 @@ class PgBackend:
 
         upto, count = self._db.guard(read)
         return LoadRange(None if after is None else tuple(after), upto, snapshot, count,
-                         tuple(types), tuple(types[k] for k in self._key))  # fmt: skip
+                         tuple(types), tuple(types.values()))  # fmt: skip
 
     def current(self, keys: list[Key], columns: list[str]) -> dict[Key, dict[str, Any]]:
         """The values of ``columns`` the rows of ``keys`` (as the stream prints them) hold

@@ -68,7 +68,8 @@ class LoadRange:
     """A key range of a full load read in the slot's exported snapshot: the rows whose key
     lies after ``after`` (None: from the first) up to ``upto`` (None: to the last), as the
     snapshot ``snapshot`` holds them, ``rows`` of them; keys as the stream prints them,
-    ``key_types`` their columns' types, ``columns`` the table's, in the order read. Its
+    ``columns`` the table's in the order read, ``types`` theirs as the source's catalogue
+    spells them. Its
     importer reads it from the source (:mod:`spark_jobs.load_ranges`): a batch of ranges
     carries no row."""
 
@@ -77,7 +78,7 @@ class LoadRange:
     snapshot: str
     rows: int
     columns: tuple[str, ...] = ()
-    key_types: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ class StreamEvent:
             r = self.span
             ends = {"op": self.op, "after": None if r.after is None else list(r.after),
                     "upto": None if r.upto is None else list(r.upto), "snapshot": r.snapshot,
-                    "rows": r.rows, "columns": list(r.columns), "key_types": list(r.key_types)}
+                    "rows": r.rows, "columns": list(r.columns), "types": list(r.types)}
             return json.dumps(ends, separators=(",", ":"), default=str)
         if self.block is not None:
             b = self.block
@@ -152,7 +153,7 @@ class StreamEvent:
                                                None if upto is None else tuple(upto),
                                                data["snapshot"], data["rows"],
                                                tuple(data["columns"]),
-                                               tuple(data["key_types"])))  # fmt: skip
+                                               tuple(data["types"])))  # fmt: skip
         if data["op"] == "copy":
             ends = data.get("bounds")
             bounds = None if ends is None else (tuple(ends[0]), tuple(ends[1]))

@@ -4,10 +4,11 @@ A slot made by sluice exports its snapshot (:mod:`sources.pg_changes`); the full
 load is then handed out as key ranges of that snapshot
 (:class:`~spark_jobs.change_batches.LoadRange`), each at a position ``[C, n]``
 before every change. A batch of ranges carries no row: its importer reads each
-range from the source in the snapshot (``SET TRANSACTION SNAPSHOT``, the output
-settings the stream's values take) and pipes PostgreSQL's text COPY of it
-straight into the target's COPY, where the table holds no row of the range (else
-through a stage, upserted).
+range from the source in the snapshot (``SET TRANSACTION SNAPSHOT``) and pipes
+PostgreSQL's COPY of it straight into the target's COPY, where the table holds no
+row of the range (else through a stage, upserted): in binary form where every
+column has the very same built-in type on both sides (never parsed), else as
+text in the output settings the stream's values take.
 
 Such batches need no batch before them: they load side by side, each in its own
 transaction, once (its commit row, as every stream batch). The stream's row in
@@ -62,6 +63,8 @@ METHOD = "full load ranges"
 WRITE_AT = 1 << 20
 """Bytes of COPY lines read one by one (without ``psql``) gathered before each write to the
 target (a write per line costs more than the line)."""
+
+_BINARY = " (FORMAT binary)"
 
 Pair = tuple[list[Any] | None, list[Any]]
 
@@ -190,18 +193,30 @@ def copy_range(
     for name in names:
         if name not in columns:
             raise missing_column(target, name)
+    binary = _same_built_in_types(conn, table_sql, span)
     if not _holds_within(conn, table_sql, target.key, span):
         try:
             with conn.begin_nested():
-                return _pipe(conn, table_sql, names, target.key, span, source)
+                return _pipe(conn, table_sql, target.key, span, source, binary)
         except sa.exc.IntegrityError:
             pass  # a row of the range was there: upserted below
     others = [c for c, (not_null, _) in columns.items() if not_null and c not in names]
     staged = stage(conn, table_sql, others, names, f"{STAGE}_{n}", "")
-    rows = _pipe(conn, conn.dialect.identifier_preparer.quote(staged.name), names, target.key,
-                 span, source)
+    rows = _pipe(conn, conn.dialect.identifier_preparer.quote(staged.name), target.key, span,
+                 source, binary)  # fmt: skip
     upsert_staged(conn, target, columns, staged)
     return rows
+
+
+def _same_built_in_types(conn: sa.Connection, table_sql: str, span: LoadRange) -> bool:
+    """Whether each of ``span``'s columns has in the table the very type it has in the source,
+    a built-in one: its binary COPY then goes in as the source sends it (the binary form of a
+    type the database defines may carry its OID, which differs between databases)."""
+    found: dict[str, str] = dict(conn.execute(sa.text(
+        "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+        "WHERE attrelid = to_regclass(:t) AND attnum > 0 AND NOT attisdropped "
+        "AND atttypid < 16384"), {"t": table_sql}).all())  # fmt: skip
+    return all(found.get(c) == t for c, t in zip(span.columns, span.types, strict=True))
 
 
 def _holds_within(conn: sa.Connection, table_sql: str, key: Sequence[str],
@@ -237,16 +252,17 @@ def _between(conn: sa.Connection | sa.Engine, key: Sequence[str], span: LoadRang
     return ("WHERE " + " AND ".join(terms)) if terms else "", params
 
 
-def _pipe(conn: sa.Connection, table_sql: str, names: Sequence[str], key: Sequence[str],
-          span: LoadRange, source: RangeSource) -> int:  # fmt: skip
-    """COPY ``span``'s rows (keyed by ``key``) from ``source`` into ``names`` of
-    ``table_sql``; their count."""
+def _pipe(conn: sa.Connection, table_sql: str, key: Sequence[str], span: LoadRange,
+          source: RangeSource, binary: bool) -> int:  # fmt: skip
+    """COPY ``span``'s rows (keyed by ``key``) from ``source`` into its columns of
+    ``table_sql`` (``binary``: in binary form, else as text); their count."""
     prep = conn.dialect.identifier_preparer
-    statement = f"COPY {table_sql} ({', '.join(prep.quote(c) for c in names)}) FROM STDIN"
+    statement = (f"COPY {table_sql} ({', '.join(prep.quote(c) for c in span.columns)}) FROM "
+                 f"STDIN{_BINARY if binary else ''}")  # fmt: skip
     cursor = conn.connection.cursor()
     try:
         with cursor.copy(statement) as copy:
-            for chunk in range_chunks(source, span, key):
+            for chunk in range_chunks(source, span, key, binary):
                 copy.write(chunk)
         return max(cursor.rowcount, 0)
     except conn.dialect.loaded_dbapi.Error as error:
@@ -259,8 +275,10 @@ def _pipe(conn: sa.Connection, table_sql: str, names: Sequence[str], key: Sequen
         cursor.close()
 
 
-def range_chunks(source: RangeSource, span: LoadRange, key: Sequence[str]) -> Iterator[bytes]:
-    """The lines of ``span`` (keyed by ``key``) as the source's text COPY prints them, in
+def range_chunks(source: RangeSource, span: LoadRange, key: Sequence[str],
+                 binary: bool = False) -> Iterator[bytes]:  # fmt: skip
+    """The rows of ``span`` (keyed by ``key``) as the source's COPY gives them (``binary``: in
+    binary form, else its text lines), in
     chunks that follow no line's end, read in its snapshot (or, where that was let go, as the
     table is now): through ``psql``, which hands them over in large chunks (see
     :mod:`~spark_jobs.engines.postgresql.copy_out`), else (or for a small range) psycopg's
@@ -268,7 +286,7 @@ def range_chunks(source: RangeSource, span: LoadRange, key: Sequence[str]) -> It
     # psql's start costs more than psycopg's lines of a small range (see PSQL_ROWS).
     program = psql() if span.rows >= PSQL_ROWS else None
     if program is None:
-        with range_lines(source, span, key) as lines:
+        with range_lines(source, span, key, binary) as lines:
             gathered = bytearray()
             for line in lines:
                 gathered += line
@@ -279,7 +297,7 @@ def range_chunks(source: RangeSource, span: LoadRange, key: Sequence[str]) -> It
                 yield bytes(gathered)
         return
     engine = sql_engine(source.url)
-    copy = _range_copy(engine, source, span, key, literal=True)
+    copy = _range_copy(engine, source, span, key, binary, literal=True)
     info = conninfo(source.url)
     # One session: the snapshot is taken by the first statement of its transaction.
     first = ("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '"
@@ -303,30 +321,32 @@ def _gone(source: RangeSource, error: Exception) -> None:
 
 
 def _range_copy(engine: sa.Engine, source: RangeSource, span: LoadRange, key: Sequence[str],
-                literal: bool = False) -> str:  # fmt: skip
-    """``COPY (SELECT …) TO STDOUT`` of ``span``'s rows in key order (``literal``: its ends
-    written into it; else psycopg's placeholders)."""
+                binary: bool = False, literal: bool = False) -> str:  # fmt: skip
+    """``COPY (SELECT …) TO STDOUT`` of ``span``'s rows in key order (``binary``: in binary
+    form; ``literal``: its ends written into it, else psycopg's placeholders)."""
     quote = engine.dialect.identifier_preparer.quote
     table = source.table if "." in source.table else f"public.{source.table}"
     table_sql = ".".join(quote(part) for part in table.split(".", 1))
-    types = dict(zip(key, span.key_types, strict=True))
+    types = dict(zip(span.columns, span.types, strict=True))
     where, params = _between(engine, key, span, "c.", types, psycopg=not literal)
     if literal and params:
         text = sa.text(where).bindparams(**{n: str(v) for n, v in params.items()})
         where = str(text.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
     select = ", ".join(f"c.{quote(c)}" for c in span.columns)
     order = ", ".join(f"c.{quote(k)}" for k in key)
-    return f"COPY (SELECT {select} FROM {table_sql} AS c {where} ORDER BY {order}) TO STDOUT"
+    return (f"COPY (SELECT {select} FROM {table_sql} AS c {where} ORDER BY {order}) TO STDOUT"
+            + (_BINARY if binary else ""))
 
 
 @contextmanager
 def range_lines(
-    source: RangeSource, span: LoadRange, key: Sequence[str]
+    source: RangeSource, span: LoadRange, key: Sequence[str], binary: bool = False
 ) -> Iterator[Iterator[Any]]:
-    """The lines of ``span`` (keyed by ``key``) as the source's text COPY prints them, one by
-    one, read in its snapshot (or, where that was let go, as the table is now)."""
+    """The rows of ``span`` (keyed by ``key``) as the source's COPY gives them (``binary``:
+    in binary form, else its text lines), one by one, read in its snapshot (or, where that
+    was let go, as the table is now)."""
     engine = sql_engine(source.url)
-    query = _range_copy(engine, source, span, key)
+    query = _range_copy(engine, source, span, key, binary)
     params = _between(engine, key, span, "", {}, psycopg=True)[1]
     with engine.connect() as conn:
         conn = conn.execution_options(isolation_level="REPEATABLE READ")
