@@ -4,7 +4,9 @@ A stream source's batches apply in the stream's order (the target's position
 is a compare-and-set, :mod:`spark_jobs.apply_changes`). The feeder claims a
 stream's next batch while the one before it imports;
 :class:`~scheduler.inflight.BatchesInFlight` holds it here until that batch
-ends. A stream whose batch failed claims nothing more until a batch of it
+ends, and until no batch of a full load's ranges of that stream is in flight
+(those import side by side and need none before them,
+:mod:`spark_jobs.load_ranges`). A stream whose batch failed claims nothing more until a batch of it
 succeeds: what it claimed would only fail as before its turn.
 """
 

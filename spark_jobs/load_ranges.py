@@ -36,6 +36,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
+from config.errors import TargetError
 from spark_jobs.apply_changes import (
     COMMITTED_BEFORE,
     STAGE,
@@ -87,6 +88,10 @@ def apply_ranges(
     recorded as committed with nothing written. Raises what
     :func:`~spark_jobs.apply_changes.apply_changes` raises.
     """
+    if engine.dialect.name != "postgresql":
+        raise TargetError(f"{target.label}: batches of change streams (source "
+                          f"{manifest.source}) go into PostgreSQL only for now; "
+                          f"{engine.dialect.name} targets are not supported yet")  # fmt: skip
     if manifest.hi is None:
         raise BatchImportFailed(f"batch {manifest.batch_id} of stream {manifest.source} has no "
                                 "end position (hi)", transient=False, permanent=True)  # fmt: skip
