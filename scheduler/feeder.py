@@ -143,8 +143,9 @@ class Feeder:
         # not make it smaller).
         shrunk = self.sizes.size(source) < self._capped(source,
                                                         min(self.sizes.largest(source), room))
-        # A stream's span is one transaction or one chunk of its full load, never split: one
-        # goes even past the size (a stream has one batch claimed ahead at most).
+        # A stream's span is one transaction or one chunk or range of its full load, never
+        # split: one goes even past the size (a stream has one batch of changes claimed ahead
+        # at most; its load's ranges go side by side, a batch each).
         stream = isinstance(self.queues[source].wrapped, StreamSource)
         items = self.queues[source].next_batch(
             share, batch_id,

@@ -132,8 +132,7 @@ class BatchesInFlight:
         the stream's path."""
         with self._lock:
             before = [m.batch_id for m in self._inflight.values() if m.source == manifest.source]
-            if before:  # the last dispatched is the one before it
-                self._turns.hold(manifest, before[-1])
+            if self._turns.waits(manifest, before):
                 self._inflight[manifest.batch_id] = manifest
                 return
         self.dispatch(manifest, begun=True)
@@ -143,7 +142,8 @@ class BatchesInFlight:
         ``after`` is in the target (``applied``); else it waits in the ledger for its turn,
         failed without running and its attempt not counted, and runs as a retry."""
         with self._lock:
-            manifest = self._turns.take(source, after.batch_id)
+            others = [m.batch_id for m in self._inflight.values() if m.source == source]
+            manifest = self._turns.go_on(source, after.batch_id, others, applied=applied)
             if manifest is None:
                 return
             del self._inflight[manifest.batch_id]

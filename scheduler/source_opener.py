@@ -224,7 +224,7 @@ class _TargetPositions:
         self._found: dict[str, list[int]] = {}
 
     def of(self, name: str) -> list[int] | None:
-        from spark_jobs.changes.apply_changes import stream_positions
+        from spark_jobs.changes.positions import stream_positions
         from spark_jobs.common.jdbc import sql_engine
 
         with self._lock:

@@ -33,8 +33,10 @@ class Item:
 
     A keyset source hands out *ranges* instead: ``key`` is the last key of
     the range (it starts after the previous range's), ``rows`` how many rows
-    it holds; every limit and share counts those rows. Items are hashed by
-    value, ``rows`` and ``handle`` aside.
+    it holds; every limit and share counts those rows. ``held``: what it
+    holds in memory, in rows, where that is not ``rows`` (a stream's load
+    range, 1: its importer reads its rows); a buffer's capacity counts it.
+    Items are hashed by value, ``rows``, ``held`` and ``handle`` aside.
     """
 
     source: str
@@ -43,6 +45,12 @@ class Item:
     handle: Any = field(default=None, compare=False)
     version: str = ""
     rows: int = field(default=1, compare=False)
+    held: int | None = field(default=None, compare=False)
+
+    @property
+    def weight(self) -> int:
+        """Rows it holds in memory: ``held``, else ``rows``."""
+        return self.rows if self.held is None else self.held
 
 
 class LimitedSource(abc.ABC):

@@ -19,7 +19,7 @@ from config.models import SqlSourceConfig
 from sources.sqldb import SourceDatabase
 from sources.stream_backends import Txn
 from sources.watermarks import PREFIX
-from spark_jobs.changes.change_batches import CopyRows, Key
+from spark_jobs.changes.change_batches import CopyRows, Key, LoadRange
 from spark_jobs.engines.postgresql.textcopy import lines_of
 
 
@@ -149,8 +149,13 @@ class MariaBackend:
     def drop(self) -> bool:
         return bool(self._db.guard(self._stream.drop))
 
+
     def loaded(self) -> None:
         """Nothing: no snapshot serves the load (see :attr:`snapshot`)."""
+
+    def load_range(self, after: list[Any] | None, rows: int, snapshot: str) -> LoadRange:
+        """Never asked: with no snapshot (see :attr:`snapshot`) the load reads chunks."""
+        raise AssertionError(f"{self._label}: the binary log's load has no snapshot to read")
 
     def undo(self) -> list[str]:
         """Nothing to undo: the binary log has no slot, the watermark table holds nothing."""

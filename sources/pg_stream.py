@@ -19,7 +19,7 @@ from sources.sqldb import SourceDatabase
 from sources.stream_backends import Txn, names_of
 from sources.stream_hub import give_back, take_slot
 from sources.watermarks import PREFIX
-from spark_jobs.changes.change_batches import CopyRows, Key
+from spark_jobs.changes.change_batches import CopyRows, Key, LoadRange
 from spark_jobs.engines.postgresql.read import pin
 from spark_jobs.engines.postgresql.textcopy import line_keys
 
@@ -160,6 +160,41 @@ class PgBackend:
         found = line_keys(text, positions)
         return CopyRows(tuple(types), text, len(found), tuple(found),
                         (found[0], found[-1]) if found else None)  # fmt: skip
+
+    def load_range(self, after: list[Any] | None, rows: int, snapshot: str) -> LoadRange:
+        """The next range of the full load in ``snapshot``: the ``rows`` rows after key
+        ``after``, or, where fewer are left, all of them (its ``upto`` None). Only its end is
+        read (an index's ``rows`` keys); its importer reads the rows
+        (:mod:`spark_jobs.changes.load_ranges`)."""
+        self.columns()
+        assert self._types is not None
+        types = self._types
+        quote = self._db.engine.dialect.identifier_preparer.quote
+        keys = ", ".join(f"c.{quote(k)}" for k in self._key)
+        where, params = "", {"skip": max(0, rows - 1)}
+        if after is not None:
+            bounds = ", ".join(f"CAST(:k{i} AS {types[k]})" for i, k in enumerate(self._key))
+            where = f"WHERE ({keys}) > ({bounds})"
+            params.update({f"k{i}": v for i, v in enumerate(after)})
+        texts = ", ".join(f"c.{quote(k)}::text" for k in self._key)
+        end = sa.text(f"SELECT {texts} FROM {self._quoted()} AS c {where} "
+                      f"ORDER BY {keys} OFFSET :skip LIMIT 1")  # fmt: skip
+        rest = sa.text(f"SELECT count(*) FROM {self._quoted()} AS c {where}")
+
+        def read() -> tuple[Key | None, int]:
+            with self._db.engine.connect() as conn:
+                conn = conn.execution_options(isolation_level="REPEATABLE READ")
+                conn.exec_driver_sql("SET TRANSACTION SNAPSHOT '"
+                                     + snapshot.replace("'", "''") + "'")  # fmt: skip
+                pin(conn)  # the keys' text as the stream prints them
+                found = conn.execute(end, params).first()
+                if found is not None:
+                    return tuple(found), rows
+                return None, int(conn.execute(rest, params).scalar_one())
+
+        upto, count = self._db.guard(read)
+        return LoadRange(None if after is None else tuple(after), upto, snapshot, count,
+                         tuple(types), tuple(types.values()))  # fmt: skip
 
     def current(self, keys: list[Key], columns: list[str]) -> dict[Key, dict[str, Any]]:
         """The values of ``columns`` the rows of ``keys`` (as the stream prints them) hold

@@ -4,8 +4,9 @@ A keyset walk hands out ranges (``Item.key`` the range's last key,
 ``Item.rows`` its row count), never one object per row. They go through the
 same motions as the keys of a :class:`~sources.setqueue.SetQueue` (queued,
 held by a batch until acknowledged or given back), with the same interface,
-but every limit counts rows: ``capacity``, the room an offer may fill and
-how much :meth:`RangeQueue.poll_many` takes. A walk never returns a range
+but every limit counts rows: ``capacity`` and the room an offer may fill
+count the rows held in memory (:attr:`~sources.abc.Item.weight`), how much
+:meth:`RangeQueue.poll_many` takes the rows of the ranges. A walk never returns a range
 twice, so there is nothing to deduplicate; ranges stay in key order, and a
 batch takes adjacent ones from the head.
 """
@@ -44,12 +45,12 @@ class RangeQueue:
             room = self._free()
             taken = 0
             for item in values:
-                if item.rows > room:
+                if item.weight > room:
                     break
-                room -= item.rows
+                room -= item.weight
                 taken += 1
             self._queued.extend(values[:taken])
-            self._queued_rows += sum(item.rows for item in values[:taken])
+            self._queued_rows += sum(item.weight for item in values[:taken])
             return taken
 
     def offer_many(self, values: Iterable[Item]) -> int:
@@ -72,10 +73,10 @@ class RangeQueue:
                 rows += item.rows
             if not taken and at_least_one and self._queued and n > 0:
                 taken.append(self._queued.popleft())
-                rows = taken[0].rows
             if taken:
-                self._queued_rows -= rows
-                self._held_rows += rows
+                held = sum(item.weight for item in taken)
+                self._queued_rows -= held
+                self._held_rows += held
                 self._held.setdefault(batch_id, []).extend(taken)
             return taken
 
@@ -83,14 +84,14 @@ class RangeQueue:
         """The batch is done: forget its ranges; return them ([] if unknown)."""
         with self._lock:
             items = self._held.pop(batch_id, [])
-            self._held_rows -= sum(item.rows for item in items)
+            self._held_rows -= sum(item.weight for item in items)
             return items
 
     def release(self, batch_id: Hashable) -> int:
         """Give a batch's ranges back to the head, in order; return how many."""
         with self._lock:
             items = self._held.pop(batch_id, [])
-            rows = sum(item.rows for item in items)
+            rows = sum(item.weight for item in items)
             self._held_rows -= rows
             self._queued_rows += rows
             self._queued.extendleft(reversed(items))

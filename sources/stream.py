@@ -43,7 +43,7 @@ from sources.stream_applied import Applied
 from sources.stream_backends import Backend, Txn, complete_unsent, last_key, names_of
 from sources.stream_spans import DONE, LoadProgress, Position, take_spans
 from sources.watermarks import Reconciler, high, low
-from spark_jobs.changes.change_batches import CopyRows, StreamEvent
+from spark_jobs.changes.change_batches import StreamEvent
 
 
 def backend_of(name: str, cfg: SqlSourceConfig, db: SourceDatabase) -> Backend:
@@ -55,6 +55,18 @@ def backend_of(name: str, cfg: SqlSourceConfig, db: SourceDatabase) -> Backend:
     from sources.binlog_stream import MariaBackend
 
     return MariaBackend(name, cfg, db)
+
+
+LOAD_RANGE = 200_000
+"""Rows of a range of a full load read in the slot's snapshot, ``page_size`` left out: its
+rows go from the source to the target without the daemon (a range costs a batch's claim
+and transaction, and a key query of that many index entries)."""
+
+
+def load_range_rows(cfg: SqlSourceConfig) -> int:
+    """Rows of each range of ``cfg``'s full load in a snapshot: its ``page_size`` where set,
+    else :data:`LOAD_RANGE`."""
+    return cfg.page_size if "page_size" in cfg.model_fields_set else LOAD_RANGE
 
 
 FRESH_END = 2.0
@@ -132,6 +144,7 @@ class StreamSource(LimitedSource):
             self._out: deque[tuple[Position, StreamEvent, LoadProgress]] = deque()
             self._exhausted = False
             self._snapshot_seq = 0 if after is None else after[1]  # see _from_snapshot
+            self._load_end: Position | None = None  # the last range read in the snapshot
 
     @property
     def exhausted(self) -> bool:
@@ -153,9 +166,10 @@ class StreamSource(LimitedSource):
         epoch = self.epoch
         # On this thread, as every use of the slot: a slot serves one session at a time.
         self._acknowledge()
+        self._release_snapshot()
         if not self._load.done and not self._chunks:
-            if self._from_snapshot(max(1, limit)):
-                return self._spans(limit, epoch)  # the slot is read once the load is done
+            if self._from_snapshot():
+                return self._spans(limit, epoch)  # the slot is read once every range is out
             self._read_chunk(max(1, limit))  # the chunk's size is the one last_key compares
         more = limit - len(self._out)
         at_end = False
@@ -179,32 +193,17 @@ class StreamSource(LimitedSource):
     def _acknowledge(self) -> None:
         """Let the slot forget what the target has applied (see :meth:`Applied.learn`); of a
         slot shared by a ``tables:`` group, what this table needs no more
-        (:meth:`_needs_from`)."""
+        (:meth:`Applied.needs_from`)."""
         complete = self._applied.learn()
         if self._stream.shared:
-            needs = self._needs_from()
+            with self._lock:
+                needs = self._applied.needs_from(self._fed, self._resumed, self._read_to)
             if needs is not None:
                 self._stream.acknowledge(needs)
             return
         if complete > self._applied.acked:
             self._stream.acknowledge(complete)
             self._applied.acked = complete
-
-    def _needs_from(self) -> int | None:
-        """Of a shared slot, the position before which this table needs nothing again: the
-        commit of the first transaction read whose events the target does not all hold
-        (a slot at a commit still has that transaction), or, with none, as far as the slot
-        was read (what lies between is other tables' or applied). None holds the slot
-        where it is: nothing read since the start, or batches claimed before it not yet
-        in the target."""
-        with self._lock:
-            if not self._fed:
-                return None
-            held = self._applied.held
-            if self._resumed is not None and (held is None or held < self._resumed):
-                return None
-            waiting = self._applied.begins()
-            return min(waiting) if waiting else self._read_to
 
     def health(self, now: float | None = None) -> StreamHealth:
         """The stream as status, the page and the metrics show it (reads the slot's WAL and
@@ -273,10 +272,11 @@ class StreamSource(LimitedSource):
         last = last_key(rows, self._key, size)
         self._chunks[chunk] = LoadProgress(DONE if last is None else json.dumps(last))
 
-    def _from_snapshot(self, room: int) -> bool:
-        """Read the next chunk of the full load in the snapshot the slot was made with (the
-        table where the slot starts): the ``n``-th at ``[start, n]``, before every change,
-        with no watermark, merge or read of the slot. False where no snapshot serves, or
+    def _from_snapshot(self) -> bool:
+        """Hand out the next key range of the full load in the snapshot the slot was made with
+        (the table where the slot starts): the ``n``-th at ``[start, n]``, before every
+        change, with no watermark, merge or read of the slot; its importer reads its rows
+        (:class:`~spark_jobs.changes.change_batches.LoadRange`). False where no snapshot serves, or
         positions past it (another daemon's claims) end it: :meth:`_read_chunk` then."""
         found = self._stream.snapshot
         if found is None:
@@ -285,20 +285,29 @@ class StreamSource(LimitedSource):
         if self._after is not None and self._after[0] != start:
             self._stream.loaded()
             return False
-        size = min(self.cfg.page_size, room)
-        rows = self._stream.chunk(self._load.after, size, snapshot=name)
-        assert isinstance(rows, CopyRows)  # a backend with a snapshot reads chunks whole
-        last = last_key(rows, self._key, size)
-        progress = LoadProgress(DONE if last is None else json.dumps(last))
+        span = self._stream.load_range(self._load.after, load_range_rows(self.cfg), name)
+        progress = LoadProgress(DONE if span.upto is None else json.dumps(list(span.upto)))
         with self._lock:
             self._snapshot_seq += 1
             at = (start, self._snapshot_seq)
-            if rows.rows and (self._after is None or at > self._after):
-                self._out.append((at, StreamEvent.of(rows, self._key), progress))
+            if span.rows and (self._after is None or at > self._after):
+                self._out.append((at, StreamEvent.of(span, self._key), progress))
         self._load = progress
         if progress.done:
-            self._stream.loaded()
+            # Its importers read the snapshot until the last range is in the target (an
+            # empty last range is none: the one before it is the last).
+            last = at if span.rows else (start, self._snapshot_seq - 1)
+            self._load_end = last if last[1] > 0 else None
+            if self._load_end is None:
+                self._stream.loaded()
         return True
+
+    def _release_snapshot(self) -> None:
+        """Let the snapshot go once the target holds every range read in it."""
+        held = self._applied.held
+        if self._load_end is not None and held is not None and held >= self._load_end:
+            self._load_end = None
+            self._stream.loaded()
 
     def _feed(self, transactions: list[Txn]) -> None:
         """Merge whole transactions past what was read into the ordered events."""

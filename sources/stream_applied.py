@@ -64,6 +64,20 @@ class Applied:
                 self.position = (at, committed)
         return complete
 
+    def needs_from(self, fed: bool, resumed: Position | None, read_to: int) -> int | None:
+        """Of a shared slot, the position before which this table needs nothing again (under
+        the lock): the commit of the first transaction read whose events the target does
+        not all hold (a slot at a commit still has that transaction), or, with none, as far
+        as the slot was read, ``read_to`` (what lies between is other tables' or applied).
+        None holds the slot where it is: nothing read since the start (``fed``), or batches
+        claimed before it (up to ``resumed``) not yet in the target."""
+        if not fed:
+            return None
+        if resumed is not None and (self.held is None or self.held < resumed):
+            return None
+        waiting = self.begins()
+        return min(waiting) if waiting else read_to
+
     def begins(self) -> list[int]:
         """The commit LSNs of the transactions kept (under the lock)."""
         return [begin for _, _, begin, _ in self._txns.values()]

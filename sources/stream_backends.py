@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from config.errors import ConfigError
 from config.models import SqlSourceConfig
 from sources.pg_changes import StreamNames, stream_names
-from spark_jobs.changes.change_batches import CopyRows, Key, StreamEvent
+from spark_jobs.changes.change_batches import CopyRows, Key, LoadRange, StreamEvent
 from spark_jobs.engines.postgresql.pgoutput import UNCHANGED
 
 
@@ -99,6 +99,7 @@ class Backend(Protocol):
     def chunk(
         self, after: list[Any] | None, rows: int, snapshot: str | None = None
     ) -> list[dict[str, Any]] | CopyRows: ...
+    def load_range(self, after: list[Any] | None, rows: int, snapshot: str) -> LoadRange: ...
     def loaded(self) -> None: ...
     def current(self, keys: list[Key], columns: list[str]) -> dict[Key, dict[str, Any]]: ...
     def retained_bytes(self) -> int | None: ...

@@ -2,7 +2,7 @@
 
 :class:`~sources.stream.StreamSource` orders a table's full load and its changes
 into one list of events at positions; :func:`take_spans` hands them out as
-items, one span per transaction (or per chunk of the load), each carrying the
+items, one span per transaction (or per chunk or range of the load), each carrying the
 load's progress after it (:class:`LoadProgress`).
 """
 
@@ -49,17 +49,23 @@ def take_spans(
         lsn = out[0][0][0]
         span: list[tuple[Position, StreamEvent, LoadProgress]] = []
         while out and out[0][0][0] == lsn:
-            rows = out[0][1].rows
+            event = out[0][1]
             # A whole chunk is one event of many rows: it waits for room (a buffer of rows
             # would refuse it), which comes as the buffer drains (its reads fit the room).
+            # A range holds none of its rows.
+            rows = 1 if event.span is not None else event.rows
             if taken + rows > limit:
                 break
             span.append(out.popleft())
             taken += rows
+            if span[-1][1].span is not None:
+                break  # a range of the load is a span alone: its batches load side by side
         if not span:
             break
         last, _, progress = span[-1]
         payload = tuple(e.to_json() for _, e, _ in span)
+        ranges = span[-1][1].span is not None  # alone in its span
         items.append(Item(name, last, payload, handle=epoch, version=progress.text,
-                          rows=sum(e.rows for _, e, _ in span)))  # fmt: skip
+                          rows=sum(e.rows for _, e, _ in span),
+                          held=1 if ranges else None))  # fmt: skip
     return items

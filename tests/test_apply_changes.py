@@ -16,8 +16,9 @@ import sqlalchemy as sa
 
 from config.errors import TargetError
 from config.models import JdbcTargetConfig
-from spark_jobs.changes.apply_changes import apply_changes, forget_stream, stream_position
+from spark_jobs.changes.apply_changes import apply_changes
 from spark_jobs.changes.change_batches import CopyRows, StreamEvent
+from spark_jobs.changes.positions import forget_stream, stream_position
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.common.outcomes import BatchImportFailed
 from spark_jobs.engines.postgresql.pgoutput import UNCHANGED

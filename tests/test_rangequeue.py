@@ -49,3 +49,14 @@ def test_released_ranges_go_back_to_the_head_in_order() -> None:
 def test_capacity_must_be_positive() -> None:
     with pytest.raises(ValueError, match="positive"):
         RangeQueue(0)
+
+
+def test_a_range_that_holds_no_rows_in_memory_weighs_what_it_holds_and_goes_alone() -> None:
+    # A stream's load range: its importer reads its 200,000 rows; the buffer holds its ends.
+    q = RangeQueue(10)
+    loads = [Item("s", (n,), rows=200_000, held=1) for n in (1, 2, 3)]
+    assert q.offer_many(loads) == 3 and q.free() == 7 and q.rows() == 3
+    taken = q.poll_many(5, "b1", at_least_one=True)  # more rows than the batch: alone
+    assert taken == loads[:1] and q.held_count() == 1 and q.free() == 7
+    assert q.release("b1") == 1 and q.rows() == 3 and q.held_count() == 0
+    assert q.ack("b1") == [] and q.poll_many(5, "b2") == []  # none fits without at_least_one

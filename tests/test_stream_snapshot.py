@@ -1,14 +1,17 @@
 """A stream's full load reads the snapshot its slot was made with (PostgreSQL).
 
 A slot made by the start exports its snapshot: the tables as they were where
-the slot's changes begin. The full load reads its chunks in that snapshot,
-each handed out at the slot's start position before every change, with no
-watermark written into the stream; the changes made after the slot, during
-the load, come after it from the slot, each once. Every table of a
-``tables:`` group is published before the slot is made, so one snapshot
-serves them all; the snapshot is let go once every load is done. Where none
-serves (a slot made by an earlier start), the load reads between watermarks,
-as before. Real PostgreSQL with logical decoding (``logical_pg``).
+the slot's changes begin. The full load is handed out as key ranges of that
+snapshot, each at the slot's start position before every change, with no
+watermark written into the stream; their importers read them in the snapshot
+(:mod:`spark_jobs.changes.load_ranges`, done here by the test as soon as a range is
+handed out, the target's position then moved past it). The changes made after
+the slot, during the load, come after it from the slot, each once, once the
+target holds every range. Every table of a ``tables:`` group is published
+before the slot is made, so one snapshot serves them all; the snapshot is let
+go once every load is in. Where none serves (a slot made by an earlier start),
+the load reads between watermarks, as before. Real PostgreSQL with logical
+decoding (``logical_pg``).
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ import sqlalchemy as sa
 from config.models import SqlSourceConfig
 from sources.abc import Item
 from sources.stream import StreamSource
-from spark_jobs.changes.change_batches import StreamEvent
+from spark_jobs.changes.change_batches import LoadRange, StreamEvent
+from spark_jobs.changes.load_ranges import RangeSource, range_lines
 from tests.helpers import scalar
 
 pytestmark = [pytest.mark.postgres]
@@ -44,13 +48,42 @@ def _seed(url: str, *tables: str, rows: int = 100) -> None:
     engine.dispose()
 
 
-def _drain(source: StreamSource) -> Iterator[Item]:
-    """Every item the source hands out until it is at its end."""
-    for _ in range(200):
-        yield from source.next_batch(1_000)
-        if source.exhausted:
-            return
-    raise AssertionError("the stream never reached its end")
+class Target:
+    """What a target does with a stream's items, for the source's sake: a range's rows read
+    (in its snapshot) as it is handed out, and the position moved past each item."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.position: list[int] | None = None
+        self.rows: dict[str, dict[str, str]] = {}  # table → id → v, the load's
+
+    def __call__(self) -> list[int] | None:
+        return self.position
+
+    def drain(self, source: StreamSource, room: int = 1_000) -> Iterator[Item]:
+        """Every item ``source`` hands out, asked for ``room`` rows at a time, until it is at
+        its end."""
+        for _ in range(200):
+            yield from self.step(source, room)
+            if source.exhausted:
+                return
+        raise AssertionError("the stream never reached its end")
+
+    def step(self, source: StreamSource, room: int = 1_000) -> list[Item]:
+        """What one ask of ``source`` hands out, each range read and the position moved."""
+        items = source.next_batch(room)
+        for item in items:
+            for event in _events([item]):
+                if event.span is not None:
+                    self._read(source.cfg.table, event.span)
+            self.position = list(tuple(item.key))
+        return items
+
+    def _read(self, table: str, span: LoadRange) -> None:
+        with range_lines(RangeSource(self.url, table), span, ["id"]) as lines:
+            for line in lines:
+                key, value = bytes(line).decode().rstrip("\n").split("\t")
+                self.rows.setdefault(table, {})[key] = value
 
 
 def _events(items: list[Item]) -> list[StreamEvent]:
@@ -73,7 +106,8 @@ def test_the_full_load_reads_the_slots_snapshot_and_the_changes_after_it_come_on
 ) -> None:
     url = logical_pg.create("snap_one")
     _seed(url, "items")
-    source = StreamSource("items", _cfg(url, "items"))
+    target = Target(url)
+    source = StreamSource("items", _cfg(url, "items"), committed=target)
     try:
         source.check()  # makes the slot, which exports its snapshot
         assert source.backend.snapshot is not None
@@ -84,15 +118,19 @@ def test_the_full_load_reads_the_slots_snapshot_and_the_changes_after_it_come_on
             conn.execute(sa.text("DELETE FROM items WHERE id = 95"))
             conn.execute(sa.text("INSERT INTO items VALUES (200, 'new')"))
         engine.dispose()
-        items = list(_drain(source))
+        items = list(target.drain(source))
+        assert source.backend.snapshot is None  # the target holds the load: let go
     finally:
         source.drop()
         source.close()
 
     load = [i for i in items if tuple(i.key)[0] == start]
     changes = [i for i in items if tuple(i.key)[0] != start]
-    # The load: the table as it was where the slot starts, in chunks at [start, n].
-    rows = _rows_of(_events(load))
+    # The load: the table as it was where the slot starts, in ranges at [start, n] of
+    # page_size rows, read by their importer.
+    spans = [e.span for e in _events(load)]
+    assert [s.rows for s in spans if s is not None] == [30, 30, 30, 10]
+    rows = target.rows["items"]
     assert len(rows) == 100 and rows["90"] == "v90" and "95" in rows and "200" not in rows
     assert [tuple(i.key) for i in load] == sorted(tuple(i.key) for i in load)
     assert all(tuple(i.key) > (start, 0) for i in load)
@@ -109,7 +147,8 @@ def test_a_group_is_loaded_from_one_snapshot_without_watermarks_then_lets_it_go(
 ) -> None:
     url = logical_pg.create("snap_group")
     _seed(url, "a", "b", rows=70)
-    a, b = (StreamSource(t, _cfg(url, t, group="grp")) for t in ("a", "b"))
+    targets = {t: Target(url) for t in ("a", "b")}
+    a, b = (StreamSource(t, _cfg(url, t, group="grp"), committed=targets[t]) for t in ("a", "b"))
     try:
         a.check()
         b.check()
@@ -120,7 +159,13 @@ def test_a_group_is_loaded_from_one_snapshot_without_watermarks_then_lets_it_go(
             conn.execute(sa.text("UPDATE b SET v = 'late' WHERE id = 1"))
         engine.dispose()
         assert scalar(url, "SELECT count(*) FROM pg_publication_tables") == 2
-        got_a, got_b = list(_drain(a)), list(_drain(b))
+        got_a: list[Item] = []
+        got_b: list[Item] = []
+        for _ in range(200):  # as a daemon asks them: in turn (b's load holds the snapshot)
+            got_a += targets["a"].step(a)
+            got_b += targets["b"].step(b)
+            if a.exhausted and b.exhausted:
+                break
         assert a.backend.snapshot is None  # both loads done: the snapshot was let go
         assert scalar(url, "SELECT count(*) FROM pg_stat_replication") == 0
         # No watermark went into the stream: a slot of the group's holds one change only.
@@ -132,9 +177,9 @@ def test_a_group_is_loaded_from_one_snapshot_without_watermarks_then_lets_it_go(
         a.drop()
         a.close()
         b.close()
-    assert len(_rows_of(_events(got_a))) == 70
-    assert _rows_of(_events(got_b))["1"] == "v1"
-    assert [(e.op, e.key_values) for e in _events(got_b) if e.block is None] == [
+    assert len(targets["a"].rows["a"]) == 70 and got_a
+    assert targets["b"].rows["b"]["1"] == "v1"
+    assert [(e.op, e.key_values) for e in _events(got_b) if e.span is None] == [
         ("update", ("1",))]
 
 
@@ -148,7 +193,7 @@ def test_a_slot_made_by_an_earlier_start_loads_between_watermarks(logical_pg: An
     try:
         source.check()
         assert source.backend.snapshot is None and not source.backend.made_slot
-        items = list(_drain(source))
+        items = list(Target(url).drain(source))
     finally:
         source.drop()
         source.close()

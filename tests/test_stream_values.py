@@ -21,7 +21,7 @@ from config.models import SqlSourceConfig
 from scheduler.commands.cutover import run_cutover
 from sources.pg_stream import PgBackend
 from sources.sqldb import SourceDatabase
-from spark_jobs.changes.change_batches import CopyRows
+from spark_jobs.changes.change_batches import CopyRows, LoadRange
 from tests.helpers import drain, stream_leftovers, write_config
 
 pytestmark = [pytest.mark.postgres, pytest.mark.spark]
@@ -113,7 +113,18 @@ def test_out_of_line_values_stay_through_updates_key_moves_and_both_in_one_trans
                          "UPDATE docs SET id = id + 500 WHERE id IN (23, 24)")  # fmt: skip
         return got
 
+    ranges = PgBackend.load_range
+
+    def range_then_change(self: PgBackend, after: Any, rows: int, snapshot: str) -> LoadRange:
+        got = ranges(self, after, rows, snapshot)
+        chunks.append(got.rows)
+        if len(chunks) == 2:  # read by their importers later: in the snapshot all the same
+            _run(source, "UPDATE docs SET v = v + 1 WHERE id IN (21, 22);"
+                         "UPDATE docs SET id = id + 500 WHERE id IN (23, 24)")  # fmt: skip
+        return got
+
     monkeypatch.setattr(PgBackend, "chunk", chunk_then_change)
+    monkeypatch.setattr(PgBackend, "load_range", range_then_change)
     if load == "watermarks":  # as where no snapshot serves
         monkeypatch.setattr(PgBackend, "snapshot", property(lambda self: None))
     assert drain(cfg, path, spark).exit_code == 0

@@ -54,7 +54,7 @@ def drop_streams(
         done.setdefault(subject, []).append(name)
         target = cfg.targets.get(split_target(src.target)[0])
         if forget_position and isinstance(target, JdbcTargetConfig):
-            from spark_jobs.changes.apply_changes import forget_stream
+            from spark_jobs.changes.positions import forget_stream
             from spark_jobs.common.jdbc import sql_engine
 
             forget_stream(sql_engine(target.url), name)

@@ -12,6 +12,9 @@ points, as a batch meets them:
 - :func:`.stream_import.import_changes`: a stream's batch into its target,
   the table created first in the catalogue's types if it is not there;
 - :func:`.apply_changes.apply_changes`: the net effect applied under the
-  batch's commit row and its stream's row (:func:`.apply_changes.stream_position`:
-  the position of the last change a target table holds).
+  batch's commit row and its stream's row (:func:`.positions.stream_position`:
+  the position of the last change a target table holds);
+- :func:`.load_ranges.apply_ranges`: a batch of a full load's key ranges, read from
+  the source in the slot's exported snapshot by the importer itself and COPYed in,
+  side by side with the load's other batches.
 """

@@ -28,7 +28,14 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from config.errors import TargetError
-from spark_jobs.changes.change_batches import CopyRows, Key, NetBatch, StreamEvent, segments
+from spark_jobs.changes.change_batches import (
+    CopyRows,
+    Key,
+    LoadRange,
+    NetBatch,
+    StreamEvent,
+    segments,
+)
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.common.outcomes import BatchImportFailed
 from spark_jobs.engines import dialect_engine
@@ -36,6 +43,7 @@ from spark_jobs.engines.postgresql.insert import insert as pg_insert
 from spark_jobs.engines.postgresql.pgoutput import UNCHANGED
 from spark_jobs.load.commit_jdbc import take_commit_row
 from spark_jobs.load.jdbc_tables import (
+    STREAMS_TABLE,
     commits_table,
     create_if_missing,
     ensure_own_tables,
@@ -83,7 +91,7 @@ def apply_changes(engine: sa.Engine, target: TargetTable, manifest: Manifest) ->
         )
     parts = list(segments([StreamEvent.from_json(p) for p in manifest.payloads], target.key,
                           UNCHANGED))  # fmt: skip
-    _ensure_tables(engine)
+    ensure_stream_tables(engine)
     try:
         with engine.begin() as conn:
             return _transaction(conn, target, manifest, list(manifest.hi), parts)
@@ -93,39 +101,7 @@ def apply_changes(engine: sa.Engine, target: TargetTable, manifest: Manifest) ->
         raise
 
 
-def stream_position(engine: sa.Engine, source: str) -> list[int] | None:
-    """The position of the last change of ``source`` the target holds; None when none."""
-    streams = streams_table()
-    if not sa.inspect(engine).has_table(streams.name):
-        return None
-    with engine.connect() as conn:
-        text = conn.execute(
-            sa.select(streams.c.position).where(streams.c.source == source)
-        ).scalar_one_or_none()
-    return None if text is None else list(json.loads(text))
-
-
-def stream_positions(engine: sa.Engine) -> dict[str, list[int]]:
-    """The position of every stream the target holds changes of, by source."""
-    streams = streams_table()
-    try:
-        with engine.connect() as conn:
-            found = conn.execute(sa.select(streams.c.source, streams.c.position)).all()
-    except sa.exc.ProgrammingError:  # no stream has written here yet: no table
-        return {}
-    return {source: list(json.loads(text)) for source, text in found if text is not None}
-
-
-def forget_stream(engine: sa.Engine, source: str) -> None:
-    """Forget how far ``source`` is applied (``sluice reset``): its next batch starts over."""
-    streams = streams_table()
-    if not sa.inspect(engine).has_table(streams.name):
-        return
-    with engine.begin() as conn:
-        conn.execute(streams.delete().where(streams.c.source == source))
-
-
-def _ensure_tables(engine: sa.Engine) -> None:
+def ensure_stream_tables(engine: sa.Engine) -> None:
     """``_sluice_commits`` and ``_sluice_streams``, made sure of once per process and database
     (until a transaction fails)."""
     ensure_own_tables(engine)
@@ -134,13 +110,16 @@ def _ensure_tables(engine: sa.Engine) -> None:
         if url in _streams_ready:
             return
     create_if_missing(engine, streams_table())
+    if "ahead" not in {c["name"] for c in sa.inspect(engine).get_columns(STREAMS_TABLE)}:
+        with engine.begin() as conn:  # made by a sluice before the load's ranges
+            conn.exec_driver_sql(f"ALTER TABLE {STREAMS_TABLE} ADD COLUMN IF NOT EXISTS ahead text")
     with _streams_lock:
         _streams_ready.add(url)
 
 
 def _transaction(
     conn: sa.Connection, target: TargetTable, manifest: Manifest, hi: list[Any],
-    parts: Sequence[NetBatch | CopyRows],
+    parts: Sequence[NetBatch | CopyRows | LoadRange],
 ) -> Written:  # fmt: skip
     commits, streams = commits_table(), streams_table()
     current = take_commit_row(conn, commits, manifest)
@@ -165,7 +144,7 @@ def _transaction(
     if held is not None and held >= hi:
         rows, method = 0, "already in the table"
     elif held != lo:
-        raise _out_of_order(target, manifest, held, lo)
+        raise out_of_order(target, manifest, held, lo)
     else:
         rows, method = _apply_all(conn, target, parts), "stream changes"
         conn.execute(
@@ -181,7 +160,7 @@ def _transaction(
     return Written(rows, 0, method)
 
 
-def _out_of_order(
+def out_of_order(
     target: TargetTable, manifest: Manifest, held: list[Any] | None, lo: list[Any] | None
 ) -> BatchImportFailed:
     where = (f"batch {manifest.batch_id} of stream {manifest.source}: {target.label} holds "
@@ -197,16 +176,18 @@ def _out_of_order(
 
 
 def _apply_all(conn: sa.Connection, target: TargetTable,
-               parts: Sequence[NetBatch | CopyRows]) -> int:  # fmt: skip
+               parts: Sequence[NetBatch | CopyRows | LoadRange]) -> int:  # fmt: skip
     """Apply ``parts`` (a batch's :func:`~spark_jobs.changes.change_batches.segments`) in order; the
     rows written."""
     if not parts:
         return 0
     prep = conn.dialect.identifier_preparer
     table_sql = ".".join(prep.quote(p) for p in (target.schema, target.table) if p)
-    columns = _table_columns(conn, target, table_sql)
+    columns = table_columns(conn, target, table_sql)
     written = 0
     for n, part in enumerate(parts):
+        if isinstance(part, LoadRange):  # see stream_spans.take_spans: a range goes alone
+            raise TargetError(f"{target.label}: a full load's range in a batch with changes")
         if isinstance(part, CopyRows):
             written += _apply_rows(conn, target, table_sql, columns, part, n)
         else:
@@ -231,15 +212,24 @@ def _apply_rows(
     if block.bounds is not None and not _holds_between(conn, table_sql, target.key, block.bounds):
         try:
             with conn.begin_nested():
-                _copy_in(conn, table_sql, names, block.text)
+                copy_in(conn, table_sql, names, block.text)
             return block.rows
         except sa.exc.IntegrityError:
             pass  # a row of the chunk was there: upserted below
     others = [c for c, (not_null, _) in columns.items() if not_null and c not in names]
-    stage = _stage(conn, table_sql, others, names, f"{STAGE}_{n}", block.text)
+    upsert_staged(conn, target, columns, stage(conn, table_sql, others, names, f"{STAGE}_{n}",
+                                               block.text))  # fmt: skip
+    return block.rows
+
+
+def upsert_staged(conn: sa.Connection, target: TargetTable, columns: dict[str, tuple[bool, bool]],
+                  staged: sa.TableClause) -> None:  # fmt: skip
+    """Insert the rows of ``staged`` (see :func:`stage`) into the table, a row whose key is
+    there taking the staged values (``columns``: see :func:`table_columns`)."""
+    names = [c.name for c in staged.columns]
     table = sa.table(target.table, *[sa.column(c) for c in names], schema=target.schema)
     statement = pg_insert(table, any(columns[c][1] for c in names)).from_select(
-        names, sa.select(*[stage.c[c] for c in names]))  # fmt: skip
+        names, sa.select(*[staged.c[c] for c in names]))  # fmt: skip
     # An identity GENERATED ALWAYS keeps the target row's own value (see _apply).
     updated = [c for c in names if c not in target.key and not columns[c][1]]
     if updated:
@@ -248,7 +238,6 @@ def _apply_rows(
     else:
         statement = statement.on_conflict_do_nothing(index_elements=list(target.key))
     conn.execute(statement)
-    return block.rows
 
 
 def _holds_between(
@@ -295,17 +284,17 @@ def _apply(
         conn.execute(sa.delete(table))
     if not rows:
         return 0
-    stage = _stage(conn, table_sql, [c for c, (not_null, _) in columns.items() if not_null],
+    staged = stage(conn, table_sql, [c for c, (not_null, _) in columns.items() if not_null],
                    [*names, GROUP], f"{STAGE}_{n}", rows)  # fmt: skip
     removed = 0
     if net.deletes:
-        match = [table.c[k] == stage.c[k] for k in target.key]
-        removed = conn.execute(sa.delete(table).where(stage.c[GROUP] == DELETES, *match)).rowcount
+        match = [table.c[k] == staged.c[k] for k in target.key]
+        removed = conn.execute(sa.delete(table).where(staged.c[GROUP] == DELETES, *match)).rowcount
     overriding = any(columns[c][1] for c in names)  # identity columns GENERATED ALWAYS
     for left, group in groups.items():
         written = [c for c in names if c not in left]
         statement = pg_insert(table, overriding).from_select(
-            written, sa.select(*[stage.c[c] for c in written]).where(stage.c[GROUP] == group)
+            written, sa.select(*[staged.c[c] for c in written]).where(staged.c[GROUP] == group)
         )
         # An identity GENERATED ALWAYS may only be updated to DEFAULT: a new row takes the
         # source's value (OVERRIDING SYSTEM VALUE), a row there keeps its own, as a keyset
@@ -322,7 +311,7 @@ def _apply(
     return len(net.upserts) + int(removed)
 
 
-def _table_columns(
+def table_columns(
     conn: sa.Connection, target: TargetTable, table_sql: str
 ) -> dict[str, tuple[bool, bool]]:
     """Per column of the table: NOT NULL, and an identity GENERATED ALWAYS."""
@@ -340,7 +329,7 @@ def _table_columns(
     return {name: (bool(not_null), bool(always)) for name, not_null, always in found}
 
 
-def _stage(
+def stage(
     conn: sa.Connection,
     table_sql: str,
     not_null: Sequence[str],
@@ -362,11 +351,11 @@ def _stage(
         alter.append(f"ADD COLUMN {prep.quote(GROUP)} integer NOT NULL")
     if alter:
         conn.execute(sa.text(f"ALTER TABLE {stage_sql} {', '.join(alter)}"))
-    _copy_in(conn, stage_sql, names, rows)
+    copy_in(conn, stage_sql, names, rows)
     return sa.table(name, *[sa.column(c) for c in names])
 
 
-def _copy_in(
+def copy_in(
     conn: sa.Connection, table_sql: str, names: Sequence[str], rows: Iterable[Sequence[Any]] | str
 ) -> None:
     """COPY ``rows`` (or lines of COPY text) into ``names`` of ``table_sql``."""

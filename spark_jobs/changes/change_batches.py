@@ -8,7 +8,10 @@ batch and empties the table first. Rows from a full load's chunks
 (:class:`ChunkRow`) are written like inserts, where the stream's order put them;
 a PostgreSQL chunk comes whole (:class:`CopyRows`, its rows as COPY prints them)
 and goes in by COPY, with no Python per row: a batch is applied as
-:func:`segments`, in order.
+:func:`segments`, in order. A full load read in the slot's snapshot travels as
+key ranges (:class:`LoadRange`): the target's importer reads each range itself,
+in that snapshot, and COPYs it in; such batches hold no change and apply side by
+side (:mod:`spark_jobs.changes.load_ranges`).
 
 A batch travels in its manifest as :class:`StreamEvent` JSON texts, one per
 change, chunk row or whole chunk, in the stream's order.
@@ -61,6 +64,24 @@ class CopyRows:
 
 
 @dataclass(frozen=True)
+class LoadRange:
+    """A key range of a full load read in the slot's exported snapshot: the rows whose key
+    lies after ``after`` (None: from the first) up to ``upto`` (None: to the last), as the
+    snapshot ``snapshot`` holds them, ``rows`` of them; keys as the stream prints them,
+    ``columns`` the table's in the order read, ``types`` theirs as the source's catalogue
+    spells them. Its
+    importer reads it from the source (:mod:`spark_jobs.changes.load_ranges`): a batch of ranges
+    carries no row."""
+
+    after: Key | None
+    upto: Key | None
+    snapshot: str
+    rows: int
+    columns: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class StreamEvent:
     """One change of a stream source as a batch carries it, its key already taken out.
 
@@ -70,7 +91,8 @@ class StreamEvent:
     it; ``new``: the row after an insert, update or load, each value as the
     stream gave it (PostgreSQL: the type's text output; None for NULL), or
     :data:`UNCHANGED` for a value the stream did not send (a TOASTed value an
-    update left alone). ``op`` ``copy``: a whole chunk, ``block``.
+    update left alone). ``op`` ``copy``: a whole chunk, ``block``; ``range``: a key range
+    of the full load, ``span``.
     """
 
     op: str
@@ -78,10 +100,13 @@ class StreamEvent:
     moved_from: Key | None = None
     new: dict[str, Any] | None = None
     block: CopyRows | None = None
+    span: LoadRange | None = None
 
     @property
     def rows(self) -> int:
-        """The rows the event writes: a chunk's, or one."""
+        """The rows the event writes: a chunk's or a range's, or one."""
+        if self.span is not None:
+            return self.span.rows
         return 1 if self.block is None else self.block.rows
 
     def key(self, columns: Iterable[str] = ()) -> Key:
@@ -94,7 +119,14 @@ class StreamEvent:
 
     def to_json(self) -> str:
         """JSON text: ``op``, ``key``, and where there are, ``from``, ``new``, ``unchanged``;
-        a chunk's ``columns``, ``text`` and ``rows``."""
+        a chunk's ``columns``, ``text`` and ``rows``; a range's ``after``, ``upto``,
+        ``snapshot`` and ``rows``."""
+        if self.span is not None:
+            r = self.span
+            ends = {"op": self.op, "after": None if r.after is None else list(r.after),
+                    "upto": None if r.upto is None else list(r.upto), "snapshot": r.snapshot,
+                    "rows": r.rows, "columns": list(r.columns), "types": list(r.types)}
+            return json.dumps(ends, separators=(",", ":"), default=str)
         if self.block is not None:
             b = self.block
             whole = {"op": self.op, "columns": list(b.columns), "text": b.text, "rows": b.rows,
@@ -115,6 +147,13 @@ class StreamEvent:
         """Read back what :meth:`to_json` wrote (the columns in their order, unsent ones
         :data:`UNCHANGED` again)."""
         data = json.loads(text)
+        if data["op"] == "range":
+            after, upto = data["after"], data["upto"]
+            return cls("range", span=LoadRange(None if after is None else tuple(after),
+                                               None if upto is None else tuple(upto),
+                                               data["snapshot"], data["rows"],
+                                               tuple(data["columns"]),
+                                               tuple(data["types"])))  # fmt: skip
         if data["op"] == "copy":
             ends = data.get("bounds")
             bounds = None if ends is None else (tuple(ends[0]), tuple(ends[1]))
@@ -135,6 +174,8 @@ class StreamEvent:
             return cls("row", tuple(change.key), None, dict(change.row))
         if isinstance(change, CopyRows):
             return cls("copy", block=change)
+        if isinstance(change, LoadRange):
+            return cls("range", span=change)
         if change.op == "truncate":
             return cls("truncate")
         return cls(
@@ -161,20 +202,27 @@ class NetBatch:
 
 def segments(
     events: Iterable[StreamEvent], key_columns: Sequence[str], unchanged: object | None = None
-) -> Iterator[NetBatch | CopyRows]:
+) -> Iterator[NetBatch | CopyRows | LoadRange]:
     """What ``events`` (a batch, in the stream's order) do, in order: the net effect of the
-    changes between two whole chunks (see :func:`net_effect`), and each chunk."""
+    changes between two whole chunks or ranges (see :func:`net_effect`), and each of those."""
     pending: list[StreamEvent] = []
     for event in events:
-        if event.block is None:
+        whole = event.block if event.block is not None else event.span
+        if whole is None:
             pending.append(event)
             continue
         if pending:
             yield net_effect(pending, key_columns, unchanged)
             pending = []
-        yield event.block
+        yield whole
     if pending:
         yield net_effect(pending, key_columns, unchanged)
+
+
+def only_ranges(payloads: Sequence[str]) -> bool:
+    """Whether a batch's events (``payloads``, JSON texts) are all ranges of a full load
+    read in a snapshot (:class:`LoadRange`): such a batch needs none before it applied."""
+    return bool(payloads) and all(p.startswith('{"op":"range"') for p in payloads)
 
 
 def net_effect(

@@ -3,8 +3,9 @@
 A ``changes`` batch (:mod:`spark_jobs.changes.change_batches`) carries its rows in
 its manifest, as the source's own text of each value: it needs no read and
 no Spark job, only the target's transaction
-(:func:`spark_jobs.changes.apply_changes.apply_changes`). A target table that does
-not exist yet is created first in the types the catalogue maps the source
+(:func:`spark_jobs.changes.apply_changes.apply_changes`); one of a full load's key
+ranges is read from the source by its importer (:mod:`spark_jobs.changes.load_ranges`).
+A target table that does not exist yet is created first in the types the catalogue maps the source
 table's columns to (from PostgreSQL: its own, with the enums and domains they
 use), the key as primary key.
 """
@@ -21,6 +22,8 @@ from config.errors import TargetError
 from config.faults import crash_point
 from config.models import JdbcTargetConfig, SqlSourceConfig
 from spark_jobs.changes.apply_changes import apply_changes
+from spark_jobs.changes.change_batches import only_ranges
+from spark_jobs.changes.load_ranges import METHOD, RangeSource, apply_ranges
 from spark_jobs.common.jdbc import sql_engine
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.common.outcomes import BatchImportFailed, reason, transient
@@ -57,8 +60,11 @@ def import_changes(source: SqlSourceConfig, target: TargetTable, manifest: Manif
     try:
         ensure_own_tables(engine)
         ensure_table(sql_engine(source.url), source.table, engine, target)
-        written = apply_changes(engine, target, manifest)
-        if written.method == "stream changes":  # applied now, the ledger does not know yet
+        if only_ranges(manifest.payloads):  # a full load's ranges: read here, beside others
+            written = apply_ranges(engine, target, manifest, RangeSource(source.url, source.table))
+        else:
+            written = apply_changes(engine, target, manifest)
+        if written.method in ("stream changes", METHOD):  # now in, the ledger does not know yet
             crash_point("after_target_commit")
     except sa.exc.SQLAlchemyError as error:
         raise BatchImportFailed(

@@ -48,13 +48,17 @@ def commits_table(metadata: sa.MetaData | None = None) -> sa.Table:
 
 def streams_table(metadata: sa.MetaData | None = None) -> sa.Table:
     """``_sluice_streams``: per stream source, the position of the last change applied
-    (a JSON list of ints; NULL: none yet) and the batch that applied it."""
+    (a JSON list of ints; NULL: none yet), the batch that applied it, and the batches of
+    a full load applied ahead of it."""
     return sa.Table(
         STREAMS_TABLE,
         metadata or sa.MetaData(),
         sa.Column("source", sa.String(255), primary_key=True),
         sa.Column("position", sa.Text, nullable=True),
         sa.Column("batch_id", sa.String(255), nullable=True),
+        # Batches of a full load's ranges applied past a gap (JSON [[lo, hi], …]), while
+        # ``position`` is where every batch before is in (see spark_jobs.changes.load_ranges).
+        sa.Column("ahead", sa.Text, nullable=True),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
     )
 
