@@ -117,11 +117,13 @@ def ensure_stream_tables(engine: sa.Engine) -> None:
         _streams_ready.add(url)
 
 
-def _transaction(
-    conn: sa.Connection, target: TargetTable, manifest: Manifest, hi: list[Any],
-    parts: Sequence[NetBatch | CopyRows | LoadRange],
-) -> Written:  # fmt: skip
-    commits, streams = commits_table(), streams_table()
+def committed_before(
+    conn: sa.Connection, target: TargetTable, manifest: Manifest
+) -> Written | None:
+    """Take the stream batch ``manifest``'s commit row (two importers of it take turns; a
+    stale token is refused): what it wrote where the target recorded it as committed before,
+    else None, its stream's row in ``_sluice_streams`` made sure of."""
+    commits = commits_table()
     current = take_commit_row(conn, commits, manifest)
     if current is not None:
         if current > manifest.token:
@@ -130,12 +132,23 @@ def _transaction(
             sa.select(commits.c.rows).where(commits.c.batch_id == manifest.batch_id)
         ).scalar_one()
         return Written(int(rows), 0, COMMITTED_BEFORE)
-    now = dt.datetime.now(dt.UTC)
     conn.execute(
-        postgresql.insert(streams)
-        .values(source=manifest.source, position=None, updated_at=now)
+        postgresql.insert(streams_table())
+        .values(source=manifest.source, position=None, updated_at=dt.datetime.now(dt.UTC))
         .on_conflict_do_nothing()
     )
+    return None
+
+
+def _transaction(
+    conn: sa.Connection, target: TargetTable, manifest: Manifest, hi: list[Any],
+    parts: Sequence[NetBatch | CopyRows | LoadRange],
+) -> Written:  # fmt: skip
+    commits, streams = commits_table(), streams_table()
+    before = committed_before(conn, target, manifest)
+    if before is not None:
+        return before
+    now = dt.datetime.now(dt.UTC)
     text = conn.execute(
         sa.select(streams.c.position).where(streams.c.source == manifest.source).with_for_update()
     ).scalar_one()

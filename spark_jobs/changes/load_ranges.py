@@ -34,12 +34,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 
 from config.errors import TargetError
 from spark_jobs.changes.apply_changes import (
-    COMMITTED_BEFORE,
     STAGE,
+    committed_before,
     ensure_stream_tables,
     out_of_order,
     stage,
@@ -53,9 +52,8 @@ from spark_jobs.common.outcomes import BatchImportFailed
 from spark_jobs.engines import dialect_engine
 from spark_jobs.engines.postgresql.copy_out import PSQL_ROWS, copy_out, psql
 from spark_jobs.engines.postgresql.read import SESSION, conninfo, pin
-from spark_jobs.load.commit_jdbc import take_commit_row
 from spark_jobs.load.jdbc_tables import commits_table, streams_table
-from spark_jobs.load.target import TargetTable, Written, stale_token_error
+from spark_jobs.load.target import TargetTable, Written
 from spark_jobs.load.target_fit import missing_column
 
 log = logging.getLogger(__name__)
@@ -107,20 +105,10 @@ def _transaction(
     source: RangeSource,
 ) -> Written:  # fmt: skip
     commits, streams = commits_table(), streams_table()
-    current = take_commit_row(conn, commits, manifest)
-    if current is not None:
-        if current > manifest.token:
-            raise stale_token_error(target, manifest, current)
-        rows = conn.execute(
-            sa.select(commits.c.rows).where(commits.c.batch_id == manifest.batch_id)
-        ).scalar_one()
-        return Written(int(rows), 0, COMMITTED_BEFORE)
+    before = committed_before(conn, target, manifest)
+    if before is not None:
+        return before
     now = dt.datetime.now(dt.UTC)
-    conn.execute(
-        postgresql.insert(streams)
-        .values(source=manifest.source, position=None, updated_at=now)
-        .on_conflict_do_nothing()
-    )
     lo, hi = None if manifest.lo is None else list(manifest.lo), list(manifest.hi or [])
     # Not locked while the rows go in: the batches of ranges load side by side.
     held, ahead = _state(conn, manifest.source, lock=False)
