@@ -16,5 +16,7 @@ points, as a batch meets them:
   the position of the last change a target table holds);
 - :func:`.load_ranges.apply_ranges`: a batch of a full load's key ranges, read from
   the source in the slot's exported snapshot by the importer itself and COPYed in,
-  side by side with the load's other batches.
+  side by side with the load's other batches;
+- :mod:`.copies`: the COPY into the table or a stage shaped like it, and the upsert
+  from the stage, that both write through.
 """

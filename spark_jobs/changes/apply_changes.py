@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -36,6 +36,7 @@ from spark_jobs.changes.change_batches import (
     StreamEvent,
     segments,
 )
+from spark_jobs.changes.copies import GROUP, copy_in, stage, table_columns, upsert_staged
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.common.outcomes import BatchImportFailed
 from spark_jobs.engines import dialect_engine
@@ -54,9 +55,6 @@ from spark_jobs.load.target_fit import missing_column
 
 STAGE = "_sluice_changes"
 """The temporary table a batch's rows are COPYed into (dropped at the commit)."""
-GROUP = "_sluice_group"
-"""The stage's column saying what a row is: a delete (:data:`DELETES`), or the number of
-its upsert group (the rows that leave the same columns alone)."""
 DELETES = -1
 COMMITTED_BEFORE = "committed before"
 """The method of a batch the target recorded as committed before: nothing was written."""
@@ -235,24 +233,6 @@ def _apply_rows(
     return block.rows
 
 
-def upsert_staged(conn: sa.Connection, target: TargetTable, columns: dict[str, tuple[bool, bool]],
-                  staged: sa.TableClause) -> None:  # fmt: skip
-    """Insert the rows of ``staged`` (see :func:`stage`) into the table, a row whose key is
-    there taking the staged values (``columns``: see :func:`table_columns`)."""
-    names = [c.name for c in staged.columns]
-    table = sa.table(target.table, *[sa.column(c) for c in names], schema=target.schema)
-    statement = pg_insert(table, any(columns[c][1] for c in names)).from_select(
-        names, sa.select(*[staged.c[c] for c in names]))  # fmt: skip
-    # An identity GENERATED ALWAYS keeps the target row's own value (see _apply).
-    updated = [c for c in names if c not in target.key and not columns[c][1]]
-    if updated:
-        statement = statement.on_conflict_do_update(
-            index_elements=list(target.key), set_={c: statement.excluded[c] for c in updated})
-    else:
-        statement = statement.on_conflict_do_nothing(index_elements=list(target.key))
-    conn.execute(statement)
-
-
 def _holds_between(
     conn: sa.Connection, table_sql: str, key: Sequence[str], bounds: tuple[Key, Key]
 ) -> bool:
@@ -322,71 +302,3 @@ def _apply(
             statement = statement.on_conflict_do_nothing(index_elements=list(target.key))
         conn.execute(statement)
     return len(net.upserts) + int(removed)
-
-
-def table_columns(
-    conn: sa.Connection, target: TargetTable, table_sql: str
-) -> dict[str, tuple[bool, bool]]:
-    """Per column of the table: NOT NULL, and an identity GENERATED ALWAYS."""
-    oid = conn.execute(sa.text("SELECT to_regclass(:name)::oid"), {"name": table_sql}).scalar()
-    if oid is None:
-        raise TargetError(
-            f"{target.label}: the table does not exist; a change stream's batches go into a "
-            "table created before its first batch"
-        )
-    found = conn.execute(
-        sa.text("SELECT attname, attnotnull, attidentity = 'a' FROM pg_attribute "
-                "WHERE attrelid = :oid AND attnum > 0 AND NOT attisdropped"),
-        {"oid": oid},
-    )  # fmt: skip
-    return {name: (bool(not_null), bool(always)) for name, not_null, always in found}
-
-
-def stage(
-    conn: sa.Connection,
-    table_sql: str,
-    not_null: Sequence[str],
-    names: Sequence[str],
-    name: str,
-    rows: Iterable[Sequence[Any]] | str,
-) -> sa.TableClause:
-    """A temporary table ``name`` of the target's column types (dropped at the commit),
-    holding ``rows`` (columns ``names``; rows, or lines of COPY text) parsed by those types'
-    input functions: COPY's text format, as pg_dump's restore. ``not_null``: the columns
-    whose NOT NULL it drops (those a row may leave out); :data:`GROUP` is added when named."""
-    prep = conn.dialect.identifier_preparer
-    stage_sql = prep.quote(name)
-    conn.execute(sa.text(f"CREATE TEMPORARY TABLE {stage_sql} (LIKE {table_sql}) ON COMMIT DROP"))
-    # A row holds only what it writes: the columns it leaves alone, and all but the key
-    # of a delete, are NULL here.
-    alter = [f"ALTER COLUMN {prep.quote(c)} DROP NOT NULL" for c in not_null]
-    if GROUP in names:
-        alter.append(f"ADD COLUMN {prep.quote(GROUP)} integer NOT NULL")
-    if alter:
-        conn.execute(sa.text(f"ALTER TABLE {stage_sql} {', '.join(alter)}"))
-    copy_in(conn, stage_sql, names, rows)
-    return sa.table(name, *[sa.column(c) for c in names])
-
-
-def copy_in(
-    conn: sa.Connection, table_sql: str, names: Sequence[str], rows: Iterable[Sequence[Any]] | str
-) -> None:
-    """COPY ``rows`` (or lines of COPY text) into ``names`` of ``table_sql``."""
-    prep = conn.dialect.identifier_preparer
-    statement = f"COPY {table_sql} ({', '.join(prep.quote(c) for c in names)}) FROM STDIN"
-    cursor = conn.connection.cursor()
-    try:
-        with cursor.copy(statement) as copy:
-            if isinstance(rows, str):
-                copy.write(rows)
-            else:
-                for row in rows:
-                    copy.write_row(row)
-    except conn.dialect.loaded_dbapi.Error as error:
-        # As SQLAlchemy reports a statement's error: the caller tells a refused value
-        # (DataError), a row there (IntegrityError) from a lost server.
-        raise sa.exc.DBAPIError.instance(
-            statement, None, error, conn.dialect.loaded_dbapi.Error
-        ) from error
-    finally:
-        cursor.close()

@@ -41,11 +41,9 @@ from spark_jobs.changes.apply_changes import (
     committed_before,
     ensure_stream_tables,
     out_of_order,
-    stage,
-    table_columns,
-    upsert_staged,
 )
 from spark_jobs.changes.change_batches import LoadRange, StreamEvent
+from spark_jobs.changes.copies import Chunks, copy_in, stage, table_columns, upsert_staged
 from spark_jobs.common.jdbc import sql_engine
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.common.outcomes import BatchImportFailed
@@ -65,7 +63,6 @@ WRITE_AT = 1 << 20
 target (a write per line costs more than the line)."""
 
 _BINARY = " (FORMAT binary)"
-
 Pair = tuple[list[Any] | None, list[Any]]
 
 
@@ -250,23 +247,8 @@ def _pipe(conn: sa.Connection, table_sql: str, key: Sequence[str], span: LoadRan
           source: RangeSource, binary: bool) -> int:  # fmt: skip
     """COPY ``span``'s rows (keyed by ``key``) from ``source`` into its columns of
     ``table_sql`` (``binary``: in binary form, else as text); their count."""
-    prep = conn.dialect.identifier_preparer
-    statement = (f"COPY {table_sql} ({', '.join(prep.quote(c) for c in span.columns)}) FROM "
-                 f"STDIN{_BINARY if binary else ''}")  # fmt: skip
-    cursor = conn.connection.cursor()
-    try:
-        with cursor.copy(statement) as copy:
-            for chunk in range_chunks(source, span, key, binary):
-                copy.write(chunk)
-        return max(cursor.rowcount, 0)
-    except conn.dialect.loaded_dbapi.Error as error:
-        # As SQLAlchemy reports a statement's error: the caller tells a row there
-        # (IntegrityError) from a refused value or a lost server.
-        raise sa.exc.DBAPIError.instance(
-            statement, None, error, conn.dialect.loaded_dbapi.Error
-        ) from error
-    finally:
-        cursor.close()
+    return copy_in(conn, table_sql, span.columns, Chunks(range_chunks(source, span, key, binary)),
+                   binary)  # fmt: skip
 
 
 def range_chunks(source: RangeSource, span: LoadRange, key: Sequence[str],
