@@ -53,14 +53,23 @@ class SparkSink(PoolSink):
     On a local master, with no session given, those ranges are loaded by
     local tasks (:mod:`spark_jobs.tasks.local_tasks`), not by Spark jobs: a run
     whose every batch goes that way never starts the JVM (no warm-up then),
-    and a batch that needs Spark starts it.
+    and a batch that needs Spark starts it. ``local_tasks``: whether they are
+    (on a local master only); by default, when no session is given, which is
+    what ``sluice run`` does. A given session is used by every batch unless
+    ``local_tasks`` is True: then it is what a batch that needs Spark runs on
+    (a test's shared session, standing in for the one ``sluice run`` starts).
     """
 
     label = "Spark sink"
     max_group = JOB_GROUP
 
     def __init__(
-        self, cfg: SluiceConfig, spark: SparkSession | None = None, *, warm_up: bool = False
+        self,
+        cfg: SluiceConfig,
+        spark: SparkSession | None = None,
+        *,
+        warm_up: bool = False,
+        local_tasks: bool | None = None,
     ) -> None:
         self.cfg = cfg
         self._spark = spark
@@ -74,7 +83,9 @@ class SparkSink(PoolSink):
         self._session_lock = threading.Lock()
         self._start_failed: SparkUnavailable | None = None
         self.ready_at: float | None = 0.0 if spark is not None else None
-        cores = local_cores(cfg.spark.master) if spark is None else None
+        if local_tasks is None:
+            local_tasks = spark is None
+        cores = local_cores(cfg.spark.master) if local_tasks else None
         self._tasks = LocalTasks(cores) if cores else None
         self._on_demand = SessionOnDemand(self.session, self._tasks) if self._tasks else None
         if self._tasks is not None:

@@ -301,15 +301,24 @@ def _succeeded(params: dict[str, Any], answer: dict[str, Any]) -> list[dict[str,
     return [entry for entry in params["Entries"] if entry["Id"] in done]
 
 
-def drain(cfg: SluiceConfig, path: Path, spark: Any, timeout: float = 240.0) -> Any:
-    """Run a daemon on ``cfg`` in-process (imports on ``spark``) until drained; its summary.
+def drain(
+    cfg: SluiceConfig, path: Path, spark: Any, timeout: float = 240.0, *, spark_jobs: bool = False
+) -> Any:
+    """Run a daemon on ``cfg`` in-process until drained, as ``sluice run`` runs it; its summary.
 
-    A run that has not drained after ``timeout`` s is stopped (the test then fails on it).
+    On a local master (the tests' configs) the loads that need no Spark go to
+    local worker processes (:mod:`spark_jobs.tasks.local_tasks`), as in
+    ``sluice run``; the rest run on ``spark``, the tests' shared session,
+    standing in for the one ``sluice run`` would start. ``spark_jobs``: every
+    batch by a Spark job on ``spark`` instead, its direct loads in Spark tasks
+    (what a cluster master's executors run). A run that has not drained after
+    ``timeout`` s is stopped (the test then fails on it).
     """
     from scheduler.daemon import Daemon
     from sinks.spark import SparkSink
 
-    daemon = Daemon(cfg, config_path=str(path), sink=SparkSink(cfg, spark=spark))
+    sink = SparkSink(cfg, spark=spark, warm_up=True, local_tasks=not spark_jobs)
+    daemon = Daemon(cfg, config_path=str(path), sink=sink)
     outcome: dict[str, Any] = {}
     runner = threading.Thread(target=lambda: outcome.update(summary=daemon.run(until_drained=True)))
     runner.start()

@@ -3,7 +3,8 @@
 The pool must hand back what a task returns or raises, survive a worker that
 dies, stop a running task when it is closed, and leave no worker behind
 when sluice itself is killed (kill -9). A PostgreSQL → PostgreSQL run with
-the defaults must never start Spark, and still copy every row once.
+the defaults must never start Spark, and still copy every row once; so must
+the tests' in-process runs, which take the same path.
 """
 
 from __future__ import annotations
@@ -17,13 +18,15 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
-from spark_jobs.tasks.local_tasks import LocalTasks, WorkerLost
+from config.loader import load_config_text
+from spark_jobs.tasks.local_tasks import LocalTasks, SessionOnDemand, WorkerLost
 from spark_jobs.tasks.session import local_cores
-from tests.helpers import wait_until
+from tests.helpers import drain, scalar, wait_until
 
 SLUICE = str(Path(sys.executable).with_name("sluice"))
 
@@ -135,22 +138,37 @@ def test_workers_die_with_a_killed_sluice(tmp_path: Path) -> None:
             os.killpg(parent.pid, signal.SIGKILL)
 
 
-@pytest.mark.postgres
-def test_a_postgresql_copy_with_the_defaults_never_starts_spark(
-    pg_url: str, pg_target: str, tmp_path: Path
-) -> None:
+def _items(pg_url: str, pg_target: str, folder: Path) -> str:
+    """A PostgreSQL table of 5,000 items and a config that copies it into ``pg_target``
+    with the defaults; the config's text, also written to ``folder``."""
     source = sa.create_engine(pg_url)
     with source.begin() as conn:
         conn.execute(sa.text("CREATE TABLE items (id bigint PRIMARY KEY, name text, n numeric)"))
         conn.execute(sa.text("INSERT INTO items SELECT g, 'item ' || g, g / 3.0 "
                              "FROM generate_series(1, 5000) g"))  # fmt: skip
-    (tmp_path / "sluice.yaml").write_text(f"""
-ledger: sqlite:///ledger.db
+    source.dispose()
+    text = f"""
+ledger: sqlite:///{folder / 'ledger.db'}
 sources:
   items: {{kind: sql, url: "{pg_url}", table: items, key: id, target: out.items}}
 targets:
   out: {{kind: jdbc, url: "{pg_target}"}}
-""")
+"""
+    (folder / "sluice.yaml").write_text(text)
+    return text
+
+
+def _same_items(pg_url: str, pg_target: str) -> None:
+    """The target's items are the source's, by the server's own texts."""
+    digest = "SELECT (count(*), sum(id), string_agg(name || n, ',' ORDER BY id))::text FROM items"
+    assert scalar(pg_target, digest) == scalar(pg_url, digest)
+
+
+@pytest.mark.postgres
+def test_a_postgresql_copy_with_the_defaults_never_starts_spark(
+    pg_url: str, pg_target: str, tmp_path: Path
+) -> None:
+    _items(pg_url, pg_target, tmp_path)
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     done = subprocess.run([SLUICE, "run", "sluice.yaml", "--until-drained", "-v"], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
@@ -158,11 +176,28 @@ targets:
     said = done.stdout + done.stderr
     assert "Spark session starting" not in said
     assert "copy as stored" in said
-    digest = "SELECT count(*), sum(id), string_agg(name || n, ',' ORDER BY id) FROM items"
-    with source.connect() as conn:
-        expected = conn.execute(sa.text(digest)).one()
-    target = sa.create_engine(pg_target)
-    with target.connect() as conn:
-        assert conn.execute(sa.text(digest)).one() == expected
-    source.dispose()
-    target.dispose()
+    _same_items(pg_url, pg_target)
+
+
+@pytest.mark.spark
+@pytest.mark.postgres
+@pytest.mark.parametrize("spark_jobs", [False, True], ids=["default", "spark_jobs"])
+def test_the_tests_daemon_loads_where_sluice_run_does(
+    pg_url: str, pg_target: str, tmp_path: Path, spark: Any, spark_jobs: bool
+) -> None:
+    """The in-process runs of the tests (:func:`tests.helpers.drain`) take the path of
+    ``sluice run`` unless told to take Spark's: the copy above never touches the session
+    it is handed (standing in for the one ``sluice run`` would start); with
+    ``spark_jobs`` its batches are Spark jobs on it."""
+    config = load_config_text(_items(pg_url, pg_target, tmp_path), str(tmp_path / "sluice.yaml"))
+    used = threading.Event()
+
+    def start() -> Any:
+        used.set()
+        return spark
+
+    summary = drain(config, tmp_path / "sluice.yaml", SessionOnDemand(start),
+                    spark_jobs=spark_jobs)  # fmt: skip
+    assert summary.exit_code == 0, summary
+    assert used.is_set() == spark_jobs
+    _same_items(pg_url, pg_target)

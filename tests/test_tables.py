@@ -222,8 +222,9 @@ def test_a_whole_schema_migrates_parents_first_into_enforced_foreign_keys(  # ty
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("spark_jobs", [False, True], ids=["local_tasks", "spark_jobs"])
 def test_many_tables_share_one_connection_budget_and_drain(  # type: ignore[no-untyped-def]
-    tmp_path: Path, pg_url: str, pg_target: str, spark
+    tmp_path: Path, pg_url: str, pg_target: str, spark, spark_jobs: bool
 ) -> None:
     """Each table is a source, but the database is asked for its budget only.
 
@@ -233,6 +234,9 @@ def test_many_tables_share_one_connection_budget_and_drain(  # type: ignore[no-u
     drained tables ends: their key queries, taking turns on few
     connections, do not keep it from seeing them all drained at once. The
     verify after it, comparing tables side by side, stays within it too.
+    The tables' batches are loaded by local tasks, as ``sluice run`` on a
+    local master loads them, and by the tasks of one Spark job, as a
+    cluster's executors do.
     """
     import threading
 
@@ -276,7 +280,7 @@ ledger: sqlite:///{tmp_path / 'ledger.db'}
     sampler = threading.Thread(target=sample)
     sampler.start()
     try:
-        summary = drain(cfg, path, spark)
+        summary = drain(cfg, path, spark, spark_jobs=spark_jobs)
         drained = len(seen)
         # Verify, comparing tables side by side, stays within the same budget.
         report = verify_config(spark, cfg)

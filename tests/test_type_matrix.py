@@ -114,17 +114,21 @@ USER_TYPES = ("mood", "posint", "email")
 
 @pytest.mark.spark
 @pytest.mark.postgres
+@pytest.mark.parametrize("spark_jobs", [False, True], ids=["local_tasks", "spark_jobs"])
 def test_built_in_types_go_from_one_binary_copy_into_the_other_as_stored(
-    tmp_path: Path, pg_factory: Any, spark: Any, caplog: pytest.LogCaptureFixture
-) -> None:
+    tmp_path: Path, pg_factory: Any, spark: Any, caplog: pytest.LogCaptureFixture,
+    spark_jobs: bool,
+) -> None:  # fmt: skip
     """A target of the source's very types (sluice makes it so) takes the source's binary
-    COPY as it comes, never parsed: every built-in type of the matrix, every value."""
+    COPY as it comes, never parsed: every built-in type of the matrix, every value. By a
+    local task, as ``sluice run`` on a local master loads it, and by a Spark task, as a
+    cluster's executors do."""
     specs = [(t, v) for t, v in PG_TYPES if not t.startswith(USER_TYPES)]
     source, target = pg_factory.create("mx_src"), pg_factory.create("mx_dst")
     rows = pg_create_source(source, "matrix", specs)
     path, cfg = _config(tmp_path, source, target)
     with caplog.at_level("INFO", logger="spark_jobs"):
-        summary = drain(cfg, path, spark)
+        summary = drain(cfg, path, spark, spark_jobs=spark_jobs)
     assert summary.exit_code == 0, summary
     assert "(copy as stored)" in caplog.text
     columns = [column_name(t) for t, _ in specs]
