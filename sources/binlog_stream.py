@@ -6,6 +6,14 @@ as text COPY lines; values are put in PostgreSQL's text by the catalogue's mappi
 (:mod:`spark_jobs.engines.mysql.stream_text`);
 a position is a GTID's sequence number. The binary log has no slot: nothing to
 acknowledge.
+
+The full load is handed out as key ranges (:class:`LoadRange`) at the position the
+stream starts from, each read by its importer natively as the table is then
+(:mod:`spark_jobs.changes.load_ranges`): MariaDB exports no snapshot another
+session could read in. The binary log's changes from that position on, applied
+after the last range, bring every row to what the source holds: each carries the
+whole row (``binlog_row_image = FULL``), so a change a range's read already saw
+sets the row to a state it then had, and the later ones follow.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ class MariaBackend:
     values in PostgreSQL's text by the catalogue's mapping."""
 
     whole_chunks = True
-    snapshot: tuple[str, int] | None = None  # the full load reads between watermarks
+    live_ranges = True  # ranges are read as the table is when read (see the module)
 
     def __init__(self, name: str, cfg: SqlSourceConfig, db: SourceDatabase) -> None:
         from sources.binlog_changes import WATERMARKS, BinlogChangeStream
@@ -55,6 +63,13 @@ class MariaBackend:
         self.made_slot = False  # the server keeps its binary log, whoever reads it
         self.at_end = False
         self.reached = 0
+        self._loaded = False
+
+    @property
+    def snapshot(self) -> tuple[str, int] | None:
+        """No snapshot (``""``: its ranges are read as the table is then) and the position
+        the stream starts at, until the full load is done."""
+        return None if self._loaded else ("", self._start)
 
     def open(self) -> None:
         position = self._db.guard(self._stream.check)
@@ -151,11 +166,52 @@ class MariaBackend:
 
 
     def loaded(self) -> None:
-        """Nothing: no snapshot serves the load (see :attr:`snapshot`)."""
+        """The full load needs no more ranges."""
+        self._loaded = True
+
+    def position(self) -> int:
+        """The server's position now: the last transaction's sequence number."""
+        from sources.binlog_changes import sequence
+
+        found = self._db.guard(self._stream.source_position)
+        return sequence(found.split(",")[0].strip()) if found else 0
 
     def load_range(self, after: list[Any] | None, rows: int, snapshot: str) -> LoadRange:
-        """Never asked: with no snapshot (see :attr:`snapshot`) the load reads chunks."""
-        raise AssertionError(f"{self._label}: the binary log's load has no snapshot to read")
+        """The next range of the full load: the ``rows`` rows after key ``after``, or, where
+        fewer are left, all of them (its ``upto`` None). Only its end is read (an index's
+        ``rows`` keys); its importer reads the rows (:mod:`spark_jobs.changes.load_ranges`).
+        Keys are in PostgreSQL's text, as a chunk's are."""
+        from spark_jobs.common.keyorder import key_types, row_compare, typed_key
+        from spark_jobs.engines.mysql.stream_text import postgres_row
+
+        columns = self._described()
+        engine = self._db.engine
+        keys: list[sa.ColumnClause[Any]] = [sa.column(k) for k in self._key]
+        schema, _, name = self._table.rpartition(".")
+        table = sa.table(name, schema=schema or None)
+        where = []
+        if after is not None:
+            # As the key's types: a bigint past 2^53 compared as text would be a double.
+            typed = typed_key(after, self._db.guard(lambda: key_types(engine, self._table,
+                                                                      self._key)))  # fmt: skip
+            where = [row_compare(keys, typed, ">", engine.dialect.name)]
+        end = (sa.select(*keys).select_from(table).where(*where).order_by(*keys)
+               .offset(max(0, rows - 1)).limit(1))  # fmt: skip
+        rest = sa.select(sa.func.count()).select_from(table).where(*where)
+
+        def read() -> tuple[Key | None, int]:
+            with engine.connect() as conn:
+                found = conn.execute(end).first()
+                if found is not None:
+                    return tuple(found), rows
+                return None, int(conn.execute(rest).scalar_one())
+
+        found, count = self._db.guard(read)
+        upto = None if found is None else tuple(postgres_row(
+            dict(zip(self._key, found, strict=True)), {k: columns[k] for k in self._key}
+        ).values())  # fmt: skip
+        return LoadRange(None if after is None else tuple(after), upto, snapshot, count,
+                         tuple(columns), tuple(c.type for c in columns.values()))  # fmt: skip
 
     def undo(self) -> list[str]:
         """Nothing to undo: the binary log has no slot, the watermark table holds nothing."""

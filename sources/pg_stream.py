@@ -31,6 +31,7 @@ class PgBackend:
     table of a ``tables:`` group, the group's (``shared``)."""
 
     whole_chunks = True
+    live_ranges = False  # read in the slot's exported snapshot
 
     def __init__(self, name: str, cfg: SqlSourceConfig, db: SourceDatabase) -> None:
         self.names = names_of(name, cfg)
@@ -160,6 +161,10 @@ class PgBackend:
         found = line_keys(text, positions)
         return CopyRows(tuple(types), text, len(found), tuple(found),
                         (found[0], found[-1]) if found else None)  # fmt: skip
+
+    def position(self) -> int:
+        """Never asked: the full load is read in the slot's snapshot, with no catching up."""
+        raise AssertionError(f"{self.what}: a load read in a snapshot needs no catching up")
 
     def load_range(self, after: list[Any] | None, rows: int, snapshot: str) -> LoadRange:
         """The next range of the full load in ``snapshot``: the ``rows`` rows after key

@@ -1,14 +1,20 @@
 """A ``mode: stream`` source: a table's existing rows and every change after, in commit order.
 
-The table's change stream (:class:`~sources.pg_changes.PgChangeStream`: a
-publication and a logical slot) is read from the source's position on; the
-rows already in the table are loaded beside it in key chunks, each read
-between two watermarks and merged into the stream's order by a
-:class:`~sources.watermarks.Reconciler` (DBLog), so that nothing is locked
-and no row goes back to an older state. What comes out is one ordered list
-of :class:`~spark_jobs.changes.change_batches.StreamEvent`, each at a *position*:
-``[end_lsn, n]``, the end of its transaction's commit and how many events of
-that transaction come up to and with it. Positions only grow.
+The table's change stream (PostgreSQL: a publication and a logical slot,
+:mod:`sources.pg_stream`; MariaDB/MySQL: the row binary log,
+:mod:`sources.binlog_stream`) is read from the source's position on. The rows
+already in the table are loaded as key ranges that their importers read
+(:mod:`spark_jobs.changes.load_ranges`): in the snapshot the slot was made with,
+before every change; or, where the source exports none, as the table is when
+read, the changes made meanwhile then handed out as each row's last state
+(:mod:`sources.stream_catchup`). Where neither serves (a slot made before), the
+rows are read in key chunks between two watermarks and merged into the stream's
+order by a :class:`~sources.watermarks.Reconciler` (DBLog). Nothing is locked,
+and no row goes back to an older state. What comes out is one ordered list of
+:class:`~spark_jobs.changes.change_batches.StreamEvent`, each at a *position*:
+``[end, n]``, the end of its transaction's commit (a GTID's sequence number on
+MariaDB) and how many events of that transaction come up to and with it.
+Positions only grow.
 
 Items are *spans* of that list (like a keyset walk's ranges): ``key`` the
 position of the span's last event, ``payload`` the events' JSON texts,
@@ -25,7 +31,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -41,6 +46,7 @@ from sources.budget import Budget
 from sources.sqldb import SourceDatabase
 from sources.stream_applied import Applied
 from sources.stream_backends import Backend, Txn, complete_unsent, last_key, names_of
+from sources.stream_catchup import catch_up
 from sources.stream_spans import DONE, LoadProgress, Position, take_spans
 from sources.watermarks import Reconciler, high, low
 from spark_jobs.changes.change_batches import StreamEvent
@@ -69,11 +75,6 @@ def load_range_rows(cfg: SqlSourceConfig) -> int:
     return cfg.page_size if "page_size" in cfg.model_fields_set else LOAD_RANGE
 
 
-FRESH_END = 2.0
-"""Seconds after a read that reached the source's end that the stream counts as caught up
-(a daemon asks a stream at its end every 0.2 s)."""
-
-
 @dataclass(frozen=True)
 class StreamHealth:
     """A stream source's state: its slot and publication; ``lag``, seconds the target is
@@ -94,16 +95,12 @@ class StreamHealth:
 
 
 class StreamSource(LimitedSource):
-    """The changes of one PostgreSQL table, after its existing rows (see the module).
-
-    ``next_batch`` reads a chunk of the full load when none is waiting for
-    its high watermark, then peeks the slot past what it read before and
-    hands out spans of at most ``limit`` events. :meth:`reset` starts again
-    after a position and a load progress (a restart, a lost claim race);
-    spans of an earlier start carry an older :attr:`epoch` in ``handle`` and
-    must not be claimed. ``committed`` reads the stream's position recorded in
-    the target; each read first moves the slot up to it. Errors are
-    :class:`~config.errors.SourceError`.
+    """The changes of one table after its existing rows (see the module). ``next_batch``
+    hands out the full load's next range (or chunk), then what the stream read past it, in
+    spans of at most ``limit`` events. :meth:`reset` starts again after a position and a
+    load progress (a restart, a lost claim race); spans of an earlier start carry an older
+    :attr:`epoch` in ``handle``. ``committed`` reads the target's position; each read first
+    lets the slot go up to it. Errors are :class:`~config.errors.SourceError`.
     """
 
     weighs_rows = True
@@ -122,7 +119,6 @@ class StreamSource(LimitedSource):
         self.epoch = 0
         self._applied = Applied(committed, self._lock)
         self.changes_read = 0
-        self._at_end_seen = 0.0  # when a read last reached the source's end (time.time())
         self.reset(None, "")
 
     # -- the walk ----------------------------------------------------------------
@@ -145,6 +141,8 @@ class StreamSource(LimitedSource):
             self._exhausted = False
             self._snapshot_seq = 0 if after is None else after[1]  # see _from_snapshot
             self._load_end: Position | None = None  # the last range read in the snapshot
+            if self._load.catching_up is not None:
+                self._load_end = self._after  # the last range, or a part of the catch-up
 
     @property
     def exhausted(self) -> bool:
@@ -167,6 +165,11 @@ class StreamSource(LimitedSource):
         # On this thread, as every use of the slot: a slot serves one session at a time.
         self._acknowledge()
         self._release_snapshot()
+        start = self._load.catching_up
+        if start is not None:
+            if not self._out and self._load_end is None:  # the target holds every range
+                self._catch_up(start)
+            return self._spans(limit, epoch)
         if not self._load.done and not self._chunks:
             if self._from_snapshot():
                 return self._spans(limit, epoch)  # the slot is read once every range is out
@@ -181,8 +184,7 @@ class StreamSource(LimitedSource):
             self._read_to = max(self._read_to, self._stream.reached)
         items = self._spans(limit, epoch)
         self._exhausted = at_end and not self._out and self._load.done and not self._chunks
-        if self._exhausted:
-            self._at_end_seen = time.time()
+        self._applied.saw_end(self._exhausted)
         return items
 
     @property
@@ -209,39 +211,21 @@ class StreamSource(LimitedSource):
         """The stream as status, the page and the metrics show it (reads the slot's WAL and
         the target's position)."""
         self._applied.learn()  # not only at the next read: the lag would lag
-        waiting, _ = self._applied.waiting()
+        waiting = self._applied.waiting()[0] + sum(e.rows for _, e, _ in self._out)
         return StreamHealth(
             slot=self.names.slot, publication=self.names.publication, lag=self.lag(now),
-            changes_read=self.changes_read,
-            waiting=waiting + sum(e.rows for _, e, _ in self._out),
-            retained_bytes=self._stream.retained_bytes(), caught_up=self._fresh_end(now),
-            loaded=self._load.done, max_retained_wal=(self.cfg.stream or StreamConfig())
-            .max_retained_wal,
-        )
+            changes_read=self.changes_read, waiting=waiting,
+            retained_bytes=self._stream.retained_bytes(), caught_up=self._applied.fresh_end(now),
+            loaded=self._load.done,
+            max_retained_wal=(self.cfg.stream or StreamConfig()).max_retained_wal)
 
     def lag(self, now: float | None = None) -> float | None:
-        """Seconds the target is behind the source: the commit time of the oldest change not
-        yet applied against ``now``; 0 when every change read is applied and a read reached
-        the source's end in the last :data:`FRESH_END` seconds (else the time since it did);
-        None before anything was read."""
-        _, waiting = self._applied.waiting()
-        if waiting:
-            return max(0.0, (now or time.time()) - min(waiting))
-        if not self._exhausted:
-            return None
-        # At the end when last read: behind by no more than the time since (that read may
-        # be a while ago when the source was not asked again).
-        since = (now or time.time()) - self._at_end_seen
-        return 0.0 if self._fresh_end(now) else since
-
-    def _fresh_end(self, now: float | None = None) -> bool:
-        """The last read reached the source's end, and not long ago."""
-        return self._exhausted and (now or time.time()) - self._at_end_seen <= FRESH_END
+        """Seconds the target is behind the source (see :meth:`Applied.lag`)."""
+        return self._applied.lag(now)
 
     @property
     def kept(self) -> str:
-        """What sluice keeps on the source for the stream (a slot and a publication, or the
-        watermark table), for messages."""
+        """What sluice keeps on the source for the stream (a slot and a publication), said."""
         return self._stream.what
 
     def drop(self) -> bool:
@@ -283,17 +267,24 @@ class StreamSource(LimitedSource):
             return False
         name, start = found
         if self._after is not None and self._after[0] != start:
-            self._stream.loaded()
-            return False
+            if not self._stream.live_ranges:
+                self._stream.loaded()
+                return False
+            # Read as the table is then, a range needs no snapshot: the load goes on after
+            # the ranges claimed (a restart), the changes after their position.
+            start = self._after[0]
+        # The transaction at the stream's start is in the table the ranges read, not after.
+        self._read_to = max(self._read_to, start)
         span = self._stream.load_range(self._load.after, load_range_rows(self.cfg), name)
-        progress = LoadProgress(DONE if span.upto is None else json.dumps(list(span.upto)))
+        progress = LoadProgress(json.dumps(list(span.upto))) if span.upto is not None else (
+            LoadProgress.catch_up(start) if self._stream.live_ranges else LoadProgress(DONE))
         with self._lock:
             self._snapshot_seq += 1
             at = (start, self._snapshot_seq)
             if span.rows and (self._after is None or at > self._after):
                 self._out.append((at, StreamEvent.of(span, self._key), progress))
         self._load = progress
-        if progress.done:
+        if span.upto is None:
             # Its importers read the snapshot until the last range is in the target (an
             # empty last range is none: the one before it is the last).
             last = at if span.rows else (start, self._snapshot_seq - 1)
@@ -301,6 +292,19 @@ class StreamSource(LimitedSource):
             if self._load_end is None:
                 self._stream.loaded()
         return True
+
+    def _catch_up(self, start: int) -> None:
+        """Hand out the changes since ``start`` as rows' last states (:mod:`.stream_catchup`)."""
+        found = catch_up(self._stream, self._key, start, self._after, self._load)
+        with self._lock:
+            self._out.extend(found.out)
+            if found.out and found.last is not None:
+                self._applied.read(found.read_to, len(found.out), found.last.committed_at,
+                                   found.last.begin, len(found.out))  # fmt: skip
+            self._read_to = max(self._read_to, found.read_to)
+            self._fed = True
+            self.changes_read += found.changes
+        self._load = LoadProgress(DONE)
 
     def _release_snapshot(self) -> None:
         """Let the snapshot go once the target holds every range read in it."""

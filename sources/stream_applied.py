@@ -11,10 +11,15 @@ and how far behind the target is.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import cast
 
 Position = tuple[int, int]
+
+FRESH_END = 2.0
+"""Seconds after a read that reached the source's end that the stream counts as caught up
+(a daemon asks a stream at its end every 0.2 s)."""
 
 
 class Applied:
@@ -31,6 +36,8 @@ class Applied:
         self.position: tuple[Position, float] | None = None  # the target's, and its commit
         self.held: Position | None = None  # the target's position, as last read
         self.acked = 0  # the slot was acknowledged up to here
+        self.at_end = False  # the last read reached the source's end, nothing left to hand out
+        self.at_end_seen = 0.0  # when a read last did (time.time())
 
     def read(self, end: int, events: int, committed_at: float, begin: int, rows: int) -> None:
         """A transaction handed out (under the lock): ``events`` of ``rows`` rows."""
@@ -88,3 +95,28 @@ class Applied:
             applied = self.position[0][0] if self.position is not None else 0
             ahead = [(r, at) for lsn, (_, at, _, r) in self._txns.items() if lsn > applied]
         return sum(r for r, _ in ahead), [at for _, at in ahead]
+
+    def saw_end(self, at_end: bool) -> None:
+        """Whether the last read reached the source's end with nothing left to hand out."""
+        self.at_end = at_end
+        if at_end:
+            self.at_end_seen = time.time()
+
+    def fresh_end(self, now: float | None = None) -> bool:
+        """The last read reached the source's end, and not long ago."""
+        return self.at_end and (now or time.time()) - self.at_end_seen <= FRESH_END
+
+    def lag(self, now: float | None = None) -> float | None:
+        """Seconds the target is behind the source: the commit time of the oldest change not
+        yet applied against ``now``; 0 when every change read is applied and a read reached
+        the source's end in the last :data:`FRESH_END` seconds (else the time since it did);
+        None before anything was read."""
+        _, waiting = self.waiting()
+        if waiting:
+            return max(0.0, (now or time.time()) - min(waiting))
+        if not self.at_end:
+            return None
+        # At the end when last read: behind by no more than the time since (that read may
+        # be a while ago when the source was not asked again).
+        since = (now or time.time()) - self.at_end_seen
+        return 0.0 if self.fresh_end(now) else since

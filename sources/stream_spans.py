@@ -19,12 +19,16 @@ Position = tuple[int, int]
 
 DONE = "done"
 """The full load's progress once every chunk is in the stream."""
+CATCH_UP = "catch up after "
+"""The start of a full load's progress once every range read as the table then was is handed
+out, before the changes since the stream's start (:mod:`sources.stream_catchup`)."""
 
 
 @dataclass(frozen=True)
 class LoadProgress:
     """How far the full load is, as a span's ``version`` carries it: ``""`` (nothing loaded),
-    the JSON list of the last loaded key's values (as text), or :data:`DONE`."""
+    the JSON list of the last loaded key's values (as text), :data:`CATCH_UP` and the
+    stream's start, or :data:`DONE`."""
 
     text: str = ""
 
@@ -35,7 +39,22 @@ class LoadProgress:
     @property
     def after(self) -> list[str] | None:
         """The key after which the next chunk starts; None: from the first row."""
-        return None if self.text in ("", DONE) else list(json.loads(self.text))
+        if self.text in ("", DONE) or self.catching_up is not None:
+            return None
+        return list(json.loads(self.text))
+
+    @property
+    def catching_up(self) -> int | None:
+        """The stream's start, once every range is handed out and the changes since wait to
+        go in as each row's last state (:mod:`sources.stream_catchup`); else None."""
+        if not self.text.startswith(CATCH_UP):
+            return None
+        return int(self.text.removeprefix(CATCH_UP))
+
+    @classmethod
+    def catch_up(cls, start: int) -> LoadProgress:
+        """The progress once every range is handed out, the stream starting at ``start``."""
+        return cls(f"{CATCH_UP}{start}")
 
 
 def take_spans(

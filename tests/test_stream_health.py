@@ -513,7 +513,8 @@ class _AtItsEnd:
 def test_a_stream_is_caught_up_only_while_its_last_read_at_the_end_is_recent() -> None:
     import time
 
-    from sources.stream import FRESH_END, StreamSource
+    from sources.stream import StreamSource
+    from sources.stream_applied import FRESH_END
 
     cfg = SqlSourceConfig(kind="sql", url="postgresql+psycopg://u@127.0.0.1:1/db",
                           table="items", key=["id"], mode="stream", target="wh.items")  # fmt: skip

@@ -210,7 +210,16 @@ def test_reset_of_a_stream_drops_what_it_keeps_on_the_source_and_its_position(
     _run(source, "UPDATE notes SET v = 5 WHERE id = 2")
     assert drain(cfg, path, spark).exit_code == 0
     assert _position(target) is not None
-    assert _kept_on(source) != []
+    if engine_name == "postgresql":
+        assert _kept_on(source) != []
+    else:
+        # A MariaDB stream's load reads ranges, with no watermark: nothing on the source.
+        # The table an earlier load between watermarks made is sluice's to drop all the same.
+        assert _kept_on(source) == []
+        from sources.binlog_changes import BinlogChangeStream
+
+        BinlogChangeStream(sa.make_url(source), ["notes"], "test").mark("sluice", "low:x")
+        assert _kept_on(source) == ["sluice_watermarks"]
     if engine_name == "postgresql":
         # The slot dropped behind sluice's back: the changes since the ledger's mark are in
         # no slot. A start is refused, names the way out, and leaves no new slot behind.

@@ -20,7 +20,10 @@ first batch of changes (which starts after it) applies only then.
 
 A range retried after its snapshot was let go (the daemon that held it
 stopped) is read as the table is now: the changes since the snapshot, applied
-after the load, bring it to what the source holds.
+after the load, bring it to what the source holds. A source that exports no
+snapshot (MariaDB, MySQL: :attr:`~spark_jobs.engines.traits.Traits.shares_snapshots`)
+has each range read so, natively (the keyset copy's reader, as Arrow) and COPYed
+in binary where its values allow.
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 import sqlalchemy as sa
 
 from config.errors import TargetError
+from config.models import SqlSourceConfig
 from spark_jobs.changes.apply_changes import (
     STAGE,
     committed_before,
@@ -47,12 +52,16 @@ from spark_jobs.changes.copies import Chunks, copy_in, stage, table_columns, ups
 from spark_jobs.common.jdbc import sql_engine
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.common.outcomes import BatchImportFailed
-from spark_jobs.engines import dialect_engine
+from spark_jobs.engines import dialect_engine, engine_of
 from spark_jobs.engines.postgresql.copy_out import PSQL_ROWS, copy_out, psql
+from spark_jobs.engines.postgresql.copyin import copy_in as copy_arrow
 from spark_jobs.engines.postgresql.read import SESSION, conninfo, pin
 from spark_jobs.load.jdbc_tables import commits_table, streams_table
 from spark_jobs.load.target import TargetTable, Written
 from spark_jobs.load.target_fit import missing_column
+from spark_jobs.read.extract import SqlReader
+from spark_jobs.read.read_sql import native_read
+from spark_jobs.read.read_sql import table_columns as read_table_columns
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +78,12 @@ Pair = tuple[list[Any] | None, list[Any]]
 @dataclass(frozen=True)
 class RangeSource:
     """Where a stream's ranges are read: the source database's ``url`` and ``table``
-    (``schema.table``, or a table of ``public``)."""
+    (``schema.table``, or a table of ``public``); ``config``, the source's, for a source
+    read natively (one that exports no snapshot)."""
 
     url: str
     table: str
+    config: SqlSourceConfig | None = None
 
 
 def apply_ranges(
@@ -184,7 +195,8 @@ def copy_range(
     for name in names:
         if name not in columns:
             raise missing_column(target, name)
-    binary = _same_built_in_types(conn, table_sql, span)
+    shared = engine_of(source.url).shares_snapshots
+    binary = shared and _same_built_in_types(conn, table_sql, span)
     if not _holds_within(conn, table_sql, target.key, span):
         try:
             with conn.begin_nested():
@@ -247,8 +259,33 @@ def _pipe(conn: sa.Connection, table_sql: str, key: Sequence[str], span: LoadRan
           source: RangeSource, binary: bool) -> int:  # fmt: skip
     """COPY ``span``'s rows (keyed by ``key``) from ``source`` into its columns of
     ``table_sql`` (``binary``: in binary form, else as text); their count."""
+    if not engine_of(source.url).shares_snapshots:
+        cursor = conn.connection.cursor()
+        try:
+            into = dialect_engine(conn.dialect).name
+            return copy_arrow(cursor, table_sql, span.columns, live_range(source, span, into))
+        finally:
+            cursor.close()
     return copy_in(conn, table_sql, span.columns, Chunks(range_chunks(source, span, key, binary)),
                    binary)  # fmt: skip
+
+
+def live_range(source: RangeSource, span: LoadRange, into: str) -> Iterator[pa.RecordBatch]:
+    """The rows of ``span`` as the table is now, read natively as a keyset batch's are
+    (:func:`~spark_jobs.read.extract.native_ranges`), in the terms of a target of engine
+    ``into`` (MySQL's zero dates as NULL, as the binary log's changes have them)."""
+    if source.config is None:
+        raise TargetError(f"a full load's range of {source.table} is read natively: the "
+                          "importer needs its source's config")  # fmt: skip
+    reader = SqlReader(None, source.config, target=into)
+    named = {c.name: c for c in read_table_columns(source.url, source.table)}
+    columns = [named[name] for name in span.columns]
+    _, queries = native_read(source.url, reader.table_sql, columns,
+                             reader.range_conditions([(span.after, span.upto)]),
+                             target=into, zero_dates="null")  # fmt: skip
+    names = list(span.columns)
+    for batch in queries.read(0):
+        yield batch.select(names)  # without what the transforms add (zero dates' counts)
 
 
 def range_chunks(source: RangeSource, span: LoadRange, key: Sequence[str],

@@ -61,7 +61,8 @@ def import_changes(source: SqlSourceConfig, target: TargetTable, manifest: Manif
         ensure_own_tables(engine)
         ensure_table(sql_engine(source.url), source.table, engine, target)
         if only_ranges(manifest.payloads):  # a full load's ranges: read here, beside others
-            written = apply_ranges(engine, target, manifest, RangeSource(source.url, source.table))
+            where = RangeSource(source.url, source.table, source)
+            written = apply_ranges(engine, target, manifest, where)
         else:
             written = apply_changes(engine, target, manifest)
         if written.method in ("stream changes", METHOD):  # now in, the ledger does not know yet

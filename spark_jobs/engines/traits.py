@@ -95,6 +95,12 @@ class Traits:
     applies_change_streams = False
     """Whether a change stream's batches go into a table of it (PostgreSQL, for now)."""
 
+    shares_snapshots = False
+    """Whether another session may read in a snapshot one exported (PostgreSQL's ``SET
+    TRANSACTION SNAPSHOT``): a stream's full-load ranges are then read in its slot's, each
+    by its importer's COPY; else each as the table is when read
+    (:mod:`spark_jobs.changes.load_ranges`)."""
+
     @contextmanager
     def lock_wait(self, conn: Any, seconds: int) -> Iterator[None]:
         """On ``conn``'s transaction: wait at most ``seconds`` for a lock another holds (a

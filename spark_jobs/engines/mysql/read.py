@@ -113,12 +113,16 @@ class Queries:
         """In a Spark task: the rows of the queries whose numbers ``tasks`` carries."""
         for batch in tasks:
             for index in batch.column(0).to_pylist():
-                for statement in self.queries[index]:
-                    for rows in read_rows(self.url, statement, self.schema):
-                        if self.finish is not None:
-                            rows = arrow_for_target(rows, self.finish.columns,
-                                                    self.finish.target, self.finish.zero_dates)
-                        yield rows
+                yield from self.read(index)
+
+    def read(self, index: int) -> Iterator[pa.RecordBatch]:
+        """The rows of the ``index``-th task's statements, in order."""
+        for statement in self.queries[index]:
+            for rows in read_rows(self.url, statement, self.schema):
+                if self.finish is not None:
+                    rows = arrow_for_target(rows, self.finish.columns, self.finish.target,
+                                            self.finish.zero_dates)  # fmt: skip
+                yield rows
 
 
 def read_rows(url: str, query: str, schema: pa.Schema) -> Iterator[pa.RecordBatch]:

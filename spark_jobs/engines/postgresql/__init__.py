@@ -114,6 +114,7 @@ class PostgreSQL(Engine):
     booleans_are_numbers = False
     named_enums = True
     applies_change_streams = True
+    shares_snapshots = True
 
     @contextmanager
     def lock_wait(self, conn: sa.Connection, seconds: int) -> Iterator[None]:

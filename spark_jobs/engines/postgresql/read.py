@@ -129,7 +129,11 @@ class Queries:
         """In a Spark task: the rows of the queries whose numbers ``tasks`` carries."""
         for batch in tasks:
             for index in batch.column(0).to_pylist():
-                yield from read_rows(self.info, self.queries[index], self.schema)
+                yield from self.read(index)
+
+    def read(self, index: int) -> Iterator[pa.RecordBatch]:
+        """The rows of the ``index``-th task's query."""
+        return read_rows(self.info, self.queries[index], self.schema)
 
 
 def select(reads: Sequence[str], table_sql: str, where: str) -> str:
