@@ -10,11 +10,11 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from config.connections import bound_waits
 from config.errors import ConfigError, SourceError, cause_line, is_transient, refused_by_config
 from config.models import SqlSourceConfig
 from sources.budget import KEY_QUERIES, Budget
 from sources.budgets import least
+from spark_jobs.engines.connections import bound_waits
 
 T = TypeVar("T")
 

@@ -23,11 +23,6 @@ NAMES = frozenset({"postgresql", "postgres", "mysql", "mariadb", "sqlite", "parq
 """Engine names as SQLAlchemy's backends, sluice's catalogue and its targets spell them."""
 
 NAMED: dict[str, int] = {
-    "config/catalog.py": 1,
-    "config/connections.py": 3,
-    "config/drivers.py": 1,
-    "config/models.py": 1,
-    "config/sources.py": 1,
     "scheduler/commands/status.py": 2,
     "scheduler/ledger/lookup.py": 1,
     "scheduler/ledger/migrate.py": 4,
@@ -41,7 +36,6 @@ NAMED: dict[str, int] = {
     "sources/keyqueries.py": 3,
     "sources/reach.py": 2,
     "sources/sqldb.py": 1,
-    "sources/stream.py": 1,
     "sources/stream_backends.py": 1,
     "spark_jobs/common/keyorder.py": 1,
     "spark_jobs/load/bulk_paths.py": 1,

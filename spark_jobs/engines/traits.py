@@ -13,9 +13,12 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from spark_jobs.engines.sessions import Sessions
 
-class Traits:
-    """An engine's answers to the data plane's questions (see the module)."""
+
+class Traits(Sessions):
+    """An engine's answers to the data plane's questions (see the module), and to those of
+    sluice's own sessions on its databases (:class:`~spark_jobs.engines.sessions.Sessions`)."""
 
     label: str
 

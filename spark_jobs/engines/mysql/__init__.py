@@ -12,11 +12,12 @@ from sqlalchemy.dialects import mysql
 
 from spark_jobs.engines.base import Column, Engine, Kind, Mapped, TypeRule
 from spark_jobs.engines.mysql import catalog, introspection, schema, types
+from spark_jobs.engines.mysql.sessions import MySQLSessions
 from spark_jobs.engines.objects import Placement, Planned, SchemaObject, TableName, TableObjects
 from spark_jobs.engines.upserts import on_duplicate_key
 
 
-class MySQL(Engine):
+class MySQL(MySQLSessions, Engine):
     """MySQL 8 and MariaDB 10.5 and later (MariaDB's own types where it has them)."""
 
     name = "mysql"

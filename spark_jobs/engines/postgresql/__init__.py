@@ -16,12 +16,13 @@ from spark_jobs.engines.base import Column, Engine, Kind, Mapped, TypeRule
 from spark_jobs.engines.objects import Placement, Planned, SchemaObject, TableName, TableObjects
 from spark_jobs.engines.postgresql import catalog, introspection, schema, sequences, types
 from spark_jobs.engines.postgresql.insert import insert
+from spark_jobs.engines.postgresql.sessions import PostgreSQLSessions
 from spark_jobs.engines.upserts import on_conflict
 
 _NUMBERS = frozenset({Kind.INT, Kind.UINT, Kind.DECIMAL, Kind.FLOAT, Kind.MONEY, Kind.BOOL})
 
 
-class PostgreSQL(Engine):
+class PostgreSQL(PostgreSQLSessions, Engine):
     """PostgreSQL 12 and later."""
 
     name = "postgresql"
