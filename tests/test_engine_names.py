@@ -37,10 +37,6 @@ NAMED: dict[str, int] = {
     "sources/reach.py": 2,
     "sources/sqldb.py": 1,
     "sources/stream_backends.py": 1,
-    "spark_jobs/common/keyorder.py": 1,
-    "spark_jobs/load/bulk_paths.py": 1,
-    "spark_jobs/read/extract.py": 1,
-    "spark_jobs/read/read_sql.py": 1,
 }
 
 

@@ -59,6 +59,18 @@ class SQLite(Engine):
     spark_types_mapped = False
     integer_bits = 64  # every SQLite INTEGER is 8 bytes, whatever the declared name
 
+    def jdbc_read_type(self, column_type: Any, stored: bool = False) -> str | None:
+        # SQLite keeps a DATETIME or TIMESTAMP column as text, which its JDBC driver
+        # declares as a date: read as Spark guesses, the time of day would be lost. An
+        # INTEGER column holds 64 bits, which the driver declares as a 32-bit integer: read
+        # as Spark guesses, 2^31 and past would wrap. As stored, a BOOLEAN column is the
+        # number it holds (a MySQL tinyint(1) 5 is 5, not true).
+        if isinstance(column_type, sa.DateTime):
+            return "TIMESTAMP_NTZ"
+        if isinstance(column_type, sa.Integer) or (stored and isinstance(column_type, sa.Boolean)):
+            return "BIGINT"
+        return None
+
     def take_row(
         self, conn: Any, table: Any, values: dict[str, Any], key: str, unchanged: str,
         returned: Sequence[str],
