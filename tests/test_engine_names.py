@@ -29,14 +29,9 @@ NAMED: dict[str, int] = {
     "scheduler/ledger/schema.py": 1,
     "scheduler/ledger/writer.py": 2,
     "scheduler/observe/record.py": 2,
-    "scheduler/observe/record_keys.py": 2,
     "scheduler/observe/streams.py": 1,
     "scheduler/probe.py": 2,
     "scheduler/readonly.py": 2,
-    "sources/keyqueries.py": 3,
-    "sources/reach.py": 2,
-    "sources/sqldb.py": 1,
-    "sources/stream_backends.py": 1,
 }
 
 

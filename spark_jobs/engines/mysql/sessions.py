@@ -1,12 +1,15 @@
 """MySQL's and MariaDB's answers to the questions of sluice's own sessions
-(:class:`~spark_jobs.engines.sessions.Sessions`): their session timeouts."""
+(:class:`~spark_jobs.engines.sessions.Sessions`): their session timeouts, their row
+statistics and their key columns' collations."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy.sql.elements import ColumnElement
 
 from spark_jobs.engines.sessions import Sessions
 
@@ -42,3 +45,36 @@ class MySQLSessions(Sessions):
                 cursor.close()
 
         sa.event.listen(engine, "connect", session)
+
+    def counted_rows_query(self, dialect: Any, table: sa.TableClause) -> sa.Select[Any] | None:
+        # As before the engines answered: a mariadb+…:// URL's source has no estimate.
+        if dialect.name != _DIALECT:
+            return None
+        info = sa.table("TABLES", sa.column("table_rows"), sa.column("table_schema"),
+                        sa.column("table_name"), schema="information_schema")  # fmt: skip
+        schema = table.schema
+        return sa.select(info.c.table_rows).where(
+            info.c.table_schema == (sa.literal(schema) if schema else sa.func.database()),
+            info.c.table_name == table.name,
+        )
+
+    def bound_text(self, value: str, collation: str | None) -> ColumnElement[Any]:
+        if not collation:
+            return super().bound_text(value, collation)
+        # A literal is of the connection's character set: in the column's, it compares
+        # under the column's collation.
+        charset = collation.split("_", 1)[0]
+        return sa.cast(sa.literal(value), mysql.CHAR(charset=charset))
+
+    def key_collations(
+        self, conn: sa.Connection, table: str, schema: str | None, names: Sequence[str],
+        found: dict[str, Any],
+    ) -> dict[str, str]:  # fmt: skip
+        # Every MySQL column has one (the table's default when none is declared),
+        # and the connection's may differ: ask the catalog.
+        rows = conn.execute(
+            sa.text("SELECT COLUMN_NAME, COLLATION_NAME FROM information_schema.COLUMNS "
+                    "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table"),
+            {"schema": schema, "table": table},
+        ).all()  # fmt: skip
+        return {name: coll for name, coll in rows if name in names and coll}
