@@ -19,6 +19,12 @@ import sqlalchemy as sa
 from sqlalchemy.sql.elements import ColumnElement
 
 
+def one_connection(url: sa.URL) -> sa.Engine:
+    """An engine on ``url`` of one connection, pinged before use (a look: ``plan``,
+    ``status``, ``verify``)."""
+    return sa.create_engine(url, pool_size=1, max_overflow=0, pool_pre_ping=True)
+
+
 class Sessions:
     """An engine's answers to the questions of sluice's own sessions (see the module)."""
 
@@ -44,7 +50,7 @@ class Sessions:
     def readonly_engine(self, url: sa.URL) -> sa.Engine | None:
         """An engine on ``url`` that only looks (``plan``, ``status``, ``verify``): one
         connection, pinged before use; None where looking would make the database."""
-        return sa.create_engine(url, pool_size=1, max_overflow=0, pool_pre_ping=True)
+        return one_connection(url)
 
     def timed_connect_args(self, seconds: int) -> dict[str, object]:
         """What a connection that gives up after ``seconds`` (to open, and per statement,

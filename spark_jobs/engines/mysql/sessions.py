@@ -1,10 +1,12 @@
 """MySQL's and MariaDB's answers to the questions of sluice's own sessions
-(:class:`~spark_jobs.engines.sessions.Sessions`): their session timeouts, their row
-statistics and their key columns' collations."""
+(:class:`~spark_jobs.engines.sessions.Sessions`): their session timeouts, the ledger's
+named lock, their row statistics, their key columns' collations and the stream's
+positions by GTID."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
@@ -46,6 +48,18 @@ class MySQLSessions(Sessions):
 
         sa.event.listen(engine, "connect", session)
 
+    def timed_connect_args(self, seconds: int) -> dict[str, object]:
+        return {"connect_timeout": seconds, "read_timeout": seconds}
+
+    @contextmanager
+    def held_lock(self, conn: sa.Connection, number: int, name: str) -> Iterator[None]:
+        # A named lock is the session's, not the transaction's: given back by name.
+        conn.execute(sa.text("SELECT GET_LOCK(:k, 600)"), {"k": name})
+        try:
+            yield
+        finally:
+            conn.execute(sa.text("SELECT RELEASE_LOCK(:k)"), {"k": name})
+
     def counted_rows_query(self, dialect: Any, table: sa.TableClause) -> sa.Select[Any] | None:
         # As before the engines answered: a mariadb+…:// URL's source has no estimate.
         if dialect.name != _DIALECT:
@@ -78,3 +92,7 @@ class MySQLSessions(Sessions):
             {"schema": schema, "table": table},
         ).all()  # fmt: skip
         return {name: coll for name, coll in rows if name in names and coll}
+
+    def stream_position_text(self, position: Sequence[Any]) -> str:
+        # A GTID's sequence number (one replication domain), and the event in it.
+        return f"GTID sequence {position[0]}, event {position[1]}"

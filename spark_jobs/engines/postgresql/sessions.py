@@ -1,17 +1,20 @@
 """PostgreSQL's answers to the questions of sluice's own sessions
-(:class:`~spark_jobs.engines.sessions.Sessions`): libpq's keepalives and timeouts, and
-the planner's estimates and the server's measures a source's key queries take."""
+(:class:`~spark_jobs.engines.sessions.Sessions`): libpq's keepalives and timeouts,
+read-only transactions, the ledger's advisory lock and its lost commits settled by the
+server, the planner's estimates and the server's measures a source's key queries take,
+and the stream's positions as LSNs."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import sqlalchemy as sa
 
 from config.connections import KEEPALIVES
-from spark_jobs.engines.sessions import Sessions
+from spark_jobs.engines.sessions import Sessions, one_connection
 
 _LIBPQ_DRIVERS = ("psycopg", "psycopg2")
 """The SQLAlchemy drivers that connect through libpq, which takes its settings as
@@ -56,6 +59,46 @@ class PostgreSQLSessions(Sessions):
 
         sa.event.listen(engine, "do_connect", options)
 
+    def readonly_engine(self, url: sa.URL) -> sa.Engine | None:
+        engine = one_connection(url)
+        with suppress(sa.exc.ArgumentError):  # a driver that cannot: only SELECTs are sent
+            engine = engine.execution_options(postgresql_readonly=True)
+        return engine
+
+    def timed_connect_args(self, seconds: int) -> dict[str, object]:
+        return {"connect_timeout": seconds, "options": f"-c statement_timeout={seconds * 1000}"}
+
+    @contextmanager
+    def held_lock(self, conn: sa.Connection, number: int, name: str) -> Iterator[None]:
+        # An advisory lock of the transaction: released by its COMMIT or ROLLBACK.
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": number})
+        yield
+
+    def transaction_session(self, conn: sa.Connection) -> tuple[int, int] | None:
+        row = conn.execute(sa.text("SELECT txid_current(), pg_backend_pid()")).one()
+        return int(row[0]), int(row[1])
+
+    def commit_outcome(
+        self, conn: sa.Connection, session: tuple[int, int], pause: Callable[[float], None]
+    ) -> str | None:
+        # While its server process has not yet seen its connection go, the transaction is
+        # still in progress: that process (our own session, found by its transaction) is
+        # ended first, which aborts it.
+        xid, pid = session
+        status = sa.text("SELECT txid_status(:x)")
+        state = conn.scalar(status, {"x": xid})
+        if state == "in progress":
+            conn.execute(sa.text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE pid = :p AND backend_xid::text::bigint = :x % 4294967296"
+            ), {"p": pid, "x": xid})  # fmt: skip
+            for _ in range(100):  # the process exits within moments of the signal
+                state = conn.scalar(status, {"x": xid})
+                if state != "in progress":
+                    break
+                pause(0.05)
+        return None if state == "in progress" else state
+
     plans_key_ranges = True
 
     def planned_rows(
@@ -80,3 +123,8 @@ class PostgreSQLSessions(Sessions):
         # 1,000 tables spent half a minute converting samples).
         return (f"SELECT avg(octet_length(s::text)) FROM (SELECT * FROM {table_sql} "
                 f"LIMIT {int(sample)}) s")  # fmt: skip
+
+    def stream_position_text(self, position: Sequence[Any]) -> str:
+        from spark_jobs.engines.postgresql.pgoutput import lsn_text
+
+        return f"LSN {lsn_text(int(position[0]))}, event {position[1]}"
