@@ -85,6 +85,14 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
+def path_at(path: str, base_dir: Path) -> str:
+    """``path`` resolved against ``base_dir`` when it is relative (a Hadoop URL, with its
+    ``scheme://``, and an absolute path are returned as they are)."""
+    if "://" in path or Path(path).is_absolute():
+        return path
+    return str((base_dir / path).resolve())
+
+
 def sqlite_url_at(url: str, base_dir: Path) -> str:
     """``url`` with a relative ``sqlite:///file`` resolved against ``base_dir``.
 
@@ -96,3 +104,14 @@ def sqlite_url_at(url: str, base_dir: Path) -> str:
     if not rest or rest == ":memory:" or Path(rest).is_absolute():
         return url
     return prefix + str((base_dir / rest).resolve())
+
+
+def database_file(url: str, base_dir: Path) -> Path | None:
+    """The file ``url``'s database is (a relative one resolved against ``base_dir``, as
+    :func:`sqlite_url_at` resolves it); None for a server's database, or one in memory.
+
+    Once resolved, a URL whose database is a file names it by its absolute path, where a
+    server's names a database.
+    """
+    database = make_url(sqlite_url_at(url, base_dir)).database
+    return Path(database) if database and Path(database).is_absolute() else None

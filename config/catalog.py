@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from config.base import database_file
+
 CATALOG_ENV = "SLUICE_TABLES"
 """Where a ``spark-submit`` import job finds the daemon's catalog (:meth:`TableCatalog.to_json`)."""
 
@@ -100,7 +102,7 @@ def inspect_tables(url: str, patterns: list[str], foreign_keys: bool) -> list[Fo
     import sqlalchemy as sa
     from sqlalchemy.pool import NullPool
 
-    _refuse_missing_sqlite(url)
+    _refuse_missing_file(url)
     engine = sa.create_engine(url, poolclass=NullPool)
     # One connection for every look (an inspector of an engine opens one per call: a
     # schema of 1,200 tables took 2,400 connections and ~20 s), and one query per
@@ -150,8 +152,11 @@ def _name(schema: str | None, table: str, default: str) -> str:
     return table if schema in (None, "", default) else f"{schema}.{table}"
 
 
-def _refuse_missing_sqlite(url: str) -> None:
-    """Connecting would create an empty database where the user mistyped a path."""
-    path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else ""
-    if path not in ("", ":memory:") and not Path(path).is_file():
-        raise FileNotFoundError(f"no SQLite database at {path}")
+def _refuse_missing_file(url: str) -> None:
+    """Connecting would create an empty database where the user mistyped a path (a relative
+    one is where the connection would look: in the working directory)."""
+    from sqlalchemy import make_url
+
+    found = database_file(url, Path.cwd())
+    if found is not None and not found.is_file():
+        raise FileNotFoundError(f"no SQLite database at {make_url(url).database}")

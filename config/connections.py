@@ -1,13 +1,12 @@
 """How long a connection of sluice's waits on a network that went quiet.
 
-:func:`bound_connections` gives every database connection the process opens
-from then on (SQLAlchemy's, whoever makes the engine) a connect timeout and
-TCP keepalives: the command line calls it first thing, and so do the load
-tasks' processes (:func:`spark_jobs.common.jdbc.sql_engine`), on this machine or on a
-cluster's executors. The connections made without SQLAlchemy take the same
-settings where they are made: a PostgreSQL read's (:func:`libpq_keepalives`),
-a PyMySQL read's and the binary-log reader's (:func:`keep_alive`), connectorx's
-(in its URL: :func:`spark_jobs.engines.mysql.read.connectorx_url`).
+Every database connection the process opens is bounded so
+(:func:`spark_jobs.engines.connections.bound_connections`, each engine its own way:
+libpq's parameters, a PyMySQL connection's socket by :func:`keep_alive`); the
+connections made without SQLAlchemy take the same settings where they are made: a
+PostgreSQL read's (:func:`spark_jobs.engines.postgresql.sessions.libpq_keepalives`), a
+PyMySQL read's and the binary-log reader's (:func:`keep_alive`), connectorx's (in its
+URL: :func:`spark_jobs.engines.mysql.read.connectorx_url`).
 
 - **Connect timeout**: a PostgreSQL connection gives up after
   :data:`CONNECT_TIMEOUT` seconds (libpq's ``PGCONNECT_TIMEOUT``, unless the
@@ -24,6 +23,8 @@ a PyMySQL read's and the binary-log reader's (:func:`keep_alive`), connectorx's
   is given up on by the kernel's retransmissions, ~15 minutes.) A
   PostgreSQL URL may set its own (``?keepalives_idle=N`` and the others,
   libpq's names); a MySQL/MariaDB connection's socket is set so.
+- **Lock waits**: sluice's own queries on a source wait :data:`LOCK_WAIT` s at most
+  for a lock (:func:`spark_jobs.engines.connections.bound_waits`).
 
 A database that answers slowly is never cut off by these: the server's
 kernel answers the probes while it works.
@@ -31,13 +32,8 @@ kernel answers the probes while it works.
 
 from __future__ import annotations
 
-import os
 import socket
-import threading
-from collections.abc import Callable
 from typing import Any
-
-import sqlalchemy as sa
 
 CONNECT_TIMEOUT = 10
 """Seconds a connection may take to open, where neither the environment nor its URL says."""
@@ -53,41 +49,10 @@ KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
 """TCP keepalives of every connection, as libpq names them: a silent peer is given up on
 after about a minute (30 s idle, then 3 probes 10 s apart)."""
 
-_installed = False
-_lock = threading.Lock()
-
-
-def bound_connections() -> None:
-    """Bound every connection this process opens from now on (once per process)."""
-    global _installed
-    with _lock:
-        if _installed:
-            return
-        os.environ.setdefault("PGCONNECT_TIMEOUT", str(CONNECT_TIMEOUT))
-        sa.event.listen(sa.engine.Engine, "do_connect", _libpq_keepalives)
-        sa.event.listen(sa.engine.Engine, "connect", lambda conn, _record: keep_alive(conn))
-        _installed = True
-
-
-def libpq_keepalives(conninfo: str) -> dict[str, Any]:
-    """:data:`KEEPALIVES` that the libpq ``conninfo`` does not set itself, as keywords of
-    ``psycopg.connect`` (whose keywords would override the conninfo's)."""
-    from psycopg.conninfo import conninfo_to_dict
-
-    given = conninfo_to_dict(conninfo)
-    return {name: value for name, value in KEEPALIVES.items() if name not in given}
-
-
-def _libpq_keepalives(dialect: Any, record: Any, cargs: Any, cparams: dict[str, Any]) -> None:
-    # libpq takes them as connection parameters; a URL's own (in cparams) stay as they are.
-    if dialect.name == "postgresql" and dialect.driver in ("psycopg", "psycopg2"):
-        for name, value in KEEPALIVES.items():
-            cparams.setdefault(name, value)
-
 
 def keep_alive(dbapi_connection: Any) -> None:
-    """Set :data:`KEEPALIVES` on a PyMySQL connection's socket (PyMySQL takes no keepalive
-    setting); nothing for a connection of another driver."""
+    """Set :data:`KEEPALIVES` on a DB-API connection's TCP socket where the driver shows it
+    (PyMySQL's, which takes no keepalive setting); nothing for another connection."""
     sock = getattr(dbapi_connection, "_sock", None)
     if not isinstance(sock, socket.socket) or sock.family not in (socket.AF_INET,
                                                                   socket.AF_INET6):  # fmt: skip
@@ -99,41 +64,3 @@ def keep_alive(dbapi_connection: Any) -> None:
         if hasattr(socket, option):  # Linux's names; others keep the system's
             sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), KEEPALIVES[name])
 
-
-def bound_waits(
-    engine: sa.Engine, query_timeout: Callable[[], float | None] = lambda: None
-) -> None:
-    """Make each connection ``engine`` opens wait :data:`LOCK_WAIT` s at most for a lock an
-    application holds (then its statement is cancelled, to be tried again later), and run
-    no statement past ``query_timeout()`` seconds (None: no bound), unless the URL sets its
-    own: PostgreSQL's ``lock_timeout`` and ``statement_timeout``, MariaDB's
-    ``lock_wait_timeout`` and ``max_statement_time`` (MySQL's ``max_execution_time``)."""
-    if engine.dialect.name == "postgresql" and engine.dialect.driver in ("psycopg", "psycopg2"):
-
-        def options(dialect: Any, record: Any, cargs: Any, cparams: dict[str, Any]) -> None:
-            seconds = query_timeout()
-            given = str(cparams.get("options", ""))
-            if seconds is not None and "statement_timeout" not in given:
-                given = f"{given} -c statement_timeout={int(seconds * 1000)}"
-            if "lock_timeout" not in given:
-                given = f"{given} -c lock_timeout={int(LOCK_WAIT * 1000)}"
-            cparams["options"] = given.strip()
-
-        sa.event.listen(engine, "do_connect", options)
-    elif engine.dialect.name == "mysql":
-
-        def session(dbapi_connection: Any, record: Any) -> None:
-            seconds = query_timeout()
-            # The dialect knows its server once the first connection is made.
-            mariadb = getattr(engine.dialect, "is_mariadb", False)
-            settings = [f"lock_wait_timeout = {LOCK_WAIT:g}"]  # metadata locks: DDL's
-            if seconds is not None:
-                settings.append(f"max_statement_time = {seconds:g}" if mariadb
-                                else f"max_execution_time = {int(seconds * 1000)}")  # fmt: skip
-            cursor = dbapi_connection.cursor()
-            try:
-                cursor.execute(f"SET SESSION {', '.join(settings)}")
-            finally:
-                cursor.close()
-
-        sa.event.listen(engine, "connect", session)

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
-from config.models import SluiceConfig
+from config.models import JdbcTargetConfig, SluiceConfig
 from config.problems import KeyPath, Problem
 
 EXTRAS = {"psycopg": "postgres", "pymysql": "mysql"}
@@ -66,5 +66,5 @@ def _database_urls(cfg: SluiceConfig) -> Iterator[tuple[KeyPath, str]]:
         if source.kind == "sql":
             yield ("sources", name, "url"), source.url
     for name, target in cfg.targets.items():
-        if target.kind != "parquet":
+        if isinstance(target, JdbcTargetConfig):  # a Parquet target is a folder: no driver
             yield ("targets", name, "url"), target.url

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from config.base import DatabaseUrl, Duration, Model, parse_duration, sqlite_url_at
+from config.base import DatabaseUrl, Duration, Model, parse_duration, path_at, sqlite_url_at
 from config.catalog import TableCatalog
 from config.http import HttpConfig
 from config.settings import (
@@ -272,11 +272,6 @@ class SluiceConfig(Model):
         behaves the same whatever the daemon's working directory is.
         """
 
-        def absolute(path: str) -> str:
-            if "://" in path or Path(path).is_absolute():
-                return path
-            return str((base_dir / path).resolve())
-
         def sqlite_url(url: str) -> str:
             return sqlite_url_at(url, base_dir)
 
@@ -284,18 +279,11 @@ class SluiceConfig(Model):
             name: src.model_copy(update={"url": sqlite_url(src.url)}) if src.kind == "sql" else src
             for name, src in self.sources.items()
         }
-        targets = {
-            name: (
-                tgt.model_copy(update={"path": absolute(tgt.path)})
-                if tgt.kind == "parquet"
-                else tgt.model_copy(update={"url": sqlite_url(tgt.url)})
-            )
-            for name, tgt in self.targets.items()
-        }
+        targets = {name: tgt.at(base_dir) for name, tgt in self.targets.items()}
         return self.model_copy(
             update={
                 "ledger": sqlite_url(self.ledger),
-                "work_dir": absolute(self.work_dir),
+                "work_dir": path_at(self.work_dir, base_dir),
                 "http": None if self.http is None else self.http.at(base_dir),
                 "sources": sources,
                 "targets": targets,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 
-from config.base import Bytes, DatabaseUrl, Duration, Model
+from config.base import Bytes, DatabaseUrl, Duration, Model, database_file
 
 
 class BufferConfig(Model):
@@ -208,11 +209,13 @@ class SqlSourceConfig(Model):
         return self
 
     def _check_stream(self) -> None:
-        """What a change stream cannot do (yet), refused when the config loads."""
-        if not self.url.startswith(("postgresql", "mysql", "mariadb")):
-            raise ValueError("mode stream reads PostgreSQL's logical replication or MariaDB's "
-                             f"binary log; {self.url.split(':', 1)[0]} sources take keyset, "
-                             "sweep or incremental")  # fmt: skip
+        """What a change stream cannot do (yet), refused when the config loads.
+
+        A database in a file has no change stream; a server's engine without one sluice
+        reads is refused when the source opens (:func:`sources.stream.backend_of`).
+        """
+        if database_file(self.url, Path.cwd()) is not None:
+            raise ValueError(no_stream(self.url))
         if self.where is not None:
             raise ValueError("mode stream moves every row of the table: where: cannot be used")
         if self.columns:
@@ -241,6 +244,12 @@ class SqlSourceConfig(Model):
         """This source, one table of the ``tables:`` entry ``group``."""
         self._group = group
         return self
+
+
+def no_stream(url: str) -> str:
+    """Why a source of the database at ``url`` cannot take ``mode: stream``."""
+    return ("mode stream reads PostgreSQL's logical replication or MariaDB's binary log; "
+            f"{url.split(':', 1)[0]} sources take keyset, sweep or incremental")  # fmt: skip
 
 
 class SqsSourceConfig(Model):

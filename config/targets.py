@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from config.base import DatabaseUrl, Model
+from config.base import DatabaseUrl, Model, path_at, sqlite_url_at
 
 
 class WriteConfig(Model):
@@ -32,6 +33,10 @@ class JdbcTargetConfig(Model):
     """Connections building the tables' indexes and constraints at once after their load
     (pg_restore's and pgcopydb's ``--index-jobs``)."""
 
+    def at(self, base_dir: Path) -> JdbcTargetConfig:
+        """This target with a relative SQLite file resolved against ``base_dir``."""
+        return self.model_copy(update={"url": sqlite_url_at(self.url, base_dir)})
+
 
 class ParquetTargetConfig(Model):
     """A folder (local or any Hadoop path) of Parquet tables.
@@ -48,6 +53,10 @@ class ParquetTargetConfig(Model):
     partition_by: list[str] = []
     """Columns whose values name the folders each batch's files go into (``region=eu/``);
     empty: one file per batch."""
+
+    def at(self, base_dir: Path) -> ParquetTargetConfig:
+        """This target with a relative folder resolved against ``base_dir``."""
+        return self.model_copy(update={"path": path_at(self.path, base_dir)})
 
     @field_validator("partition_by")
     @classmethod

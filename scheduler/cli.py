@@ -386,7 +386,7 @@ for _name, _command in (("where", where_command), ("init", init_command),
 
 def main() -> None:
     """Console-script entry point."""
-    from config.connections import bound_connections
+    from spark_jobs.engines.connections import bound_connections
 
     bound_connections()  # no connection of any command waits for the OS's TCP timeouts
     try:

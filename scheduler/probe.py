@@ -31,6 +31,7 @@ from apscheduler.schedulers.base import BaseScheduler
 from config.errors import ConfigError
 from config.models import ProbeConfig
 from config.secrets import redact_text, redact_url, url_passwords
+from spark_jobs.engines import url_traits
 
 log = logging.getLogger("sluice.probe")
 
@@ -172,13 +173,7 @@ def sql_count(
 
 def _timeouts(url: str, timeout: float) -> dict[str, object]:
     # A probe stuck in I/O only goes stale, but a bounded one recovers sooner.
-    backend = sa.make_url(url).get_backend_name()
-    seconds = max(1, math.ceil(timeout))
-    if backend == "postgresql":
-        return {"connect_timeout": seconds, "options": f"-c statement_timeout={seconds * 1000}"}
-    if backend in ("mysql", "mariadb"):
-        return {"connect_timeout": seconds, "read_timeout": seconds}
-    return {}
+    return url_traits(url).timed_connect_args(max(1, math.ceil(timeout)))
 
 
 def http_number(url: str, *, timeout: float = 10.0) -> Callable[[], object]:

@@ -7,7 +7,6 @@ values are bound, and ``where:`` is trusted operator SQL pushed down as written.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import sqlalchemy as sa
@@ -15,6 +14,7 @@ import sqlalchemy as sa
 from config.models import SqlSourceConfig
 from sources.sqldb import SourceDatabase
 from spark_jobs.common.keyorder import key_types, row_compare, typed_key
+from spark_jobs.engines import dialect_traits
 
 KeyTuple = tuple[Any, ...]
 
@@ -112,35 +112,28 @@ class KeyQueries:
         otherwise.
         """
         engine = self._db.engine
-        if engine.dialect.name == "mysql":
-            return self._key_share_estimate(after)
-        if engine.dialect.name != "postgresql":
+        asked = dialect_traits(engine.dialect)
+        counted = asked.counted_rows_query(engine.dialect, self._table)
+        if counted is not None:
+            return self._key_share_estimate(after, counted)
+        if not asked.plans_key_ranges:
             return None
         stmt = self._filter(sa.select(*self._order_cols).select_from(self._table), after)
         name = engine.dialect.identifier_preparer.format_table(self._table)
-        pg_class = sa.table("pg_class", sa.column("oid"), sa.column("reltuples"))
-        reltuples = sa.select(pg_class.c.reltuples).where(
-            pg_class.c.oid == sa.func.to_regclass(name)
-        )
 
         def run() -> int | None:
             with engine.connect() as conn:
-                analyzed = conn.scalar(reltuples)
-                if analyzed is None or analyzed < 0:  # never analyzed: a guess from its size
-                    return None
-                compiled = stmt.compile(dialect=conn.dialect)
-                found: Any = conn.exec_driver_sql(
-                    f"EXPLAIN (FORMAT JSON) {compiled}", compiled.params
-                ).scalar()
-            plan = json.loads(found) if isinstance(found, str) else found  # psycopg parses it
-            return int(plan[0]["Plan"]["Plan Rows"])
+                return asked.planned_rows(conn, stmt, name)
 
         return self._db.guard(run)
 
-    def _key_share_estimate(self, after: KeyTuple | None) -> int | None:
-        """The table's rows by its statistics (``information_schema.TABLES.TABLE_ROWS``)
-        times the share of a single integer key's span past ``after``; None for any other
-        key, a ``where:`` or a cursor, and for a table without statistics.
+    def _key_share_estimate(
+        self, after: KeyTuple | None, rows_stmt: sa.Select[Any]
+    ) -> int | None:
+        """The table's rows by its statistics (``rows_stmt``: MySQL's
+        ``information_schema.TABLES.TABLE_ROWS``) times the share of a single integer key's
+        span past ``after``; None for any other key, a ``where:`` or a cursor, and for a
+        table without statistics.
 
         The server's own estimate of a long key range is half the table whatever the
         range, and a count reads every row (InnoDB's clustered index: a 10 M-row count
@@ -151,13 +144,6 @@ class KeyQueries:
                 self._has_cursor is not None or self._where is not None):  # fmt: skip
             return None
         key = self._order_cols[0]
-        info = sa.table("TABLES", sa.column("table_rows"), sa.column("table_schema"),
-                        sa.column("table_name"), schema="information_schema")  # fmt: skip
-        schema = self._table.schema
-        rows_stmt = sa.select(info.c.table_rows).where(
-            info.c.table_schema == (sa.literal(schema) if schema else sa.func.database()),
-            info.c.table_name == self._table.name,
-        )
         ends = sa.select(sa.func.min(key), sa.func.max(key)).select_from(self._table)
 
         def run() -> int | None:
@@ -188,17 +174,13 @@ class KeyQueries:
         """
         engine = self._db.engine
         name = engine.dialect.identifier_preparer.format_table(self._table)
+        measured = dialect_traits(engine.dialect).row_width_sql(name, sample)
 
         def run() -> float | None:
             rows = total = 0
             with engine.connect() as conn:
-                if conn.dialect.name == "postgresql":
-                    # The server measures its rows' record text: no row comes over (a
-                    # schema of 1,000 tables spent half a minute converting samples).
-                    width = conn.exec_driver_sql(
-                        f"SELECT avg(octet_length(s::text)) FROM (SELECT * FROM {name} "
-                        f"LIMIT {int(sample)}) s"
-                    ).scalar()
+                if measured is not None:
+                    width = conn.exec_driver_sql(measured).scalar()
                     return None if width is None else float(width)
                 for row in conn.exec_driver_sql(f"SELECT * FROM {name} LIMIT {int(sample)}"):
                     rows += 1

@@ -27,11 +27,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from config.connections import libpq_keepalives
 from config.errors import ConfigError, SourceError, cause_line
 from config.secrets import redact_url
 from spark_jobs.engines.postgresql.pgoutput import Decoder, Transaction, lsn_int, lsn_text
 from spark_jobs.engines.postgresql.read import conninfo, pin
+from spark_jobs.engines.postgresql.sessions import libpq_keepalives
 
 log = logging.getLogger(__name__)
 

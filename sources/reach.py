@@ -27,6 +27,7 @@ from sqlalchemy.pool import NullPool
 from config.errors import ConfigError, cause_line, refused_by_config
 from config.models import SluiceConfig, SqlSourceConfig
 from config.secrets import redact_url
+from spark_jobs.engines import url_traits
 
 START_WAIT = 2.0
 """Seconds the start waits for the source databases to answer before it goes on without the
@@ -47,7 +48,7 @@ def unreachable(cfg: SluiceConfig, wait: float = START_WAIT) -> dict[str, str]:
     for name, src in cfg.sources.items():
         # A file (SQLite) is never far away; connecting would make a missing one.
         if (isinstance(src, SqlSourceConfig) and src.mode != "stream"
-                and not src.url.startswith("sqlite")):  # fmt: skip
+                and not url_traits(src.url).file_database):  # fmt: skip
             users.setdefault(src.url, []).append(name)
     answers: dict[str, BaseException | None] = {}
     answered = threading.Condition()
@@ -134,7 +135,7 @@ class Away:
     def failed(self, source: str) -> None:
         """A batch of ``source`` failed and may be tried again: ask its database."""
         url = self._url_of(source)
-        if url is None or url.startswith("sqlite"):
+        if url is None or url_traits(url).file_database:
             return
         since = time.monotonic()
         with self._lock:

@@ -10,11 +10,12 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from config.connections import bound_waits
 from config.errors import ConfigError, SourceError, cause_line, is_transient, refused_by_config
 from config.models import SqlSourceConfig
 from sources.budget import KEY_QUERIES, Budget
 from sources.budgets import least
+from spark_jobs.engines import url_traits
+from spark_jobs.engines.connections import bound_waits
 
 T = TypeVar("T")
 
@@ -170,7 +171,7 @@ class _Engines:
         ``limits.query_timeout``; the least of the database's takers holds for the
         connections it opens from then on."""
         parsed = sa.make_url(url)
-        if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
+        if url_traits(parsed).file_database and parsed.database in (None, "", ":memory:"):
             # One in-memory database per connection: the pool must keep it, and
             # no other source sees it.
             return sa.create_engine(parsed, pool_pre_ping=True)

@@ -40,7 +40,7 @@ import sqlalchemy as sa
 
 from config.errors import ConfigError
 from config.models import SqlSourceConfig
-from config.sources import StreamConfig
+from config.sources import StreamConfig, no_stream
 from sources.abc import Item, LimitedSource
 from sources.budget import Budget
 from sources.sqldb import SourceDatabase
@@ -50,11 +50,17 @@ from sources.stream_catchup import catch_up
 from sources.stream_spans import DONE, LoadProgress, Position, take_spans
 from sources.watermarks import Reconciler, high, low
 from spark_jobs.changes.change_batches import StreamEvent
+from spark_jobs.engines import url_traits
 
 
 def backend_of(name: str, cfg: SqlSourceConfig, db: SourceDatabase) -> Backend:
-    """The backend of ``cfg``'s database engine."""
-    if sa.make_url(cfg.url).get_backend_name() == "postgresql":
+    """The backend of ``cfg``'s database engine: its replication slot (PostgreSQL's), or its
+    binary log. Raises :class:`ConfigError` for an engine whose change stream sluice does
+    not read (the config refuses a database in a file as it loads)."""
+    engine = url_traits(cfg.url)
+    if not engine.reads_change_streams:
+        raise ConfigError(no_stream(cfg.url))
+    if engine.stream_slots:
         from sources.pg_stream import PgBackend
 
         return PgBackend(name, cfg, db)

@@ -22,6 +22,7 @@ from config.errors import ConfigError
 from config.models import SqlSourceConfig
 from sources.pg_changes import StreamNames, stream_names
 from spark_jobs.changes.change_batches import CopyRows, Key, LoadRange, StreamEvent
+from spark_jobs.engines import url_traits
 from spark_jobs.engines.postgresql.pgoutput import UNCHANGED
 
 
@@ -42,7 +43,7 @@ def check_distinct(sources: Mapping[str, SqlSourceConfig]) -> None:
     tables of one ``tables:`` group share theirs by design."""
     held: dict[tuple[str, ...], tuple[str, str]] = {}
     for name, cfg in sources.items():
-        if cfg.mode != "stream" or sa.make_url(cfg.url).get_backend_name() != "postgresql":
+        if cfg.mode != "stream" or not url_traits(cfg.url).stream_slots:
             continue
         url = sa.make_url(cfg.url)
         names = names_of(name, cfg)

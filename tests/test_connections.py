@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from config.connections import KEEPALIVES, bound_connections
+from config.connections import KEEPALIVES
 from spark_jobs.common.jdbc import sql_engine
+from spark_jobs.engines.connections import bound_connections
 from spark_jobs.tasks.local_tasks import LocalTasks
 
 

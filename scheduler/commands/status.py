@@ -34,6 +34,7 @@ from config.secrets import config_secrets, redact_text, redact_url
 from config.sources import walks_ranges
 from scheduler.ledger import SCHEMA, STATES, UNFINISHED, LedgerReads
 from scheduler.ledger.reads import DeadBatch, Owner, SourceFigures
+from spark_jobs.engines import url_traits
 
 RATE_WINDOW = 300.0
 """Seconds of done batches the rows/s figure is measured over."""
@@ -117,7 +118,7 @@ class Status:
 def ledger_exists(url: str) -> bool:
     """False for a SQLite ledger file not created yet (status must not create it)."""
     parsed = sa.make_url(url)
-    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+    if not url_traits(parsed).file_database or parsed.database in (None, "", ":memory:"):
         return True
     return Path(parsed.database).exists()
 
@@ -217,18 +218,14 @@ def _stream(cfg: SluiceConfig, name: str, position: list[Any] | None) -> StreamS
     src = cfg.sources[name]
     if not isinstance(src, SqlSourceConfig) or src.mode != "stream":
         return None
-    at = "nothing claimed yet"
-    if not src.url.startswith("postgresql"):  # MariaDB/MySQL: a GTID's sequence number
-        if position:
-            at = f"GTID sequence {position[0]}, event {position[1]}"
+    engine = url_traits(src.url)
+    at = engine.stream_position_text(position) if position else "nothing claimed yet"
+    if not engine.stream_slots:  # MariaDB/MySQL's binary log: no slot, no publication
         return StreamStatus(None, None, position, at)
-    # Only for a stream source: these bring the engines' modules (and pyspark's).
+    # Only for a slot's names: this brings the stream's modules (and pyspark's).
     from sources.stream_backends import names_of
-    from spark_jobs.engines.postgresql.pgoutput import lsn_text
 
     names = names_of(name, src)
-    if position:
-        at = f"LSN {lsn_text(int(position[0]))}, event {position[1]}"
     return StreamStatus(names.slot, names.publication, position, at)
 
 

@@ -26,6 +26,7 @@ import sqlalchemy as sa
 
 from scheduler.ledger.outage import Patience, reads_ride_out
 from scheduler.ledger.schema import batches_table, keys_table, open_engine
+from spark_jobs.engines import url_traits
 
 AtOrBelow = Callable[[list[Any]], bool]
 """Whether the key looked for is at or below the given range end, in the source's order."""
@@ -237,6 +238,6 @@ def reader_engine(url: str, connections: int = 2) -> sa.Engine:
     daemon's. SQLite in WAL mode, as the daemon opens it: readers run beside
     its writer.
     """
-    if sa.make_url(url).get_backend_name() == "sqlite":
+    if url_traits(url).file_database:
         return open_engine(url)
     return sa.create_engine(url, pool_pre_ping=True, pool_size=connections, max_overflow=0)

@@ -28,15 +28,18 @@ from config.errors import LedgerError
 from config.processes import pid_alive
 from scheduler.ledger.owners import DEAD_AFTER
 from scheduler.ledger.schema import SCHEMA, WRITE_OPTION, open_engine
+from spark_jobs.engines import dialect_traits
 
 REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006")
 """Every revision of the ledger schema, oldest first (``migrations/versions``)."""
 HEAD = SCHEMA
 VERSION_TABLE = "sluice_schema_version"
 MIGRATIONS = Path(__file__).with_name("migrations")
-_PG_LOCK = 0x51_0CE_1ED6E5
-"""The key of PostgreSQL's advisory lock that upgraders take (any fixed number)."""
-_MYSQL_LOCK = "sluice_ledger_upgrade"
+_LOCK_NUMBER = 0x51_0CE_1ED6E5
+"""The lock upgraders take, where an engine's locks are numbers (PostgreSQL's advisory
+locks): any fixed number."""
+_LOCK_NAME = "sluice_ledger_upgrade"
+"""The lock upgraders take, where an engine's locks are named (MySQL's ``GET_LOCK``)."""
 
 
 def revision(conn: sa.Connection) -> str | None:
@@ -98,20 +101,13 @@ def _check_known(engine: sa.Engine, found: str | None) -> None:
 @contextmanager
 def _upgrade_lock(engine: sa.Engine) -> Iterator[sa.Connection]:
     """A connection in a transaction that holds the ledger's upgrade lock."""
-    backend = engine.url.get_backend_name()
     with engine.connect() as conn:
-        if backend == "sqlite":
-            conn = conn.execution_options(**{WRITE_OPTION: True})  # BEGIN IMMEDIATE
-        with conn.begin():
-            if backend == "postgresql":
-                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK})
-            elif backend in ("mysql", "mariadb"):
-                conn.execute(sa.text("SELECT GET_LOCK(:k, 600)"), {"k": _MYSQL_LOCK})
-            try:
-                yield conn
-            finally:
-                if backend in ("mysql", "mariadb"):
-                    conn.execute(sa.text("SELECT RELEASE_LOCK(:k)"), {"k": _MYSQL_LOCK})
+        # A SQLite ledger's write lock, taken by BEGIN IMMEDIATE, is its upgraders' lock
+        # (the option is read by nothing else); a server's is the engine's own.
+        conn = conn.execution_options(**{WRITE_OPTION: True})
+        with conn.begin(), dialect_traits(engine.dialect).held_lock(conn, _LOCK_NUMBER,
+                                                                     _LOCK_NAME):  # fmt: skip
+            yield conn
 
 
 def _refuse_if_live(conn: sa.Connection, engine: sa.Engine, found: str, now: float) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from config.sqlite import sqlite_engine
+from spark_jobs.engines import url_traits
 
 SCHEMA = "0006"
 """The schema revision these tables are (``migrate.REVISIONS[-1]``; a test holds them equal)."""
@@ -163,7 +164,7 @@ WRITE_OPTION = "sluice_ledger_write"
 def open_engine(url: str) -> sa.Engine:
     """An engine for the ledger; SQLite gets WAL (readers beside the writer) and
     ``BEGIN IMMEDIATE`` for the writer's transactions only."""
-    if sa.make_url(url).get_backend_name() != "sqlite":
+    if not url_traits(url).file_database:
         return sa.create_engine(url, pool_pre_ping=True)
     return sqlite_engine(
         url, wal=True, pool_pre_ping=True,

@@ -35,6 +35,7 @@ from scheduler.ledger.outage import (
     unreachable,
 )
 from scheduler.ledger.schema import WRITE_OPTION
+from spark_jobs.engines import dialect_traits
 
 log = logging.getLogger("sluice.ledger")
 
@@ -56,6 +57,7 @@ class SerialWriter:
         patience: Patience | None = None,
     ) -> None:
         self.engine = engine
+        self._asked = dialect_traits(engine.dialect)  # what differs between ledgers' engines
         self.patience = patience or Patience()
         self.max_group = max_group
         self.on_death = on_death
@@ -175,20 +177,8 @@ class SerialWriter:
         still in progress: that process (our own session, found by its
         transaction) is ended first, which aborts it.
         """
-        status = sa.text("SELECT txid_status(:x)")
         with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            state = conn.scalar(status, {"x": xid})
-            if state == "in progress":
-                conn.execute(sa.text(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE pid = :p AND backend_xid::text::bigint = :x % 4294967296"
-                ), {"p": pid, "x": xid})  # fmt: skip
-                for _ in range(100):  # the process exits within moments of the signal
-                    state = conn.scalar(status, {"x": xid})
-                    if state != "in progress":
-                        break
-                    self.patience.sleep(0.05)
-        return None if state == "in progress" else state
+            return self._asked.commit_outcome(conn, (xid, pid), self.patience.sleep)
 
     def _transaction(self, group: list[Request]) -> list[Any]:
         with self.engine.connect() as conn:
@@ -196,10 +186,8 @@ class SerialWriter:
             transaction = conn.begin()
             session = None
             try:
-                if self.engine.dialect.name == "postgresql":
-                    # Known before the COMMIT: the server may be asked about it after.
-                    row = conn.execute(sa.text("SELECT txid_current(), pg_backend_pid()")).one()
-                    session = (int(row[0]), int(row[1]))
+                # Known before the COMMIT: the server may be asked about it after.
+                session = self._asked.transaction_session(conn)
                 results = [fn(conn) for fn, _ in group]
             except BaseException:
                 with contextlib.suppress(sa.exc.SQLAlchemyError):  # a lost connection has none
@@ -210,7 +198,7 @@ class SerialWriter:
             except sa.exc.DBAPIError as error:
                 # SQLite commits locally or not at all; a server may have
                 # committed what it could not acknowledge.
-                if unreachable(error) and self.engine.dialect.name != "sqlite":
+                if unreachable(error) and not self._asked.file_database:
                     raise CommitUnknown(
                         "the ledger's connection was lost while a write committed; whether it "
                         f"did is unknown, so this daemon stops (a restart reads it): {error.orig}",

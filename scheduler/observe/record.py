@@ -33,6 +33,7 @@ from scheduler.ledger import LedgerReads, encode_key
 from scheduler.ledger.lookup import HeldBy, reader_engine
 from scheduler.observe.http import Query, json_route
 from scheduler.observe.record_keys import SqlKey, sqs_keys
+from spark_jobs.engines import url_traits
 
 EngineFor = Callable[[str, SqlSourceConfig], sa.Engine | None]
 """The engine to read a SQL source's database with (None: its SQLite file does not exist)."""
@@ -227,7 +228,7 @@ def _missing_sqlite_file(target: Any) -> bool:
     if not isinstance(target, JdbcTargetConfig):
         return False
     url = sa.make_url(target.url)
-    return url.get_backend_name() == "sqlite" and not Path(url.database or "").exists()
+    return url_traits(url).file_database and not Path(url.database or "").exists()
 
 
 class RecordRoute:
@@ -295,6 +296,6 @@ class RecordRoute:
 def _source_engine(_name: str, src: SqlSourceConfig) -> sa.Engine:
     """One connection at most to a source database (its types, text keys' comparisons)."""
     url = sa.make_url(src.url)
-    if url.get_backend_name() == "sqlite":
+    if url_traits(url).file_database:  # no pool to bound: a file opened per connection
         return sa.create_engine(url)
     return sa.create_engine(url, pool_size=1, max_overflow=0, pool_pre_ping=True)

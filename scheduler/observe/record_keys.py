@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
 
 from config.errors import ConfigError, SourceError
 from config.models import SqlSourceConfig
 from config.secrets import redact_url
+from spark_jobs.engines import dialect_traits
 
 _ORDERED_ALIKE = (bool, int, float, decimal.Decimal, dt.date, dt.time, dt.timedelta, uuid.UUID,
                   bytes)  # fmt: skip
@@ -287,11 +287,7 @@ def _bound(column: KeyColumn, value: Any, dialect: str, *, collate: bool = False
     """``value`` as a bound parameter of ``column``'s type (text: under its collation)."""
     if not isinstance(value, str):
         return sa.literal(value, column.sql_type)
-    if dialect in ("mysql", "mariadb") and column.collation:
-        charset = column.collation.split("_", 1)[0]
-        text = sa.cast(sa.literal(value), mysql.CHAR(charset=charset))
-    else:
-        text = sa.cast(sa.literal(value), sa.Text)
+    text = dialect_traits(dialect).bound_text(value, column.collation)
     return sa.collate(text, column.collation) if collate and column.collation else text
 
 
@@ -300,15 +296,4 @@ def _collations(
     found: dict[str, Any],
 ) -> dict[str, str]:  # fmt: skip
     """The collation each text key column sorts by, where a bound value's would differ."""
-    if conn.dialect.name in ("mysql", "mariadb"):
-        # Every MySQL column has one (the table's default when none is declared),
-        # and the connection's may differ: ask the catalog.
-        rows = conn.execute(
-            sa.text("SELECT COLUMN_NAME, COLLATION_NAME FROM information_schema.COLUMNS "
-                    "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table"),
-            {"schema": schema, "table": table},
-        ).all()  # fmt: skip
-        return {name: coll for name, coll in rows if name in names and coll}
-    # PostgreSQL names a column's own collation; without one, the database's default applies
-    # to the column and to a bound value alike. SQLite's text compares as Python's.
-    return {n: c for n in names if (c := getattr(found[n], "collation", None))}
+    return dialect_traits(conn.dialect).key_collations(conn, table, schema, names, found)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from config.secrets import redact_text
 from sources.queueing import QueueingLimitedSource
 from sources.sqldb import untimed
+from spark_jobs.engines import url_traits
 
 if TYPE_CHECKING:  # not imported to run: sources.stream brings the engines' (and pyspark's)
     from sources.pg_changes import StreamNames
@@ -177,7 +178,7 @@ def _names(source: Followed, slot: str, publication: str) -> tuple[str | None, s
     """The slot and publication of a PostgreSQL source; none for a MariaDB/MySQL one (the
     binary log is read by GTID; its health still carries PostgreSQL's names)."""
     url = getattr(getattr(source, "cfg", None), "url", None)
-    if isinstance(url, str) and not url.startswith("postgresql"):
+    if isinstance(url, str) and not url_traits(url).stream_slots:
         return None, None
     return slot, publication
 

@@ -20,10 +20,10 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.pool import NullPool
 
-from config.connections import bound_connections
 from config.errors import ConfigError, TargetError
 from config.sqlite import sqlite_engine
 from spark_jobs.engines import dialect_engine
+from spark_jobs.engines.connections import bound_connections
 
 JdbcDialect = Literal["postgresql", "mysql", "sqlite"]
 

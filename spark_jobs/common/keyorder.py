@@ -23,6 +23,7 @@ from cachetools import TTLCache
 from sqlalchemy.sql.elements import ColumnElement
 
 from config.errors import SourceError
+from spark_jobs.engines import dialect_traits
 
 
 def row_compare(
@@ -40,8 +41,7 @@ def row_compare(
     ]  # fmt: skip
     if len(columns) == 1:
         return _OPS[op](columns[0], literals[0])
-    if dialect not in ("mysql", "mariadb"):
-        # PostgreSQL and SQLite compare row values and use the key's index for them.
+    if dialect_traits(dialect).row_values_indexed:
         return _OPS[op](sa.tuple_(*columns), sa.tuple_(*literals))
     # MySQL/MariaDB do not use an index for row values: spell the order out,
     # with the leading column as a plain range the optimizer can use.

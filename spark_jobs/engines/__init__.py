@@ -23,6 +23,7 @@ from sqlalchemy.engine import Dialect
 
 from config.errors import ConfigError
 from spark_jobs.engines.base import Column, Engine, Kind, UserType
+from spark_jobs.engines.traits import Traits
 
 METADATA_KEY = "sluice.column"
 """The key of a Spark field's metadata under which its source column travels."""
@@ -47,6 +48,28 @@ def dialect_engine(dialect: str | Dialect) -> Engine:
     if name not in _DIALECTS:
         raise ConfigError(f"database {name!r} has no engine in sluice's catalogue")
     return engine_named(_DIALECTS[name])
+
+
+class _Unknown(Traits):
+    """A database sluice has no engine for: the answers most engines share."""
+
+    label = "a database sluice has no engine for"
+
+
+_UNKNOWN = _Unknown()
+
+
+def dialect_traits(dialect: str | Dialect) -> Traits:
+    """What :func:`dialect_engine` finds for ``dialect`` (or its name), as it answers the
+    questions of :class:`~spark_jobs.engines.traits.Traits`; for a dialect sluice has no
+    engine of, the answers most engines share (its defaults) rather than an error."""
+    name = dialect if isinstance(dialect, str) else dialect.name
+    return dialect_engine(name) if name in _DIALECTS else _UNKNOWN
+
+
+def url_traits(url: str | sa.URL) -> Traits:
+    """:func:`dialect_traits` of the database at the SQLAlchemy ``url``."""
+    return dialect_traits(_backend(url))
 
 
 def catalogued(url: str | sa.URL) -> bool:

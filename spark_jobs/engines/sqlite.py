@@ -15,7 +15,9 @@ timestamps, see :mod:`spark_jobs.read.extract`); it is not in the catalogue's re
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import sqlalchemy as sa
 from pyspark.sql import types as T
@@ -58,6 +60,33 @@ class SQLite(Engine):
     decimals_staged_as_text = True
     spark_types_mapped = False
     integer_bits = 64  # every SQLite INTEGER is 8 bytes, whatever the declared name
+
+    def jdbc_read_type(self, column_type: Any, stored: bool = False) -> str | None:
+        # SQLite keeps a DATETIME or TIMESTAMP column as text, which its JDBC driver
+        # declares as a date: read as Spark guesses, the time of day would be lost. An
+        # INTEGER column holds 64 bits, which the driver declares as a 32-bit integer: read
+        # as Spark guesses, 2^31 and past would wrap. As stored, a BOOLEAN column is the
+        # number it holds (a MySQL tinyint(1) 5 is 5, not true).
+        if isinstance(column_type, sa.DateTime):
+            return "TIMESTAMP_NTZ"
+        if isinstance(column_type, sa.Integer) or (stored and isinstance(column_type, sa.Boolean)):
+            return "BIGINT"
+        return None
+
+    def readonly_engine(self, url: sa.URL) -> sa.Engine | None:
+        # mode=ro while a -wal file exists (a daemon may be writing; its companions
+        # already exist), else immutable=1, which reads the file as it is without
+        # creating -wal/-shm files beside it; None for a file that does not exist.
+        database = url.database or ""
+        if database in ("", ":memory:") or database.startswith("file:"):
+            return sa.create_engine(url)
+        path = Path(database)
+        if not path.is_file():
+            return None
+        flag = {"mode": "ro"} if Path(f"{database}-wal").exists() else {"immutable": "1"}
+        uri = sa.URL.create("sqlite", database=f"file:{quote(str(path.resolve()))}",
+                            query={**flag, "uri": "true"})
+        return sa.create_engine(uri)
 
     def take_row(
         self, conn: Any, table: Any, values: dict[str, Any], key: str, unchanged: str,

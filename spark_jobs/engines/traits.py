@@ -13,9 +13,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from spark_jobs.engines.bulk import BulkLoad
+from spark_jobs.engines.sessions import Sessions
 
-class Traits:
-    """An engine's answers to the data plane's questions (see the module)."""
+
+class Traits(Sessions):
+    """An engine's answers to the data plane's questions (see the module), and to those of
+    sluice's own sessions on its databases (:class:`~spark_jobs.engines.sessions.Sessions`)."""
 
     label: str
 
@@ -124,6 +128,11 @@ class Traits:
     """Whether an upsert's row count is the rows it wrote (PostgreSQL's ``ON CONFLICT DO
     UPDATE``; MySQL counts an update twice, and ``DO NOTHING`` skips rows there)."""
 
+    def bulk_load(self, engine: Any) -> BulkLoad | None:
+        """The bulk path a batch's rows take into a table of the SQLAlchemy ``engine``'s
+        database, as its driver allows; None: Spark's JDBC writer writes them."""
+        return None
+
     def take_row(
         self, conn: Any, table: Any, values: dict[str, Any], key: str, unchanged: str,
         returned: Sequence[str],
@@ -149,6 +158,16 @@ class Traits:
 
     # -- reads and sums (spark_jobs/read/, spark_jobs/verify/sums.py) -------------------------
 
+    def jdbc_read_type(self, column_type: Any, stored: bool = False) -> str | None:
+        """The Spark type (``customSchema``) that Spark's JDBC reader must read a column of
+        SQLAlchemy type ``column_type`` in (``stored``: as the value is stored), where its
+        driver declares it wrong, in a table outside the catalogue; None: as declared."""
+        return None
+
+    row_values_indexed = True
+    """Whether ``(a, b) > (x, y)`` is answered from the key's index (PostgreSQL's and
+    SQLite's row values are; MySQL's are not: the order is spelled out there)."""
+
     native_reads_in_pieces = False
     """Whether a native read takes a batch's range in consecutive pieces, a query each, one
     after the other (ConnectorX reads a query's rows ahead of a slower writer unbounded)."""
@@ -157,6 +176,18 @@ class Traits:
         """Whether a table of this engine is read natively, in Spark tasks and by a load's
         own task (``as_text``: verify's reads); by Spark's JDBC reader otherwise."""
         return False
+
+    def native_queries(
+        self, url: str, table_sql: str, columns: Sequence[Any], reads: Sequence[str],
+        names: Sequence[str], schema: Any, where: Sequence[str | tuple[str, ...]],
+        as_text: bool, finish: tuple[str, str] | None,
+    ) -> Any:  # fmt: skip
+        """What a native read (:meth:`reads_natively`) of ``columns`` of ``table_sql`` at
+        ``url`` runs: each column read by its SQL of ``reads`` as its quoted name of
+        ``names`` (``as_text``: as the server prints it) into the Arrow ``schema``, a Spark
+        task per condition of ``where``; ``finish``: the ``(target, zero_dates)`` of a
+        load's own task. Its queries' ``rows`` read in a Spark task."""
+        raise NotImplementedError(f"{self.label} is read by Spark's JDBC reader")
 
     hashes_records = False
     """Whether two tables of this engine are summed by the server's hashes of their record

@@ -16,24 +16,14 @@ that a writer's task may run itself).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
 
 from spark_jobs.engines import source_column
-from spark_jobs.engines.base import Column as EngineColumn
+from spark_jobs.engines.arrow_transforms import DATES, ZERO_DATE, ZERO_PREFIX
 from spark_jobs.engines.base import Kind
 from spark_jobs.engines.spark_names import quoted
-
-if TYPE_CHECKING:
-    import pyarrow as pa
-
-ZERO_PREFIX = "_sluice_zero__"
-"""Columns the transforms add: a 1 where a zero date became NULL."""
-
-_ZERO_DATE = r"^[0-9]{4}-(00-|[0-9]{2}-00)"
-_DATES = (Kind.DATE, Kind.TIMESTAMP, Kind.TIMESTAMPTZ)
 
 
 def for_target(df: DataFrame, target: str, zero_dates: str = "null") -> DataFrame:
@@ -48,9 +38,9 @@ def for_target(df: DataFrame, target: str, zero_dates: str = "null") -> DataFram
             continue
         engine, column = found
         value = F.col(quoted(field.name))
-        if engine.name == "mysql" and target != "mysql" and column.kind in _DATES and (
+        if engine.name == "mysql" and target != "mysql" and column.kind in DATES and (
                 zero_dates != "reject"):  # fmt: skip
-            zero = value.rlike(_ZERO_DATE)
+            zero = value.rlike(ZERO_DATE)
             changed[field.name] = F.when(zero, F.lit(None)).otherwise(value)
             counted.append(F.when(zero, F.lit(1)).otherwise(F.lit(0)).alias(
                 f"{ZERO_PREFIX}{field.name}"))  # fmt: skip
@@ -67,37 +57,6 @@ def for_target(df: DataFrame, target: str, zero_dates: str = "null") -> DataFram
         for f in df.schema.fields
     ]  # fmt: skip
     return df.select(*columns, *counted)
-
-
-def arrow_for_target(
-    rows: pa.RecordBatch, columns: Sequence[EngineColumn], target: str, zero_dates: str = "null"
-) -> pa.RecordBatch:  # fmt: skip
-    """:func:`for_target` on a record batch of a MySQL source's ``columns`` (in order), for
-    a load's own task: the same values, the same counting columns."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    arrays, names = list(rows.columns), list(rows.schema.names)
-    before = list(arrays)
-    counted: dict[str, pa.Array] = {}
-    for i, column in enumerate(columns):
-        value = arrays[i]
-        if target != "mysql" and column.kind in _DATES and zero_dates != "reject":
-            zero = pc.fill_null(pc.match_substring_regex(value, _ZERO_DATE), False)
-            arrays[i] = pc.if_else(zero, pa.scalar(None, value.type), value)
-            counted[f"{ZERO_PREFIX}{names[i]}"] = zero.cast(pa.int32())
-        elif target == "postgresql" and column.kind == Kind.SET:
-            escaped = pc.replace_substring(pc.replace_substring(value, "\\", "\\\\"), '"', '\\"')
-            members = pc.binary_join_element_wise(
-                '{"', pc.replace_substring(escaped, ",", '","'), '"}', "")
-            arrays[i] = pc.if_else(pc.equal(value, ""), "{}", members).cast(value.type)
-        elif target == "parquet" and column.kind == Kind.SET:
-            split = pc.split_pattern(value, ",")
-            arrays[i] = pc.if_else(pc.equal(value, ""), pa.scalar([], split.type), split)
-    if not counted and all(a is b for a, b in zip(arrays, before, strict=True)):
-        return rows
-    return pa.RecordBatch.from_arrays(arrays + list(counted.values()),
-                                      names=names + list(counted))  # fmt: skip
 
 
 def zero_columns(names: Sequence[str]) -> list[str]:

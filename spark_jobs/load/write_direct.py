@@ -33,9 +33,10 @@ from spark_jobs.common.jdbc import sql_engine
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.engines.base import CannotEncode
 from spark_jobs.engines.postgresql.copy_out import one_session
+from spark_jobs.engines.postgresql.copyin import COPY as PG_COPY
 from spark_jobs.engines.postgresql.verbatim import copy_verbatim, same_types
 from spark_jobs.engines.transforms import count_zeros
-from spark_jobs.load.bulk_paths import PG_COPY, BulkLoad, bulk_load
+from spark_jobs.load.bulk_paths import BulkLoad, bulk_load
 from spark_jobs.load.commit_jdbc import commit_direct
 from spark_jobs.load.target import TargetTable, Written
 from spark_jobs.read.read_sql import native_queries

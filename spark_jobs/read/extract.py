@@ -27,7 +27,7 @@ from config.models import SqlSourceConfig, SqsSourceConfig
 from spark_jobs.common.jdbc import JdbcEndpoint, looker_engine, sql_engine
 from spark_jobs.common.keyorder import key_types, row_compare, typed_key
 from spark_jobs.common.manifest import Manifest
-from spark_jobs.engines import catalogued, dialect_engine
+from spark_jobs.engines import catalogued, dialect_engine, dialect_traits
 from spark_jobs.engines.spark_names import quoted
 from spark_jobs.read.jdbc_read import SCHEMA_TTL, forget_schema, jdbc_frame
 from spark_jobs.read.payloads import payload_frame
@@ -287,10 +287,9 @@ class SqlReader:
                 self.endpoint.read_url, self.endpoint.connection_properties(**options),
                 self.as_text, self.target,
             )  # fmt: skip
-        if self.endpoint.dialect == "sqlite":
-            custom = _sqlite_schema(self.source.url, self.source.table, self.as_text)
-            if custom:
-                options["customSchema"] = custom
+        custom = _custom_schema(self.source.url, self.source.table, self.as_text)
+        if custom:
+            options["customSchema"] = custom
         return jdbc_frame(
             self.spark,
             self.endpoint.read_url,
@@ -304,7 +303,7 @@ class SqlReader:
         :mod:`spark_jobs.read.jdbc_read`)."""
         forget_schema(self.endpoint.read_url, self.table_sql)
         forget_columns(self.source.url, self.source.table)
-        _sqlite_schemas.pop((self.source.url, self.source.table), None)
+        _custom_schemas.pop((self.source.url, self.source.table), None)
 
     def _render(self, clause: ColumnElement[bool]) -> str:
         return str(clause.compile(dialect=self.dialect, compile_kwargs={"literal_binds": True}))
@@ -327,30 +326,22 @@ class SqlReader:
         return frame.select(*[F.col(n).cast(by_name[n.lower()]).alias(n) for n in self.key_names])
 
 
-_sqlite_schemas: TTLCache[tuple[str, str], str] = TTLCache(maxsize=64, ttl=SCHEMA_TTL)
+_custom_schemas: TTLCache[tuple[str, str], str] = TTLCache(maxsize=64, ttl=SCHEMA_TTL)
 
 
-@cached(_sqlite_schemas, lock=threading.Lock())
-def _sqlite_schema(url: str, table: str, stored: bool = False) -> str:
-    """Spark's ``customSchema`` for the SQLite columns its JDBC reader would read wrong.
-
-    SQLite keeps a ``DATETIME`` or ``TIMESTAMP`` column as text, which its
-    JDBC driver declares as a date: read as Spark guesses, the time of day
-    would be lost. An ``INTEGER`` column holds 64 bits, which the driver
-    declares as a 32-bit integer: read as Spark guesses, 2^31 and past would
-    wrap. ``stored``: a ``BOOLEAN`` column as the number it holds (a MySQL
-    ``tinyint(1)`` 5 is 5, not true). Empty when the table has no such column. Looked up once per
-    :data:`SCHEMA_TTL`, as the table's schema is (:mod:`spark_jobs.read.jdbc_read`).
-    """
+@cached(_custom_schemas, lock=threading.Lock())
+def _custom_schema(url: str, table: str, stored: bool = False) -> str:
+    """Spark's ``customSchema`` for the columns its JDBC reader would read wrong from a
+    table outside the catalogue, as the engine says
+    (:meth:`~spark_jobs.engines.traits.Traits.jdbc_read_type`; ``stored``: as stored).
+    Empty when the table has no such column. Looked up once per :data:`SCHEMA_TTL`, as
+    the table's schema is (:mod:`spark_jobs.read.jdbc_read`)."""
+    engine = dialect_traits(sa.make_url(url).get_backend_name())
     schema, _, name = table.rpartition(".")
     with sql_engine(url).connect() as conn:
         columns = sa.inspect(conn).get_columns(name, schema=schema or None)
-    types = {
-        column["name"]: "TIMESTAMP_NTZ" if isinstance(column["type"], sa.DateTime) else "BIGINT"
-        for column in columns
-        if isinstance(column["type"], sa.DateTime | sa.Integer)
-        or (stored and isinstance(column["type"], sa.Boolean))
-    }  # fmt: skip
+    types = {column["name"]: read for column in columns
+             if (read := engine.jdbc_read_type(column["type"], stored)) is not None}  # fmt: skip
     return ", ".join(f"{quoted(c)} {t}" for c, t in types.items())
 
 

@@ -132,37 +132,10 @@ def native_read(
         name = quote(c.name)
         return engine.text_sql(c, name) if as_text else engine.read_sql(c, name, target)
 
-    if engine.name == "mysql":
-        from spark_jobs.engines.mysql import read as my_read
-
-        reads = [f"{my_read.read_expression(read(c), f.type, c)} AS {quote(c.name)}"
-                 for c, f in zip(columns, arrow, strict=True)]  # fmt: skip
-        finish = None if zero_dates is None or target is None else my_read.Finish(
-            target, zero_dates, tuple(columns))  # fmt: skip
-        return schema, my_read.Queries(
-            my_read.connectorx_url(url),
-            tuple(tuple(f"SELECT {', '.join(reads)} FROM {table_sql} WHERE {w}"
-                        for w in ((each,) if isinstance(each, str) else each))
-                  for each in where),
-            arrow, finish,
-        )  # fmt: skip
-    from spark_jobs.engines.postgresql import read as pg_read
-
-    conditions = [w for w in where if isinstance(w, str)]
-    if len(conditions) != len(where):
-        raise ValueError("a PostgreSQL read takes one condition per task")
-
-    reads = [f"{read(c)} AS {quote(c.name)}" for c in columns]
-    stored = [quote(c.name) for c in columns]
-    queries = pg_read.Queries(
-        pg_read.conninfo(url),
-        tuple(pg_read.select(reads, table_sql, w) for w in conditions),
-        arrow,
-        verbatim=() if as_text else tuple(
-            pg_read.select(stored, table_sql, w) for w in conditions),
-        columns=None if any(c.user_types for c in columns) else tuple(
-            (c.name, c.type) for c in columns),
-    )
+    names = [quote(c.name) for c in columns]
+    finish = None if zero_dates is None or target is None else (target, zero_dates)
+    queries = engine.native_queries(url, table_sql, columns, [read(c) for c in columns], names,
+                                    arrow, where, as_text, finish)  # fmt: skip
     return schema, queries
 
 

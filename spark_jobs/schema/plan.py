@@ -18,10 +18,10 @@ from dataclasses import dataclass, field, replace
 import sqlalchemy as sa
 from sqlalchemy.pool import NullPool
 
-from config.connections import bound_waits
 from config.models import JdbcTargetConfig, SluiceConfig, SqlSourceConfig, split_target
 from spark_jobs.engines import catalogued, engine_of
 from spark_jobs.engines.base import Engine
+from spark_jobs.engines.connections import bound_waits
 from spark_jobs.engines.objects import Placement, Planned, Stage, TableName, TableObjects
 from spark_jobs.load.jdbc_tables import made_tables
 

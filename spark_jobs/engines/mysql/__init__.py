@@ -11,12 +11,14 @@ from pyspark.sql import types as T
 from sqlalchemy.dialects import mysql
 
 from spark_jobs.engines.base import Column, Engine, Kind, Mapped, TypeRule
+from spark_jobs.engines.bulk import BulkLoad
 from spark_jobs.engines.mysql import catalog, introspection, schema, types
+from spark_jobs.engines.mysql.sessions import MySQLSessions
 from spark_jobs.engines.objects import Placement, Planned, SchemaObject, TableName, TableObjects
 from spark_jobs.engines.upserts import on_duplicate_key
 
 
-class MySQL(Engine):
+class MySQL(MySQLSessions, Engine):
     """MySQL 8 and MariaDB 10.5 and later (MariaDB's own types where it has them)."""
 
     name = "mysql"
@@ -33,6 +35,7 @@ class MySQL(Engine):
     jdbc_url_options = "?tinyInt1isBit=false"
     bounded_keys = True
     floats_staged_as_text = True
+    row_values_indexed = False
 
     def rule(self, column: Column) -> TypeRule:
         return types.rule(column)
@@ -95,6 +98,11 @@ class MySQL(Engine):
                 return {"local_infile": True}
         return {}
 
+    def bulk_load(self, engine: sa.Engine) -> BulkLoad | None:
+        from spark_jobs.engines.mysql.load_data import LOAD_DATA, load_capable
+
+        return LOAD_DATA if load_capable(engine) else None
+
     def reads_natively(self, as_text: bool = False) -> bool:
         if as_text:
             return False
@@ -103,6 +111,15 @@ class MySQL(Engine):
         except ImportError:
             return False
         return True
+
+    def native_queries(
+        self, url: str, table_sql: str, columns: Sequence[Column], reads: Sequence[str],
+        names: Sequence[str], schema: Any, where: Sequence[str | tuple[str, ...]],
+        as_text: bool, finish: tuple[str, str] | None,
+    ) -> Any:  # fmt: skip
+        from spark_jobs.engines.mysql.read import queries
+
+        return queries(url, table_sql, columns, reads, names, schema, where, finish)
 
     def table_sums(self, url: str, query: str, connect: Callable[[str], Any]) -> Any:
         from spark_jobs.engines.mysql.sums import table_sums

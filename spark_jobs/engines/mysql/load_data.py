@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
+from spark_jobs.engines.bulk import BulkLoad
 from spark_jobs.engines.postgresql.binarycopy import CannotEncode
 
 _STREAM_PREFIX = "sluice-stream/"
@@ -275,3 +276,8 @@ def _escaped(array: pa.Array) -> pa.Array:
     for raw, escaped in _ESCAPES:
         array = pc.replace_substring(array, raw, escaped)
     return array
+
+
+LOAD_DATA = BulkLoad("load data", quoted, load_data)
+"""MySQL's and MariaDB's bulk path: ``LOAD DATA LOCAL INFILE`` of sluice's stream, through
+PyMySQL (where the server takes it: :func:`load_capable`)."""

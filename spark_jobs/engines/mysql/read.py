@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import re
 import socket
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
@@ -43,8 +43,8 @@ import pyarrow as pa
 import sqlalchemy as sa
 
 from config.connections import keep_alive
+from spark_jobs.engines.arrow_transforms import arrow_for_target
 from spark_jobs.engines.base import Column, Kind
-from spark_jobs.engines.transforms import arrow_for_target
 
 ROWS_PER_BATCH = 50_000
 """Rows of a record batch read at once (~10 MB of the peers table's rows)."""
@@ -85,7 +85,7 @@ def read_expression(read: str, carrier: pa.DataType, column: Column) -> str:
 @dataclass(frozen=True)
 class Finish:
     """What a load's own task does to the rows on their way into engine ``target`` (see
-    :func:`spark_jobs.engines.transforms.arrow_for_target`): each column's source column, in
+    :func:`spark_jobs.engines.arrow_transforms.arrow_for_target`): each column's source column, in
     order."""
 
     target: str
@@ -123,6 +123,28 @@ class Queries:
                     rows = arrow_for_target(rows, self.finish.columns, self.finish.target,
                                             self.finish.zero_dates)  # fmt: skip
                 yield rows
+
+
+def queries(
+    url: str, table_sql: str, columns: Sequence[Column], reads: Sequence[str],
+    names: Sequence[str], schema: pa.Schema, where: Sequence[str | tuple[str, ...]],
+    finish: tuple[str, str] | None,
+) -> Queries:  # fmt: skip
+    """The :class:`Queries` of a read of ``columns`` of ``table_sql`` at ``url``: each read
+    by its SQL of ``reads`` (:func:`read_expression`) as its quoted name of ``names``, into
+    ``schema``, a task per condition of ``where`` (a tuple: read one after the other);
+    ``finish``: the ``(target, zero_dates)`` of a load's own task (:class:`Finish`)."""
+    selected = [f"{read_expression(read, field.type, column)} AS {name}"
+                for read, name, column, field in zip(reads, names, columns, schema,
+                                                     strict=True)]  # fmt: skip
+    done = None if finish is None else Finish(finish[0], finish[1], tuple(columns))
+    return Queries(
+        connectorx_url(url),
+        tuple(tuple(f"SELECT {', '.join(selected)} FROM {table_sql} WHERE {w}"
+                    for w in ((each,) if isinstance(each, str) else each))
+              for each in where),
+        schema, done,
+    )  # fmt: skip
 
 
 def read_rows(url: str, query: str, schema: pa.Schema) -> Iterator[pa.RecordBatch]:

@@ -52,7 +52,7 @@ from spark_jobs.engines.base import Column, Kind
 SESSION_TIME_ZONE = "+00:00"
 """The ``time_zone`` of the snapshot's SELECT session: its naive timestamps are UTC."""
 
-_ZERO_DATE = re.compile(r"^[0-9]{4}-(00-|[0-9]{2}-00)")  # spark_jobs.engines.transforms' rule
+_ZERO_DATE = re.compile(r"^[0-9]{4}-(00-|[0-9]{2}-00)")  # spark_jobs.engines.arrow_transforms' rule
 _EPOCH = dt.datetime(1970, 1, 1)  # the library's zero timestamp (the stored epoch 0)
 _LIBRARY_ZERO_YEAR = 1900  # the library's YEAR 0000 (it adds 1900 to the stored 0)
 _WIDTH = {"binary": None, "uuid": 16, "inet4": 4, "inet6": 16}  # None: the column's length

@@ -13,15 +13,17 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import insert as insert_pg
 
 from spark_jobs.engines.base import Column, Engine, Kind, Mapped, TypeRule
+from spark_jobs.engines.bulk import BulkLoad
 from spark_jobs.engines.objects import Placement, Planned, SchemaObject, TableName, TableObjects
 from spark_jobs.engines.postgresql import catalog, introspection, schema, sequences, types
 from spark_jobs.engines.postgresql.insert import insert
+from spark_jobs.engines.postgresql.sessions import PostgreSQLSessions
 from spark_jobs.engines.upserts import on_conflict
 
 _NUMBERS = frozenset({Kind.INT, Kind.UINT, Kind.DECIMAL, Kind.FLOAT, Kind.MONEY, Kind.BOOL})
 
 
-class PostgreSQL(Engine):
+class PostgreSQL(PostgreSQLSessions, Engine):
     """PostgreSQL 12 and later."""
 
     name = "postgresql"
@@ -133,6 +135,15 @@ class PostgreSQL(Engine):
             return False
         return True
 
+    def native_queries(
+        self, url: str, table_sql: str, columns: Sequence[Column], reads: Sequence[str],
+        names: Sequence[str], schema: Any, where: Sequence[str | tuple[str, ...]],
+        as_text: bool, finish: tuple[str, str] | None,
+    ) -> Any:  # fmt: skip
+        from spark_jobs.engines.postgresql.read import queries
+
+        return queries(url, table_sql, columns, reads, names, schema, where, as_text)
+
     hashes_records = True
 
     def record_sums_sql(self, table_sql: str, values: Sequence[str], where: str) -> str:
@@ -156,6 +167,13 @@ class PostgreSQL(Engine):
 
     plain_insert_first = True
     upsert_counts_rows = True
+
+    def bulk_load(self, engine: sa.Engine) -> BulkLoad | None:
+        if engine.dialect.driver != "psycopg":
+            return None  # psycopg 3's cursors COPY; psycopg2's are written by Spark's JDBC
+        from spark_jobs.engines.postgresql.copyin import COPY
+
+        return COPY
 
     def take_row(
         self, conn: sa.Connection, table: sa.Table, values: dict[str, Any], key: str,

@@ -29,7 +29,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from config.connections import libpq_keepalives
+from spark_jobs.engines.postgresql.sessions import libpq_keepalives
 
 PIPE_BYTES = 1 << 20
 """The pipe's buffer (Linux's default 64 KiB lets ``psql`` wait on the task more often)."""

@@ -15,6 +15,7 @@ import pyarrow as pa
 import sqlalchemy as sa
 
 from spark_jobs.engines.base import CannotEncode
+from spark_jobs.engines.bulk import BulkLoad
 from spark_jobs.engines.postgresql import textcopy
 from spark_jobs.engines.postgresql.binarycopy import (
     HEADER,
@@ -133,3 +134,7 @@ def _as_dbapi(statement: str, error: Exception) -> Exception:
     if isinstance(error, psycopg.Error):
         return sa.exc.DBAPIError.instance(statement, None, error, psycopg.Error)
     return error
+
+
+COPY = BulkLoad("copy", quoted, copy_in)
+"""PostgreSQL's bulk path: a binary (or text) COPY through psycopg 3, whose cursors COPY."""

@@ -24,6 +24,7 @@ from typing import Any
 import pyarrow as pa
 import sqlalchemy as sa
 
+from spark_jobs.engines.base import Column
 from spark_jobs.engines.postgresql import textcopy
 from spark_jobs.engines.postgresql.copy_out import copy_out
 
@@ -139,3 +140,26 @@ class Queries:
 def select(reads: Sequence[str], table_sql: str, where: str) -> str:
     """``SELECT reads FROM table WHERE where``."""
     return f"SELECT {', '.join(reads)} FROM {table_sql} WHERE {where}"
+
+
+def queries(
+    url: str, table_sql: str, columns: Sequence[Column], reads: Sequence[str],
+    names: Sequence[str], schema: pa.Schema, where: Sequence[str | tuple[str, ...]],
+    as_text: bool,
+) -> Queries:  # fmt: skip
+    """The :class:`Queries` of a read of ``columns`` of ``table_sql`` at ``url``: each read
+    by its SQL of ``reads`` as its quoted name of ``names`` (``as_text``: as the server
+    prints it, with no copy as stored), into ``schema``, a task per condition of ``where``."""
+    conditions = [w for w in where if isinstance(w, str)]
+    if len(conditions) != len(where):
+        raise ValueError("a PostgreSQL read takes one condition per task")
+    selected = [f"{read} AS {name}" for read, name in zip(reads, names, strict=True)]
+    return Queries(
+        conninfo(url),
+        tuple(select(selected, table_sql, w) for w in conditions),
+        schema,
+        verbatim=() if as_text else tuple(
+            select(list(names), table_sql, w) for w in conditions),
+        columns=None if any(c.user_types for c in columns) else tuple(
+            (c.name, c.type) for c in columns),
+    )  # fmt: skip

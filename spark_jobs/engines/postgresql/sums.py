@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from config.connections import libpq_keepalives
 from spark_jobs.engines.postgresql.read import SESSION
+from spark_jobs.engines.postgresql.sessions import libpq_keepalives
 
 OPTIONS = f"{SESSION} -c max_parallel_workers_per_gather=0"
 """The session of a sums query: the forms values print in, one process per query."""
