@@ -41,17 +41,31 @@ from spark_jobs.load.jdbc_tables import (
     record_made,
 )
 from spark_jobs.load.target import TargetTable, Written
+from spark_jobs.tasks.local_tasks import LocalTasks
 
 _made: set[tuple[str, str]] = set()
 _made_lock = threading.Lock()
 
 
-def import_changes(source: SqlSourceConfig, target: TargetTable, manifest: Manifest) -> Written:
+def import_changes(
+    source: SqlSourceConfig, target: TargetTable, manifest: Manifest,
+    tasks: LocalTasks | None = None, crash: bool = True,
+) -> Written:  # fmt: skip
     """Apply a ``changes`` batch to its target (see the module); its :class:`Written`.
 
+    ``tasks``: local workers that load a batch of ranges read natively (from a source that
+    shares no snapshot): their rows are encoded for COPY in Python, and two such batches
+    in threads of one process would take turns for it. ``crash``: whether the crash point
+    after the target's commit is this process's (not a worker's, whose caller has it).
     Raises :class:`~spark_jobs.common.outcomes.BatchImportFailed` (transient or not, as the
     database's error says), ``StaleToken``, or :class:`TargetError`.
     """
+    if (tasks is not None and only_ranges(manifest.payloads)
+            and not engine_of(source.url).shares_snapshots):  # fmt: skip
+        written: Written = tasks.run(import_changes, source, target, manifest, None, False)
+        if written.method == METHOD:
+            crash_point("after_target_commit")
+        return written
     if not isinstance(target.config, JdbcTargetConfig):
         raise TargetError(f"{target.label}: a stream source's changes go to a JDBC target "
                           "(PostgreSQL), not Parquet")  # fmt: skip
@@ -65,7 +79,7 @@ def import_changes(source: SqlSourceConfig, target: TargetTable, manifest: Manif
             written = apply_ranges(engine, target, manifest, where)
         else:
             written = apply_changes(engine, target, manifest)
-        if written.method in ("stream changes", METHOD):  # now in, the ledger does not know yet
+        if crash and written.method in ("stream changes", METHOD):  # in, the ledger not told yet
             crash_point("after_target_commit")
     except sa.exc.SQLAlchemyError as error:
         raise BatchImportFailed(

@@ -61,6 +61,7 @@ from spark_jobs.load.target import Commit, TargetTable, Written, stale_token_err
 from spark_jobs.load.write import committed_batch, sweep_stages, write_batch
 from spark_jobs.read.computed import apply_columns
 from spark_jobs.read.extract import SqlReader, extract
+from spark_jobs.tasks.local_tasks import local_tasks
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ def import_new(
     """Import a batch the target does not hold yet (see :func:`run_import`)."""
     if manifest.kind == "changes":
         assert isinstance(source, SqlSourceConfig)
-        written = import_changes(source, target, manifest)
+        written = import_changes(source, target, manifest, local_tasks(spark))
         if written.method == COMMITTED_BEFORE:  # nothing read or written: as committed_before
             return ImportResult(manifest.batch_id, 0, written.rows, manifest.target, True)
         return imported(manifest, target, written)
