@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -73,6 +74,11 @@ LOAD_RANGE = 200_000
 """Rows of a range of a full load read in the slot's snapshot, ``page_size`` left out: its
 rows go from the source to the target without the daemon (a range costs a batch's claim
 and transaction, and a key query of that many index entries)."""
+
+
+WAIT_FOR_RANGES = 0.2
+"""Seconds a load read as the table then is waits, when asked, for the target to hold its
+every range before it says again that it has nothing yet (a daemon asks again at once)."""
 
 
 def load_range_rows(cfg: SqlSourceConfig) -> int:
@@ -175,6 +181,9 @@ class StreamSource(LimitedSource):
         if start is not None:
             if not self._out and self._load_end is None:  # the target holds every range
                 self._catch_up(start)
+            elif not self._out:
+                # Its importers are at work: asked again at once, the refill would spin.
+                time.sleep(WAIT_FOR_RANGES)
             return self._spans(limit, epoch)
         if not self._load.done and not self._chunks:
             if self._from_snapshot():
