@@ -238,11 +238,6 @@ class StreamSource(LimitedSource):
         """Seconds the target is behind the source (see :meth:`Applied.lag`)."""
         return self._applied.lag(now)
 
-    @property
-    def kept(self) -> str:
-        """What sluice keeps on the source for the stream (a slot and a publication), said."""
-        return self._stream.what
-
     def drop(self) -> bool:
         """Drop what sluice keeps on the source for the stream (``cutover``, ``reset``)."""
         return self._stream.drop()

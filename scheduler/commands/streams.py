@@ -79,4 +79,5 @@ def _dropped(name: str, src: SqlSourceConfig) -> str:
         dropped = source.drop()
     finally:
         source.close()
-    return f"dropped {source.kept}" if dropped else f"no {source.kept} of sluice's to drop"
+    kept = source.backend.what
+    return f"dropped {kept}" if dropped else f"no {kept} of sluice's to drop"
