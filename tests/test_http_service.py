@@ -133,6 +133,7 @@ def _rows_done(port: int, context: ssl.SSLContext) -> int:
     return int(json.loads(body)["totals"]["rows_done"]) if status == 200 else 0
 
 
+@pytest.mark.slow  # a server over TLS (and a browser) started: seconds
 @pytest.mark.timeout(300)
 def test_every_path_asks_for_the_token_over_tls_and_slow_clients_hold_nothing(
     daemon: tuple[int, ssl.SSLContext], tmp_path: Path
@@ -198,6 +199,7 @@ def test_every_path_asks_for_the_token_over_tls_and_slow_clients_hold_nothing(
     assert TOKEN not in status_json.stdout + status_json.stderr
 
 
+@pytest.mark.slow  # a server over TLS (and a browser) started: seconds
 @pytest.mark.timeout(300)
 def test_headless_chromium_signs_in_and_reads_the_page(
     daemon: tuple[int, ssl.SSLContext], tmp_path: Path

@@ -26,7 +26,7 @@ from sources.reach import Away
 from tests.helpers import assert_same_rows, count_rows, seed_orders, wait_until
 from tests.proxy import Proxy
 
-pytestmark = [pytest.mark.postgres]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # scenarios of seconds each
 
 SLUICE = str(Path(sys.executable).parent / "sluice")
 ROWS = 3_000
