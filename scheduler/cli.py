@@ -329,7 +329,7 @@ def import_(
     from config.secrets import config_secrets, redact_text
     from scheduler.commands.import_batch import import_batch
     from scheduler.observe.logs import setup_logging
-    from spark_jobs.tasks.session import build_session
+    from sinks.spark import start_session
 
     try:
         cfg = load_config(config)
@@ -339,7 +339,7 @@ def import_(
     setup_logging(cfg.log_format, logging.DEBUG if verbose else logging.INFO, secrets)
     try:
         outcome = import_batch(
-            cfg, batch, lambda: build_session(cfg.spark, app_name=f"sluice-import-{batch}")
+            cfg, batch, lambda: start_session(cfg, app_name=f"sluice-import-{batch}")
         )
     except SluiceError as error:
         _fail(error)

@@ -76,10 +76,8 @@ class SparkSink(PoolSink):
         self._owns_session = spark is None
         self.py_files: list[str] = []
         self.archives: list[str] = []
-        if spark is None and not cfg.spark.master.startswith("local"):
-            zip_path = build_pyfiles_zip(Path(cfg.work_dir) / "pyfiles" / "sluice.zip")
-            self.py_files.append(str(zip_path))
-            self.archives = executor_archives(cfg.spark, Path(cfg.work_dir))
+        if spark is None:
+            self.py_files, self.archives = shipped(cfg)
         self._session_lock = threading.Lock()
         self._start_failed: SparkUnavailable | None = None
         self.ready_at: float | None = 0.0 if spark is not None else None
@@ -201,6 +199,32 @@ class SparkSink(PoolSink):
             return run()
         finally:
             _clear_local_properties(sc)
+
+
+def shipped(cfg: SluiceConfig) -> tuple[list[str], list[str]]:
+    """What a session of ``cfg`` ships to its executors: the zip of sluice's code (for
+    ``spark.submit.pyFiles``) and the archive of the packages it imports there (for
+    ``spark.archives``); nothing for a local master, whose tasks run on this machine.
+
+    Built into ``work_dir`` (the packages' archive reused once built). The code's zip
+    has the same bytes for the same code, and is replaced whole: a daemon's session
+    and a verify's may ship it side by side.
+    """
+    if cfg.spark.master.startswith("local"):
+        return [], []
+    work = Path(cfg.work_dir)
+    code = build_pyfiles_zip(work / "pyfiles" / "sluice.zip")
+    return [str(code)], executor_archives(cfg.spark, work)
+
+
+def start_session(cfg: SluiceConfig, app_name: str = "sluice") -> SparkSession:
+    """Start (or join) ``cfg``'s SparkSession as ``sluice run``'s sink does: on a cluster,
+    with sluice's code and packages shipped to the executors (:func:`shipped`), which
+    need not have sluice installed. For the commands that run Spark jobs of their own
+    (verify, cutover, import-batch). Raises :class:`SparkUnavailable` as
+    :func:`~spark_jobs.tasks.session.build_session` does."""
+    py_files, archives = shipped(cfg)
+    return build_session(cfg.spark, app_name, py_files=py_files, archives=archives)
 
 
 def _stop_session(spark: SparkSession) -> None:

@@ -92,6 +92,20 @@ def test_session_conf_defaults_and_user_overrides() -> None:
     assert args[-2:] == ["--conf", "spark.x=1"]  # the user's settings come last
 
 
+def test_only_a_local_master_runs_the_worker_daemon_of_sluice() -> None:
+    """Spark starts the Python worker daemon before any task, so before the code it ships
+    is on the daemon's path: a cluster's executor without sluice installed could not
+    import sluice's daemon and failed every Python task. PySpark's own daemon runs there;
+    sluice's only on a local master, whose workers import sluice as the driver does."""
+    daemon = "spark.python.daemon.module"
+    assert session_conf(SparkConfig(master="local[2]"))[daemon] == (
+        "spark_jobs.tasks.worker_daemon")  # fmt: skip
+    for master in ("spark://127.0.0.1:7077", "spark://10.0.0.5:7077", "yarn"):
+        cluster = SparkConfig(master=master)
+        assert daemon not in session_conf(cluster), master
+        assert not [a for a in spark_submit_args(cluster) if a.startswith(f"{daemon}=")], master
+
+
 def test_missing_java_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("spark_jobs.tasks.session.shutil.which", lambda _name: None)
     monkeypatch.delenv("JAVA_HOME", raising=False)

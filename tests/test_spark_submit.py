@@ -13,7 +13,7 @@ from config.errors import ConfigError
 from config.models import SparkConfig
 from sinks import make_sink
 from sinks.pyfiles import DEPS_ALIAS, PACKAGES, build_pyfiles_zip, executor_archives
-from sinks.spark import SparkSink
+from sinks.spark import SparkSink, shipped
 from sinks.submit import SubmitSink
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.jobs.import_job import BatchImportFailed, ImportResult
@@ -135,6 +135,24 @@ def test_dependencies_archive_holds_what_executors_import_and_conf_ships_it(
     assert executor_archives(SparkConfig(master="local[2]"), tmp_path) == []
     off = SparkConfig(master="spark://127.0.0.1:7077", ship_dependencies=False)
     assert executor_archives(off, tmp_path) == []
+
+
+def test_a_cluster_session_ships_the_code_and_packages_whoever_starts_it(tmp_path: Path) -> None:
+    """What every command's session of a cluster master ships (``sluice run``'s sink, and
+    verify, cutover and import, through :func:`sinks.spark.start_session`): verify's went
+    without, and its executors could not import sluice or SQLAlchemy."""
+    _, cfg = write_config(tmp_path, CONFIG.format(deploy="session").replace(
+        '"local[1]"', '"spark://127.0.0.1:7077"'))  # fmt: skip
+    py_files, archives = shipped(cfg)
+    assert py_files == [str(tmp_path / "work" / "pyfiles" / "sluice.zip")]
+    with zipfile.ZipFile(py_files[0]) as archive:
+        assert {n.split("/")[0] for n in archive.namelist()} == set(PACKAGES)
+    assert archives == executor_archives(cfg.spark, tmp_path / "work")
+    sink = SparkSink(cfg)  # the same, for the daemon's session
+    assert (sink.py_files, sink.archives) == (py_files, archives)
+    sink.close()
+    _, local = write_config(tmp_path, CONFIG.format(deploy="session"))
+    assert shipped(local) == ([], [])  # a local master's tasks run here
 
 
 def test_a_jvm_that_did_not_start_is_not_started_again_for_every_batch(

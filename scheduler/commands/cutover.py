@@ -97,8 +97,8 @@ def cutover_command(fail: Callable[[SluiceError], NoReturn]) -> Callable[..., No
         from scheduler.commands.verify import render
         from scheduler.ledger import Ledger
         from scheduler.ledger.cutover import cancel_cutover
+        from sinks.spark import start_session
         from spark_jobs.tasks.local_tasks import SessionOnDemand
-        from spark_jobs.tasks.session import build_session
 
         try:
             cfg = load_config(config)
@@ -113,7 +113,7 @@ def cutover_command(fail: Callable[[SluiceError], NoReturn]) -> Callable[..., No
             # Started when first needed: a stream's final pass and a verify the servers'
             # own sums prove need no Spark, and the flag is set before the JVM starts.
             spark = cast("SparkSession", SessionOnDemand.once(  # it stands in for one
-                lambda: build_session(cfg.spark, app_name="sluice-cutover")))  # fmt: skip
+                lambda: start_session(cfg, app_name="sluice-cutover")))  # fmt: skip
             if needs_spark_to_verify(cfg):
                 # Its JVM starts while the final pass runs, not after it.
                 threading.Thread(target=lambda: spark.version, daemon=True).start()

@@ -58,15 +58,15 @@ def verify_command(fail: Callable[[SluiceError], NoReturn]) -> Callable[..., Non
         """
         from config.loader import load_config
         from scheduler.verify_tables import verify_config
+        from sinks.spark import start_session
         from spark_jobs.tasks.local_tasks import SessionOnDemand
-        from spark_jobs.tasks.session import build_session
 
         try:
             cfg = load_config(config)
             names = _chosen(cfg, source, config)
             # Started only for a table the servers' own sums cannot prove equal.
             spark = cast("SparkSession", SessionOnDemand.once(  # it stands in for one
-                lambda: build_session(cfg.spark, app_name="sluice-verify")))  # fmt: skip
+                lambda: start_session(cfg, app_name="sluice-verify")))  # fmt: skip
             report = verify_config(spark, cfg, names, repair=repair, apply_deletes=apply_deletes)
         except SluiceError as error:
             fail(error)

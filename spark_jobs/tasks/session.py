@@ -112,9 +112,6 @@ def session_conf(
         "spark.ui.enabled": "false",
         # Spark's console progress bars would scribble over sluice's own.
         "spark.ui.showConsoleProgress": "false",
-        # Python workers that a SIGTERM to the whole service does not kill
-        # mid-drain (see spark_jobs.tasks.worker_daemon).
-        "spark.python.daemon.module": "spark_jobs.tasks.worker_daemon",
         # A batch's rows come to the driver as Arrow, half a batch per task
         # (~12 MB for 100,000 rows). Above 1 MB (the default) each result took
         # a detour through the block manager and its network client: a fifth
@@ -134,6 +131,14 @@ def session_conf(
         # the per-row loops early in a batch: a 10 M-row copy took 10% less
         # time (median 27.7 s against 30.8 s, 3 runs each), 1 M rows the same.
         conf["spark.driver.extraJavaOptions"] += " -XX:CompileThresholdScaling=15"
+        # Python workers that a SIGTERM to the whole service does not kill
+        # mid-drain (see spark_jobs.tasks.worker_daemon). Only on a local
+        # master, whose workers import sluice as the driver does: Spark starts
+        # the daemon before any task, so before the code it ships
+        # (spark.submit.pyFiles) is on the daemon's path, and on a cluster's
+        # executor every Python task failed unless sluice was installed there.
+        # A cluster's executors are not in sluice's service to be stopped with it.
+        conf["spark.python.daemon.module"] = "spark_jobs.tasks.worker_daemon"
     if is_loopback_master(cfg.master):
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"

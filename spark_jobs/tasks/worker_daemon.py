@@ -5,7 +5,8 @@ that exits on SIGTERM and resets SIGTERM to its default action in every
 worker it forks. systemd's default ``KillMode=control-group`` sends SIGTERM
 to every process of the service, so a stop would kill the workers of the
 batches sluice is draining. Spark runs this module instead
-(``spark.python.daemon.module``, set by :func:`spark_jobs.tasks.session.session_conf`):
+(``spark.python.daemon.module``, set by :func:`spark_jobs.tasks.session.session_conf`
+for a local master, whose workers are sluice's own processes):
 the same daemon, with SIGTERM kept ignored in it and in its workers.
 
 They still end: the daemon when the JVM closes its stdin (the JVM's stop or
