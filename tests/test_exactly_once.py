@@ -616,7 +616,7 @@ def test_two_daemons_starting_at_once_on_a_new_postgresql_ledger(
             runner = threading.Thread(target=second_daemon, daemon=True)
             runner.start()
             # … while the second one finds none and waits for the upgrade lock.
-            waiting = _waits_for_advisory_lock(engine, migrate._PG_LOCK, runner, timeout=10)
+            waiting = _waits_for_advisory_lock(engine, migrate._LOCK_NUMBER, runner, timeout=10)
             assert waiting, f"the second daemon did not wait for the upgrade lock: {outcome}"
         runner.join(30)
         with engine.connect() as conn:
