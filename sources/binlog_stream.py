@@ -10,10 +10,8 @@ acknowledge.
 The full load is handed out as key ranges (:class:`LoadRange`) at the position the
 stream starts from, each read by its importer natively as the table is then
 (:mod:`spark_jobs.changes.load_ranges`): MariaDB exports no snapshot another
-session could read in. The binary log's changes from that position on, applied
-after the last range, bring every row to what the source holds: each carries the
-whole row (``binlog_row_image = FULL``), so a change a range's read already saw
-sets the row to a state it then had, and the later ones follow.
+session could read in. The changes made meanwhile go in after the last range as
+each row's last state (:mod:`sources.stream_catchup`), then one by one.
 """
 
 from __future__ import annotations

@@ -150,7 +150,7 @@ class StreamSource(LimitedSource):
             self._nonce = uuid.uuid4().hex[:12]
             self._seq = 0
             self._out: deque[tuple[Position, StreamEvent, LoadProgress]] = deque()
-            self._exhausted = False
+            self._applied.saw_end(False)
             self._snapshot_seq = 0 if after is None else after[1]  # see _from_snapshot
             self._load_end: Position | None = None  # the last range read in the snapshot
             if self._load.catching_up is not None:
@@ -158,7 +158,7 @@ class StreamSource(LimitedSource):
 
     @property
     def exhausted(self) -> bool:
-        return self._exhausted
+        return self._applied.at_end
 
     def check(self) -> None:
         """Make the stream's slot and publication where missing (PostgreSQL), check the
@@ -198,8 +198,7 @@ class StreamSource(LimitedSource):
             at_end = self._stream.at_end
             self._read_to = max(self._read_to, self._stream.reached)
         items = self._spans(limit, epoch)
-        self._exhausted = at_end and not self._out and self._load.done and not self._chunks
-        self._applied.saw_end(self._exhausted)
+        self._applied.saw_end(at_end and not self._out and self._load.done and not self._chunks)
         return items
 
     @property
