@@ -32,7 +32,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, nullcontext
+from contextlib import ExitStack, closing, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from config.models import ParquetTargetConfig, SqlSourceConfig
@@ -41,9 +41,11 @@ from scheduler.ledger.lookup import reader_engine
 from scheduler.ledger.scope import DoneScope, done_scope, never_claimed
 from scheduler.readonly import readonly_engine
 from scheduler.verify_limits import ReadShare, read_paced
+from scheduler.verify_marks import Marked, StreamMarks
 from spark_jobs.common.keyorder import key_typer
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.jobs.import_job import target_table
+from spark_jobs.load.target import TargetTable
 from spark_jobs.tasks.local_tasks import started
 from spark_jobs.verify.compare import KINDS, compare, encoded
 from spark_jobs.verify.deletes import chunks, delete_extras
@@ -69,8 +71,13 @@ def verify_config(
     repair: bool = False,
     apply_deletes: bool = False,
     share: ReadShare | None = None,
+    final: bool = False,
 ) -> VerifyReport:
     """Verify the named sources (default: all) on ``spark``; repair and delete if asked.
+
+    ``final`` (the cutover's: the writes are stopped, every stream applied to its end): a
+    stream that a verify proved equal up to some position has only its rows changed since
+    compared, and none of its differences is in flight (:mod:`scheduler.verify_marks`).
 
     Up to ``spark.max_concurrent_imports`` tables are compared at once, each
     reading with its share of its database's ``limits.max_connections``, and
@@ -103,7 +110,7 @@ def verify_config(
         try:
             with gates[source.url]:
                 return _verify_one(spark, cfg, name, source, ledger, reads, parts[name], repair,
-                                   apply_deletes)  # fmt: skip
+                                   apply_deletes, final)  # fmt: skip
         except Exception as error:  # noqa: BLE001 - this table's outcome; the others go on
             return TableReport(name, source.target, error=_why(error))
 
@@ -118,11 +125,29 @@ def verify_config(
 def _verify_one(
     spark: SparkSession, cfg: SluiceConfig, name: str, source: SqlSourceConfig,
     ledger: sa.Engine | None, share: ReadShare, parts: int, repair: bool, apply_deletes: bool,
+    final: bool = False,
 ) -> TableReport:  # fmt: skip
     target = target_table(cfg, Manifest("verify", name, source.target, "keys", 0))
+    marks = StreamMarks.of(name, source, target)
+    if marks is None:
+        return _compared(spark, cfg, name, source, target, ledger, share, parts, repair,
+                         apply_deletes)  # fmt: skip
+    with closing(marks):
+        return _compared(spark, cfg, name, source, target, ledger, share, parts, repair,
+                         apply_deletes, Marked(marks, final))  # fmt: skip
+
+
+def _compared(
+    spark: SparkSession, cfg: SluiceConfig, name: str, source: SqlSourceConfig, target: TargetTable,
+    ledger: sa.Engine | None, share: ReadShare, parts: int, repair: bool, apply_deletes: bool,
+    marked: Marked | None = None,
+) -> TableReport:  # fmt: skip
     done = done_scope(ledger, name) if ledger is not None else DoneScope(known=False)
     scope, said = _scope(source, done)
-    if not share.paces(name):  # a paced read is kept by Spark and compared there
+    typed = key_typer(source.url, source.table, source.key_columns)
+    if marked is not None:
+        scope, said = marked.scope(target, typed, scope, said)
+    if not share.paces(name) and scope.keys is None:  # a paced read is compared in Spark
         with share.reading(name, parts) as held:
             proof = proven_equal(source, target, scope, held)
         if proof is not None:
@@ -130,8 +155,8 @@ def _verify_one(
                                first={kind: [] for kind in KINDS})  # fmt: skip
     spark = started(spark)  # compared in Spark: the session itself from here on
     with ExitStack() as releases:  # Spark's kept frames, dropped once the report is made
-        kept = None if scope.nothing else read_paced(spark, share, name, source, scope.upto,
-                                                     parts)  # fmt: skip
+        kept = None if scope.nothing or scope.keys is not None else read_paced(
+            spark, share, name, source, scope.upto, parts)  # fmt: skip
         if kept is not None:
             releases.callback(kept.release)
         # Read at its rate already: the comparison reads the kept rows, not the database.
@@ -141,8 +166,10 @@ def _verify_one(
                                       spare=not share.bounds_connections(name))  # fmt: skip
             diff = compare(spark, mine, theirs, source.key_columns, label=target.label,
                            held=done.held, rejected=rejected_keys(spark, target, name),
-                           typed=key_typer(source.url, source.table, source.key_columns))
+                           typed=typed)  # fmt: skip
         releases.callback(diff.release)
+        if marked is not None:
+            marked.settle(diff, typed)
         if (
             source.mode != "keyset"
             and ledger is not None
@@ -151,8 +178,11 @@ def _verify_one(
             missing = [encoded(k) for k in diff.keys(["missing"])]
             diff.set_pending([json.loads(t) for t in never_claimed(ledger, name, missing)])
         counts = diff.counts
+        checked, target_rows = diff.checked, diff.target_rows
+        if scope.keys is not None and marked is not None:
+            checked, target_rows = marked.rows  # every row: the rest proven before
         report = TableReport(
-            name, target.label, diff.checked, diff.target_rows, missing=counts["missing"],
+            name, target.label, checked, target_rows, missing=counts["missing"],
             extra=counts["extra"], different=counts["different"], rejected=counts["rejected"],
             duplicate=counts["duplicate"],
             in_flight=diff.in_flight, pending=diff.pending, first=diff.first, scope=said,

@@ -108,6 +108,10 @@ class LastStates:
                     event = StreamEvent(event.op, event.key_values, None, event.new)
                 self._put(event.key_values, event)
 
+    def keys(self) -> list[Key]:
+        """The keys of the rows the changes fed touched (a moved row's old key too)."""
+        return list(self._last)
+
     def events(self) -> list[StreamEvent]:
         """What the changes fed leave: a truncate where there was one, then each row's last
         state."""

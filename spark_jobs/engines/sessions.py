@@ -130,6 +130,11 @@ class Sessions:
     """Whether its change stream is read through a replication slot and a publication on
     the source's server (PostgreSQL's), which sluice names, shows and keeps apart."""
 
+    rereads_changes = False
+    """Whether its change stream can be read again from an earlier position by anyone (a
+    slot's changes are gone once confirmed): a verify of a live stream lists the rows
+    changed since it read (:mod:`scheduler.verify_marks`)."""
+
     def stream_position_text(self, position: Sequence[Any]) -> str:
         """A claimed stream position (``[where, event]``) as the operator reads it."""
         raise NotImplementedError(f"{self.label} has no change stream of sluice's")

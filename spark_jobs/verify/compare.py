@@ -68,6 +68,7 @@ class TableDiff:
     in_flight: int = 0
     pending: int = 0
     _pending: set[str] = field(default_factory=set, repr=False)
+    _flying: set[str] = field(default_factory=set, repr=False)
     _rows: DataFrame | None = field(default=None, repr=False)
     _typed: Callable[[list[Any]], list[Any]] = field(default=list, repr=False)
 
@@ -83,8 +84,30 @@ class TableDiff:
         rows = self._rows.where(F.col("kind").isin(list(kinds))).select("kind", "skey", "tkey")
         for row in rows.toLocalIterator():
             key = self._typed(plain_key(row.skey or row.tkey))
-            if row.kind != "missing" or encoded(key) not in self._pending:
+            text = encoded(key)
+            if text not in self._flying and (row.kind != "missing" or text not in self._pending):
                 yield key
+
+    def set_in_flight(self, changed: set[str]) -> None:
+        """Count the differing rows whose key is in ``changed`` (keys as :func:`encoded`
+        texts: a stream's changes not applied yet) as in flight, not as differences."""
+        if self._rows is None or not changed:
+            return
+        kinds = [k for k in KINDS if k != "rejected"]
+        left: dict[str, list[list[Any]]] = {kind: [] for kind in kinds}
+        found = self._rows.where(F.col("kind").isin(kinds)).select("kind", "skey", "tkey")
+        for row in found.orderBy(*in_key_order(found)).toLocalIterator():
+            key = self._typed(plain_key(row.skey or row.tkey))
+            text = encoded(key)
+            if text in self._pending:
+                continue
+            if text in changed:
+                self.counts[row.kind] -= 1
+                self.in_flight += text not in self._flying
+                self._flying.add(text)
+            elif len(left[row.kind]) < SAMPLE:
+                left[row.kind].append(key)
+        self.first.update(left)  # the first of what is left, in key order
 
     def set_pending(self, keys: Sequence[Sequence[Any]]) -> None:
         """Count these missing keys as not migrated yet (no batch ever held them), not missing."""

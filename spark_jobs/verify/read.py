@@ -56,6 +56,9 @@ class Scope:
     target_open: bool = False
     """The target's rows past ``upto`` are compared too: no batch is unfinished, so a
     target row past the source's high-water mark is one the source does not have."""
+    keys: list[list[Any]] | None = None
+    """Only the rows of these keys, on each side (the rows a stream changed since a verify
+    proved the rest equal, :mod:`scheduler.verify_marks`); None: by ``upto``."""
 
 
 def read_sides(
@@ -69,6 +72,8 @@ def read_sides(
     keys' ends may open a connection of its own (else the reads are split by
     the target's).
     """
+    if scope.keys is not None:
+        return _listed_sides(spark, source, target, scope.keys, parts)
     ask = spare and kept is None
     lo, hi, target_hi = _bounds(source, target, scope, ask)
     # Split by the target's ends alone, the source's read could miss its rows past them.
@@ -84,16 +89,38 @@ def read_sides(
     engine = sql_engine(target.config.url)
     if not sa.inspect(engine).has_table(target.table, schema=target.schema):
         return rows, spark.createDataFrame([], rows.schema)
+    theirs = _target_reader(spark, source, target, parts).read_range(lo, target_hi, parts=parts)
+    return comparable(rows, theirs.limit(0) if scope.nothing else theirs, source.key_columns,
+                      dialect_name(target.config.url))  # fmt: skip
+
+
+def _listed_sides(
+    spark: SparkSession, source: SqlSourceConfig, target: TargetTable, keys: list[list[Any]],
+    parts: int,
+) -> tuple[DataFrame, DataFrame]:  # fmt: skip
+    """Both sides' rows of ``keys`` only (a JDBC target's: the mark is kept there)."""
+    assert not isinstance(target.config, ParquetTargetConfig)
+    rows = apply_columns(source_reader(spark, source).read_keys(keys, parts, bounded=True),
+                         source.columns)  # fmt: skip
+    engine = sql_engine(target.config.url)
+    if not sa.inspect(engine).has_table(target.table, schema=target.schema):
+        return rows, spark.createDataFrame([], rows.schema)
+    theirs = _target_reader(spark, source, target, parts).read_keys(keys, parts, bounded=True)
+    return comparable(rows, theirs, source.key_columns, dialect_name(target.config.url))
+
+
+def _target_reader(
+    spark: SparkSession, source: SqlSourceConfig, target: TargetTable, parts: int
+) -> SqlReader:
+    """How verify reads a JDBC target's table: as the target holds each value where its
+    engine has a catalogue of sluice's, through JDBC's types else."""
+    assert not isinstance(target.config, ParquetTargetConfig)
     mirror = SqlSourceConfig(
         kind="sql", url=target.config.url, table=qualified(target), key=list(target.key),
         read=ReadConfig(num_partitions=parts, fetchsize=source.read.fetchsize),
         target=target.label,
     )  # fmt: skip
-    stored = target_catalogue(mirror.url) is not None  # as it holds them
-    theirs = SqlReader(spark, mirror, as_text=stored).read_range(
-        lo, target_hi, parts=parts)  # fmt: skip
-    return comparable(rows, theirs.limit(0) if scope.nothing else theirs, source.key_columns,
-                      dialect_name(target.config.url))  # fmt: skip
+    return SqlReader(spark, mirror, as_text=target_catalogue(mirror.url) is not None)
 
 
 def source_reader(spark: SparkSession, source: SqlSourceConfig) -> SqlReader:

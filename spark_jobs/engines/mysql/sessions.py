@@ -24,6 +24,7 @@ class MySQLSessions(Sessions):
     """What sluice's own sessions on a MySQL or MariaDB database need (see the module)."""
 
     reads_change_streams = True  # the row binary log, by GTID (sources/binlog_changes.py)
+    rereads_changes = True  # the binary log is the server's to keep, whoever reads it
 
     def bound_waits(
         self, engine: sa.Engine, lock_wait: float, query_timeout: Callable[[], float | None]
