@@ -45,6 +45,10 @@ benchmark added it after the first batch. With sluice's default batch settings:
    target does not hold yet (0 when it holds all committed). Both moments
    are read on this process's clock; neither reads a server's clock nor
    sluice's view of itself.
+   Two seconds in, ``sluice verify CONFIG --json`` compares the tables while
+   the writer goes on (past ``SECONDS`` until the verify ends), as an operator
+   would before the switch: a MariaDB stream keeps a mark there, and the
+   cutover compares only the rows changed since (``scheduler/verify_marks.py``).
 4. The writer stops; ``sluice cutover CONFIG --json`` runs until READY (the
    daemon sees the flag, does its final pass and exits; the command runs its
    own, verifies with Spark and drops what sluice made on the source: the
@@ -68,6 +72,8 @@ Figures, ``ENGINE`` being ``pg`` or ``mariadb``:
   stop counts against it);
 - ``stream_ENGINE_lag_median``, ``stream_ENGINE_lag_p99``: of the lag samples
   taken while the writer ran, in seconds (no baseline);
+- ``stream_ENGINE_verify_live_s``: the seconds the verify of step 2 took
+  (no baseline);
 - ``stream_ENGINE_cutover_window``: seconds from the writer's stop to
   ``sluice cutover`` exiting READY: the window the application's writes are
   stopped (the command's JVM start included; sluice's own "READY in" seconds
@@ -259,6 +265,7 @@ def measure(engine: Engine) -> bool:
         sampler = Sampler(target, writer)
         writer.start()
         sampler.start()
+        verify_s = live_verify(folder, writer)
         writer.join(SECONDS + 30)
         stop_at = writer.stopped_at
         sampler.stop()
@@ -295,6 +302,7 @@ def measure(engine: Engine) -> bool:
         report(f"{figure}_changes_per_s", applied, "changes/s", offered, rows=ROWS)
         report(f"{figure}_lag_median", statistics.median(lags), "s", samples=len(lags))
         report(f"{figure}_lag_p99", percentile(lags, 0.99), "s", samples=len(lags))
+        report(f"{figure}_verify_live_s", verify_s, "s", rows=ROWS)
         report(f"{figure}_cutover_window", cutover["window_s"], "s", WINDOW_TARGET,
                reported_s=round(cutover["seconds"], 3), ready=cutover["ready"])  # fmt: skip
         return bool(cutover["ready"]) and equal and not left
@@ -452,6 +460,7 @@ class Writer(threading.Thread):
         self.insert, self.update = sa.text(engine.insert), sa.text(engine.update)
         self.engine = sa.create_engine(url)
         self.halt = threading.Event()
+        self.keep_on = threading.Event()  # past SECONDS while set: a verify is reading
         self.random = random.Random(7)
         self.live = list(range(1, rows + 1))
         self.next_id = rows + 1
@@ -471,7 +480,8 @@ class Writer(threading.Thread):
                 end = self.started_at + SECONDS
                 while True:
                     due = self.started_at + self.transactions / per_s
-                    if due >= end:  # the last transaction's share of the time runs out too
+                    if due >= end and not self.keep_on.is_set():
+                        # The last transaction's share of the time runs out too.
                         self.halt.wait(max(0.0, end - time.monotonic()))
                         break
                     if due < time.monotonic() - 0.005:
@@ -555,6 +565,33 @@ class Sampler(threading.Thread):
         waiting = [t for t in log[holds:] if t[2] <= at]
         lag = at - waiting[0][2] if waiting else 0.0
         self.samples.append((at, applied, lag))
+
+
+def live_verify(folder: Path, writer: Writer) -> float:
+    """``sluice verify --json`` while the writer goes on (past ``SECONDS`` if need be), once
+    the target holds some of its changes; the seconds it took."""
+    time.sleep(min(2.0, SECONDS / 2))
+    writer.keep_on.set()
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(
+            [sluice(), "verify", "sluice.yaml", "--json"], cwd=folder, env=sluice_env(),
+            capture_output=True, text=True, timeout=CUTOVER_TIMEOUT, check=False,
+        )  # fmt: skip
+    finally:
+        writer.keep_on.clear()
+    took = time.monotonic() - started
+    (folder / "verify.log").write_text(proc.stderr)
+    lines = proc.stdout.splitlines()
+    begin = next((i for i, line in enumerate(lines) if line == "{"), None)
+    if begin is None:
+        raise SystemExit(f"sluice verify exited with {proc.returncode}, no report:\n"
+                         f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")  # fmt: skip
+    for table in json.loads("\n".join(lines[begin:]))["tables"]:
+        print(f"live verify: {took:.1f} s, {table.get('checked')} rows checked, "
+              f"{table.get('in_flight')} in flight, missing {table.get('missing')}, "
+              f"different {table.get('different')}, extra {table.get('extra')}", flush=True)
+    return took
 
 
 def run_cutover(folder: Path, stop_at: float) -> dict[str, Any]:
