@@ -155,30 +155,44 @@ class Marked:
     every row is compared), with the two tables' row counts."""
 
     marks: StreamMarks
-    final: bool
+    delta: bool  # only the rows changed since the kept mark, where it can be
+    final: bool  # the cutover's: no change is in flight
     since: int | None = None
     listed: list[list[Any]] | None = None
     rows: tuple[int, int] = (0, 0)
+    _kept: int | None = None
 
-    def scope(self, target: TargetTable, typed: Callable[[Sequence[Any]], list[Any]],
-              scope: Scope, said: str) -> tuple[Scope, str]:  # fmt: skip
-        """The scope to compare, and how the report says so; notes where both sides stand."""
+    def ready(self, target: TargetTable, typed: Callable[[Sequence[Any]], list[Any]]) -> bool:
+        """Whether only the rows changed since the kept mark need comparing (they are then
+        :attr:`listed`, the tables' row counts :attr:`rows`), as both sides stand now."""
         self.since = self.marks.before()
-        kept = self.marks.kept() if self.final else None
-        if kept is None:
-            return scope, said
+        self._kept = self.marks.kept()
+        if self._kept is None:
+            return False
         # The transaction the mark was taken at too: the target may have held part of it.
-        changed = self.marks.changed(kept, typed, inclusive=True)
+        changed = self.marks.changed(self._kept, typed, inclusive=True)
         if changed is None:
-            return scope, said
+            return False
         self.rows = self.marks.counts(target)
         if self.rows[0] != self.rows[1]:
             log.warning("source %s: %s rows against the target's %s: every row is compared",
                         self.marks.name, *self.rows)  # fmt: skip
-            return scope, said
+            return False
         self.listed = changed
-        return Scope(keys=changed), (
-            f"every row: the {len(changed):,} changed from position {kept} on compared "
+        return True
+
+    def scope(self, target: TargetTable, typed: Callable[[Sequence[Any]], list[Any]],
+              scope: Scope, said: str) -> tuple[Scope, str]:  # fmt: skip
+        """The scope to compare, and how the report says so; notes where both sides stand
+        (unless :meth:`ready` did)."""
+        if self.listed is None and not (self.delta and self.ready(target, typed)):
+            if not self.delta:
+                self.since = self.marks.before()
+            return scope, said
+        assert self.listed is not None
+        kept = self._kept
+        return Scope(keys=self.listed), (
+            f"every row: the {len(self.listed):,} changed from position {kept} on compared "
             f"now, the rest proven equal by the verify that kept {kept}")  # fmt: skip
 
     def settle(self, diff: TableDiff, typed: Callable[[Sequence[Any]], list[Any]]) -> None:

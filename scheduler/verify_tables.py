@@ -59,6 +59,11 @@ if TYPE_CHECKING:
 
     from config.models import SluiceConfig
 
+FOLLOW_UPS = 3
+"""Passes over the rows changed while a verify of a stream read (see :func:`_verify_one`)."""
+FEW_CHANGED = 20_000
+"""Changed rows few enough for a verify to stop comparing them again."""
+
 _UNCHECKED_MISSING = 1_000_000
 """Above this many missing keys, a sweep source's are not looked up one by one in the ledger."""
 
@@ -133,8 +138,21 @@ def _verify_one(
         return _compared(spark, cfg, name, source, target, ledger, share, parts, repair,
                          apply_deletes)  # fmt: skip
     with closing(marks):
-        return _compared(spark, cfg, name, source, target, ledger, share, parts, repair,
-                         apply_deletes, Marked(marks, final))  # fmt: skip
+        report = _compared(spark, cfg, name, source, target, ledger, share, parts, repair,
+                           apply_deletes, Marked(marks, delta=final, final=final))  # fmt: skip
+        if final:
+            return report
+        # The rows the application changed while this verify read are compared again, as
+        # the cutover would, until few are left: the mark kept is then a recent one.
+        for _ in range(FOLLOW_UPS):
+            marked = Marked(marks, delta=True, final=False)
+            if not marked.ready(target, key_typer(source.url, source.table, source.key_columns)):
+                break
+            report = _compared(spark, cfg, name, source, target, ledger, share, parts, repair,
+                               apply_deletes, marked)  # fmt: skip
+            if len(marked.listed or ()) <= FEW_CHANGED:
+                break
+        return report
 
 
 def _compared(
