@@ -25,6 +25,7 @@ reads its arguments and prints.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import threading
@@ -58,6 +59,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from config.models import SluiceConfig
+
+log = logging.getLogger("sluice.verify")
 
 FOLLOW_UPS = 3
 """Passes over the rows changed while a verify of a stream read (see :func:`_verify_one`)."""
@@ -138,18 +141,23 @@ def _verify_one(
         return _compared(spark, cfg, name, source, target, ledger, share, parts, repair,
                          apply_deletes)  # fmt: skip
     with closing(marks):
+        began = time.monotonic()
         report = _compared(spark, cfg, name, source, target, ledger, share, parts, repair,
                            apply_deletes, Marked(marks, delta=final, final=final))  # fmt: skip
+        log.info("source %s: %s in %.1f s", name, report.scope, time.monotonic() - began)
         if final:
             return report
         # The rows the application changed while this verify read are compared again, as
         # the cutover would, until few are left: the mark kept is then a recent one.
         for _ in range(FOLLOW_UPS):
+            began = time.monotonic()
             marked = Marked(marks, delta=True, final=False)
             if not marked.ready(target, key_typer(source.url, source.table, source.key_columns)):
                 break
             report = _compared(spark, cfg, name, source, target, ledger, share, parts, repair,
                                apply_deletes, marked)  # fmt: skip
+            log.info("source %s: the %s rows changed while it read compared again in %.1f s",
+                     name, len(marked.listed or ()), time.monotonic() - began)  # fmt: skip
             if len(marked.listed or ()) <= FEW_CHANGED:
                 break
         return report
