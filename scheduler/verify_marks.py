@@ -202,6 +202,10 @@ class Marked:
             f"every row: the {len(self.listed):,} changed from position {kept} on compared "
             f"now, the rest proven equal by the verify that kept {kept}")  # fmt: skip
 
+    def proven(self) -> None:
+        """The servers' sums found the rows compared equal: keep :attr:`since`."""
+        self.marks.keep(self.since)
+
     def settle(self, diff: TableDiff, typed: Callable[[Sequence[Any]], list[Any]]) -> None:
         """Differing rows changed since :attr:`since` are in flight (but at the cutover: the
         stream is applied to its end); keep :attr:`since` when nothing else differs, else

@@ -173,11 +173,16 @@ def _compared(
     typed = key_typer(source.url, source.table, source.key_columns)
     if marked is not None:
         scope, said = marked.scope(target, typed, scope, said)
-    if not share.paces(name) and scope.keys is None:  # a paced read is compared in Spark
+    if not share.paces(name) or scope.keys is not None:  # a paced read: compared in Spark
         with share.reading(name, parts) as held:
             proof = proven_equal(source, target, scope, held)
         if proof is not None:
-            return TableReport(name, target.label, proof.rows, proof.rows, scope=said,
+            rows = (proof.rows, proof.rows)
+            if marked is not None:
+                marked.proven()
+                if scope.keys is not None:
+                    rows = marked.rows  # every row: the rest proven before
+            return TableReport(name, target.label, *rows, scope=said,
                                first={kind: [] for kind in KINDS})  # fmt: skip
     spark = started(spark)  # compared in Spark: the session itself from here on
     with ExitStack() as releases:  # Spark's kept frames, dropped once the report is made

@@ -262,6 +262,15 @@ class SqlReader:
         types = key_types(looker_engine(self.source.url), self.source.table, self.key_names)
         return typed_key(values, types)
 
+    def key_conditions(self, keys: Sequence[Sequence[Any]], parts: int) -> list[str]:
+        """The SQL conditions that pick exactly the rows of ``keys``: ``parts`` lists of
+        them (fewer where there are few keys), in the order given."""
+        listed = [tuple(k) for k in keys]
+        if not listed:
+            return self.conditions([sa.false()])
+        size = -(-len(listed) // max(1, parts))
+        return self.conditions([self._listed(chunk) for chunk in _chunks(listed, size)])
+
     def range_conditions(
         self, ranges: Sequence[tuple[Sequence[Any] | None, Sequence[Any] | None]]
     ) -> list[str]:

@@ -76,7 +76,7 @@ def proven_equal(
     mirror = SqlSourceConfig(kind="sql", url=target.config.url, table=table,
                              key=list(target.key), target=target.label)  # fmt: skip
     sides = [(source, mine), (mirror, [theirs[c.name.lower()] for c in mine])]
-    ranges = _ranges(source, mine, target, scope, parts)
+    ranges = [] if scope.keys is not None else _ranges(source, mine, target, scope, parts)
     queries: list[tuple[SqlSourceConfig, str]] = []
     for (side, columns), other in zip(sides, reversed(engines), strict=True):
         reader = SqlReader(None, side)
@@ -86,18 +86,22 @@ def proven_equal(
         values = _row_values(side, columns, printed, other, engines, source.key_columns)
         if values is None:
             return None  # a column whose neutral form only Spark prints
-        # The target's rows past the done keys count too once no batch is unfinished.
-        last = scope.upto if side is source or not scope.target_open else None
-        wanted = [(lo, last if i == len(ranges) - 1 else hi) for i, (lo, hi) in enumerate(ranges)]
+        if scope.keys is not None:  # the same lists of keys on each side
+            conditions = reader.key_conditions(scope.keys, parts)
+        else:
+            # The target's rows past the done keys count too once no batch is unfinished.
+            last = scope.upto if side is source or not scope.target_open else None
+            conditions = reader.range_conditions(
+                [(lo, last if i == len(ranges) - 1 else hi) for i, (lo, hi) in enumerate(ranges)])
         queries += [(side, _sums_sql(side, engines, reader.table_sql, values, where, printed))
-                    for where in reader.range_conditions(wanted)]  # fmt: skip
+                    for where in conditions]  # fmt: skip
     with ThreadPoolExecutor(len(queries), thread_name_prefix="verify-sums") as pool:
         found: list[Sums] = list(pool.map(lambda q: _table_sums(*q), queries))
     if any(s.lost for s in found):
         log.info("%s: a value too long for the server to print whole; comparing it in Spark",
                  target.label)  # fmt: skip
         return None
-    ours, others = found[: len(ranges)], found[len(ranges) :]
+    ours, others = found[: len(found) // 2], found[len(found) // 2 :]
     if ours != others:
         log.info("%s: the servers' row sums differ; comparing it row by row", target.label)
         return None
