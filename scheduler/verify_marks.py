@@ -1,31 +1,36 @@
 """A live stream's table verified once, then only the rows its changes touched since.
 
-Comparing every row of a table across engines reads the whole table into Spark
-(no record sums agree between MariaDB and PostgreSQL): minutes for tens of
-millions of rows, and at the cutover those minutes are the application's
-downtime. A stream whose changes anyone can read again from an earlier position
-(the binary log: :attr:`~spark_jobs.engines.sessions.Sessions.rereads_changes`)
-needs that only once, while the application still writes:
+Comparing every row of a large table while its source is written to takes
+minutes (the servers' row sums differ while changes are in flight, and Spark
+reads both tables whole), and at the cutover the writes are stopped for as long
+as the verify takes. A stream whose changes anyone can read again from an
+earlier position (the binary log:
+:attr:`~spark_jobs.engines.sessions.Sessions.rereads_changes`) needs that only
+once, while the application still writes:
 
 - before it reads, a verify notes the source's position and the position the
   target holds (``_sluice_streams``); ``since`` is the lower of the two;
-- it compares the rows, then reads the source's changes from ``since`` to now:
-  a differing row whose key one of them touched is a change not applied yet
-  (``in flight``), not a difference;
+- it compares the rows, then reads the source's changes after ``since`` up to
+  now: a differing row whose key one of them touched is a change not applied
+  yet (``in flight``), not a difference;
 - with no other difference, the target keeps ``since`` (``_sluice_verified``).
 
 A row no change from ``since`` on touched was equal when it was read, and neither
 side has changed it since: the source made no change of it, and the target
 takes only the stream's (a load range or a catch-up writes the row as the
-source then holds it, which is as it held it at ``since``). So the next verify,
-and the cutover's with the writes stopped and the stream applied to the end,
-compare only the rows changed from ``since`` on, read again on both sides, and
-the two tables' row counts; and keep a new mark. Too many changes since (more
-than :data:`MAX_CHANGED`), a truncate, a count that differs, or a log purged
-past ``since``: every row is compared, as without a mark. ``sluice reset``
-forgets the mark with the stream's position.
+source then holds it, which is as it held it at ``since``). So the rows to
+compare again are those changed from ``since`` on (the transaction at ``since``
+included: the target may have held part of it): proven by the servers' own row
+sums over their keys, else compared in Spark, which names the keys. A verify
+does that for the rows changed while it read, up to
+:data:`~scheduler.verify_tables.FOLLOW_UPS` times, so that the mark it keeps
+is recent; the cutover, the writes stopped and the stream applied to its end,
+does it once, with the two tables' row counts, and no difference is in flight
+then. Too many changes since (more than :data:`MAX_CHANGED`), a truncate, counts
+that differ at the cutover, or a log purged past ``since``: every row is
+compared, as without a mark. A verify that finds a difference keeps no mark;
+``sluice reset`` forgets it with the stream's position.
 """
-
 from __future__ import annotations
 
 import logging
