@@ -51,9 +51,10 @@ from spark_jobs.verify.read import Scope
 
 log = logging.getLogger("sluice.verify")
 
-MAX_CHANGED = 200_000
+MAX_CHANGED = 1_000_000
 """Rows changed since the mark above which every row is compared again (a long list of
-keys read by value costs more than a read of the whole table)."""
+keys read by value costs about what a read of a whole table of several times as many
+does), and which a verify holds the keys of while it reads."""
 
 
 class StreamMarks:
@@ -93,10 +94,15 @@ class StreamMarks:
         """The lower of the source's position now and the one the target holds, taken
         before a verify reads either: the changes from there on may be in one read and
         not in the other. None: the target holds no change of the stream yet."""
+        found = self.positions()
+        return None if found is None else min(found)
+
+    def positions(self) -> tuple[int, int] | None:
+        """The source's position now and the one the target holds (None: none yet)."""
         from spark_jobs.changes.positions import stream_position
 
         held = stream_position(self._target, self.name)
-        return None if held is None else min(self._backend.position(), held[0])
+        return None if held is None else (self._backend.position(), held[0])
 
     def kept(self) -> int | None:
         """The position the last verify that proved the table equal kept; None: none."""
@@ -117,23 +123,23 @@ class StreamMarks:
         ``since`` touched, up to now, and those of the transaction at ``since`` too where
         ``inclusive``; None when they cannot stand in for every row: more than
         :data:`MAX_CHANGED`, a truncate, or a log that no longer reaches back there."""
-        from sources.stream_catchup import read_since
+        from sources.stream_catchup import touched_since
 
         start = since - 1 if inclusive else since
         if start < 1:
             return None
         began = time.monotonic()
         try:
-            states, reached, _ = read_since(self._backend, self.source.key_columns, start)
+            touched, reached = touched_since(self._backend, self.source.key_columns, start)
         except Exception as error:  # noqa: BLE001 - every row is compared then: say why
             log.warning("source %s: its changes since %s cannot be read again (%s): every "
                         "row is compared", self.name, since, error)  # fmt: skip
             return None
-        keys = states.keys()
+        keys = touched.keys
         log.info("source %s: %s changes of %s rows from position %s to %s, read again in "
-                 "%.1f s", self.name, states.changes, len(keys), start + 1, reached,
+                 "%.1f s", self.name, touched.changes, len(keys), start + 1, reached,
                  time.monotonic() - began)  # fmt: skip
-        if states.truncated or len(keys) > MAX_CHANGED:
+        if touched.truncated or len(keys) > MAX_CHANGED:
             return None
         try:
             return [typed(list(key)) for key in keys]
@@ -170,7 +176,14 @@ class Marked:
     since: int | None = None
     listed: list[list[Any]] | None = None
     rows: tuple[int, int] = (0, 0)
+    behind: bool = False  # the target was behind the source as the verify began
     _kept: int | None = None
+
+    def sums_worth(self) -> bool:
+        """Whether the servers' row sums may prove the rows this pass compares: not over a
+        whole table whose target was behind (changes in flight: they would differ, after
+        minutes of hashing on both servers)."""
+        return self.listed is not None or not self.behind
 
     def ready(self, target: TargetTable, typed: Callable[[Sequence[Any]], list[Any]]) -> bool:
         """Whether only the rows changed since the kept mark need comparing (they are then
@@ -199,7 +212,9 @@ class Marked:
         (unless :meth:`ready` did)."""
         if self.listed is None and not (self.delta and self.ready(target, typed)):
             if not self.delta:
-                self.since = self.marks.before()
+                found = self.marks.positions()
+                self.since = None if found is None else min(found)
+                self.behind = found is not None and found[0] > found[1]
             return scope, said
         assert self.listed is not None
         kept = self._kept

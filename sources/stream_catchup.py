@@ -23,7 +23,7 @@ newer ones) rather than one by one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from sources.stream_backends import Backend, Txn
@@ -41,10 +41,27 @@ def read_since(
     source's position now (or past it: whole reads), where the reads got to, and the last
     transaction read (None: none)."""
     states = LastStates(tuple(key))
+    read_to, last = _read_after(stream, start, states.feed)
+    return states, read_to, last
+
+
+def touched_since(stream: Backend, key: Sequence[str], start: int) -> tuple[Touched, int]:
+    """The keys of ``stream``'s rows changed after position ``start`` up to the source's
+    position now (or past it), and where the reads got to: keys only, no row kept."""
+    touched = Touched(tuple(key))
+    read_to, _ = _read_after(stream, start, touched.feed)
+    return touched, read_to
+
+
+def _read_after(
+    stream: Backend, start: int, feed: Callable[[list[Txn]], None]
+) -> tuple[int, Txn | None]:
+    """Read ``stream`` after ``start`` up to its position now, each read's transactions
+    fed to ``feed``; where the reads got to, and the last transaction read."""
     read_to, until, last = start, stream.position(), None
     while read_to < until:
         found = stream.read(read_to, READ)
-        states.feed(found)
+        feed(found)
         if found:
             last = found[-1]
         reached = max(read_to, stream.reached, *(t.end for t in found))
@@ -52,7 +69,31 @@ def read_since(
         read_to = reached
         if stalled or stream.at_end:
             break
-    return states, read_to, last
+    return read_to, last
+
+
+@dataclass
+class Touched:
+    """The keys of the rows the transactions fed changed (a moved row's old key too), and
+    whether one truncated the table."""
+
+    key: tuple[str, ...]
+    truncated: bool = False
+    changes: int = 0
+    keys: set[Key] = field(default_factory=set)
+
+    def feed(self, transactions: Iterable[Txn]) -> None:
+        """Take in ``transactions``' changes."""
+        for txn in transactions:
+            for change in txn.changes:
+                self.changes += 1
+                event = StreamEvent.of(change, self.key)
+                if event.op == "truncate":
+                    self.truncated = True
+                    continue
+                if event.moved_from is not None:
+                    self.keys.add(event.moved_from)
+                self.keys.add(event.key_values)
 
 
 @dataclass(frozen=True)
@@ -107,10 +148,6 @@ class LastStates:
                     self._put(event.moved_from, StreamEvent("delete", event.moved_from))
                     event = StreamEvent(event.op, event.key_values, None, event.new)
                 self._put(event.key_values, event)
-
-    def keys(self) -> list[Key]:
-        """The keys of the rows the changes fed touched (a moved row's old key too)."""
-        return list(self._last)
 
     def events(self) -> list[StreamEvent]:
         """What the changes fed leave: a truncate where there was one, then each row's last

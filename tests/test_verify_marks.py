@@ -44,6 +44,18 @@ def _sql(url: str, statement: str) -> None:
         engine.dispose()
 
 
+def _loaded(
+    tmp_path: Path, servers: Any, pg_factory: Any, spark: Any, name: str
+) -> tuple[str, str, Path, Any]:
+    """A MariaDB source of 500 rows (the writer changes rows 1 to 400 only) streamed into a
+    PostgreSQL target until caught up: the source's and target's URLs, the config."""
+    source, target = servers.create(f"{name}_src"), pg_factory.create(f"{name}_dst")
+    make_source(source, 500)
+    path, cfg = write_config(tmp_path, _config(source, target))
+    assert drain(cfg, path, spark).exit_code == 0
+    return source, target, path, cfg
+
+
 def _equal(source: str, target: str) -> None:
     got, want = _rows(target), _rows(source)
     assert {k: got.get(k) for k in want if got.get(k) != want[k]} == {}
@@ -53,10 +65,7 @@ def _equal(source: str, target: str) -> None:
 def test_a_verify_while_the_stream_runs_leaves_the_cutover_only_the_rows_changed_since(
     tmp_path: Path, binlog_mariadb: Any, pg_factory: Any, spark: Any
 ) -> None:
-    source, target = binlog_mariadb.create("marks_src"), pg_factory.create("marks_dst")
-    make_source(source, 500)  # the writer changes rows 1 to 400 only
-    path, cfg = write_config(tmp_path, _config(source, target))
-    assert drain(cfg, path, spark).exit_code == 0
+    source, target, path, cfg = _loaded(tmp_path, binlog_mariadb, pg_factory, spark, "marks")
     engine = sa.create_engine(target)
     writer = Writer(source)
     for _ in range(60):  # changes the target does not hold yet: in flight to the verify
@@ -100,10 +109,7 @@ def test_a_verify_while_the_stream_runs_leaves_the_cutover_only_the_rows_changed
 def test_a_verify_that_finds_a_difference_keeps_no_mark_and_the_cutover_compares_every_row(
     tmp_path: Path, binlog_mariadb: Any, pg_factory: Any, spark: Any
 ) -> None:
-    source, target = binlog_mariadb.create("nomark_src"), pg_factory.create("nomark_dst")
-    make_source(source, 500)
-    path, cfg = write_config(tmp_path, _config(source, target))
-    assert drain(cfg, path, spark).exit_code == 0
+    source, target, path, cfg = _loaded(tmp_path, binlog_mariadb, pg_factory, spark, "nomark")
     _sql(target, "UPDATE items SET v = -1 WHERE id = 450")  # the writer never changes it
     writer = Writer(source)
     for _ in range(30):
