@@ -31,11 +31,13 @@ that differ at the cutover, or a log purged past ``since``: every row is
 compared, as without a mark. A verify that finds a difference keeps no mark;
 ``sluice reset`` forgets it with the stream's position.
 """
+
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,10 +155,14 @@ class StreamMarks:
         mine = sa.select(sa.func.count()).select_from(sa.table(table, schema=schema or None))
         theirs = sa.select(sa.func.count()).select_from(
             sa.table(target.table, schema=target.schema))  # fmt: skip
-        with self._db.engine.connect() as conn:
-            source_rows = int(conn.execute(mine.where(where)).scalar_one())
-        with self._target.connect() as conn:
-            return source_rows, int(conn.execute(theirs).scalar_one())
+
+        def count(engine: sa.Engine, query: sa.Select[Any]) -> int:
+            with engine.connect() as conn:
+                return int(conn.execute(query).scalar_one())
+
+        with ThreadPoolExecutor(2, thread_name_prefix="verify-count") as pool:
+            source_rows = pool.submit(count, self._db.engine, mine.where(where))
+            return source_rows.result(), count(self._target, theirs)
 
     def close(self) -> None:
         """Let go of the source's reader and connections."""
@@ -192,11 +198,13 @@ class Marked:
         self._kept = self.marks.kept()
         if self._kept is None:
             return False
-        # The transaction the mark was taken at too: the target may have held part of it.
-        changed = self.marks.changed(self._kept, typed, inclusive=True)
-        if changed is None:
-            return False
-        self.rows = self.marks.counts(target)
+        with ThreadPoolExecutor(1, thread_name_prefix="verify-counts") as pool:
+            counting = pool.submit(self.marks.counts, target)  # while the log is read
+            # The transaction the mark was taken at too: the target may have held part of it.
+            changed = self.marks.changed(self._kept, typed, inclusive=True)
+            if changed is None:
+                return False
+            self.rows = counting.result()
         if self.final and self.rows[0] != self.rows[1]:
             # While the application writes, the target's count lags; at the cutover it
             # may not: every row is compared, to be told which.
