@@ -92,13 +92,6 @@ class StreamMarks:
                         "compared, and no mark is kept", name, error)  # fmt: skip
             return None
 
-    def before(self) -> int | None:
-        """The lower of the source's position now and the one the target holds, taken
-        before a verify reads either: the changes from there on may be in one read and
-        not in the other. None: the target holds no change of the stream yet."""
-        found = self.positions()
-        return None if found is None else min(found)
-
     def positions(self) -> tuple[int, int] | None:
         """The source's position now and the one the target holds (None: none yet)."""
         from spark_jobs.changes.positions import stream_position
@@ -194,7 +187,7 @@ class Marked:
     def ready(self, target: TargetTable, typed: Callable[[Sequence[Any]], list[Any]]) -> bool:
         """Whether only the rows changed since the kept mark need comparing (they are then
         :attr:`listed`, the tables' row counts :attr:`rows`), as both sides stand now."""
-        self.since = self.marks.before()
+        self._note_positions()
         self._kept = self.marks.kept()
         if self._kept is None:
             return False
@@ -218,17 +211,26 @@ class Marked:
               scope: Scope, said: str) -> tuple[Scope, str]:  # fmt: skip
         """The scope to compare, and how the report says so; notes where both sides stand
         (unless :meth:`ready` did)."""
-        if self.listed is None and not (self.delta and self.ready(target, typed)):
+        if self.listed is None:
             if not self.delta:
-                found = self.marks.positions()
-                self.since = None if found is None else min(found)
-                self.behind = found is not None and found[0] > found[1]
-            return scope, said
+                self._note_positions()
+                return scope, said
+            if not self.ready(target, typed):
+                return scope, said
         assert self.listed is not None
         kept = self._kept
         return Scope(keys=self.listed), (
             f"every row: the {len(self.listed):,} changed from position {kept} on compared "
             f"now, the rest proven equal by the verify that kept {kept}")  # fmt: skip
+
+    def _note_positions(self) -> None:
+        """:attr:`since`: the lower of the source's position now and the one the target
+        holds, taken before the verify reads either (the changes from there on may be in
+        one read and not in the other; None: the target holds no change yet); and whether
+        the target is :attr:`behind`."""
+        found = self.marks.positions()
+        self.since = None if found is None else min(found)
+        self.behind = found is not None and found[0] > found[1]
 
     def proven(self) -> None:
         """The servers' sums found the rows compared equal: keep :attr:`since`."""

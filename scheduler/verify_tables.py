@@ -31,7 +31,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, closing, nullcontext
 from typing import TYPE_CHECKING, Any
@@ -140,10 +140,12 @@ def _verify_one(
     if marks is None:
         return _compared(spark, cfg, name, source, target, ledger, share, parts, repair,
                          apply_deletes)  # fmt: skip
+    typed = key_typer(source.url, source.table, source.key_columns)
     with closing(marks):
         began = time.monotonic()
+        first = Marked(marks, delta=final, final=final)
         report = _compared(spark, cfg, name, source, target, ledger, share, parts, repair,
-                           apply_deletes, Marked(marks, delta=final, final=final))  # fmt: skip
+                           apply_deletes, first, typed)  # fmt: skip
         log.info("source %s: %s in %.1f s", name, report.scope, time.monotonic() - began)
         if final:
             return report
@@ -152,10 +154,10 @@ def _verify_one(
         for _ in range(FOLLOW_UPS):
             began = time.monotonic()
             marked = Marked(marks, delta=True, final=False)
-            if not marked.ready(target, key_typer(source.url, source.table, source.key_columns)):
+            if not marked.ready(target, typed):
                 break
             report = _compared(spark, cfg, name, source, target, ledger, share, parts, repair,
-                               apply_deletes, marked)  # fmt: skip
+                               apply_deletes, marked, typed)  # fmt: skip
             log.info("source %s: the %s rows changed while it read compared again in %.1f s",
                      name, len(marked.listed or ()), time.monotonic() - began)  # fmt: skip
             if len(marked.listed or ()) <= FEW_CHANGED:
@@ -166,11 +168,11 @@ def _verify_one(
 def _compared(
     spark: SparkSession, cfg: SluiceConfig, name: str, source: SqlSourceConfig, target: TargetTable,
     ledger: sa.Engine | None, share: ReadShare, parts: int, repair: bool, apply_deletes: bool,
-    marked: Marked | None = None,
+    marked: Marked | None = None, typed: Callable[[Sequence[Any]], list[Any]] | None = None,
 ) -> TableReport:  # fmt: skip
     done = done_scope(ledger, name) if ledger is not None else DoneScope(known=False)
     scope, said = _scope(source, done)
-    typed = key_typer(source.url, source.table, source.key_columns)
+    typed = typed or key_typer(source.url, source.table, source.key_columns)
     if marked is not None:
         scope, said = marked.scope(target, typed, scope, said)
     # A paced read is compared in Spark; a stream's may be in flight (see verify_marks).

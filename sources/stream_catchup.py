@@ -73,27 +73,45 @@ def _read_after(
 
 
 @dataclass
-class Touched:
-    """The keys of the rows the transactions fed changed (a moved row's old key too), and
-    whether one truncated the table."""
+class _Fed:
+    """What the changes of the transactions fed leave (see :class:`Touched`,
+    :class:`LastStates`): ``key``, the table's key columns; ``changes``, how many were fed;
+    ``truncated``, whether one truncated the table."""
 
     key: tuple[str, ...]
     truncated: bool = False
     changes: int = 0
-    keys: set[Key] = field(default_factory=set)
 
     def feed(self, transactions: Iterable[Txn]) -> None:
-        """Take in ``transactions``' changes."""
+        """Take in ``transactions``' changes, in commit order."""
         for txn in transactions:
             for change in txn.changes:
                 self.changes += 1
                 event = StreamEvent.of(change, self.key)
                 if event.op == "truncate":
                     self.truncated = True
-                    continue
-                if event.moved_from is not None:
-                    self.keys.add(event.moved_from)
-                self.keys.add(event.key_values)
+                    self._truncate()
+                else:
+                    self._take(event)
+
+    def _truncate(self) -> None:
+        """A truncate was fed (after what was fed before it)."""
+
+    def _take(self, event: StreamEvent) -> None:
+        raise NotImplementedError
+
+
+@dataclass
+class Touched(_Fed):
+    """The keys of the rows the transactions fed changed (a moved row's old key too), and
+    whether one truncated the table."""
+
+    keys: set[Key] = field(default_factory=set)
+
+    def _take(self, event: StreamEvent) -> None:
+        if event.moved_from is not None:
+            self.keys.add(event.moved_from)
+        self.keys.add(event.key_values)
 
 
 @dataclass(frozen=True)
@@ -122,32 +140,23 @@ def catch_up(stream: Backend, key: Sequence[str], start: int, after: Position | 
 
 
 @dataclass
-class LastStates:
+class LastStates(_Fed):
     """Each row's last state over the transactions fed, in the order of the rows' last changes.
 
     ``key``: the table's key columns. A change that moves a row's key leaves a delete
     at the old key; a truncate forgets every row before it and goes first.
     """
 
-    key: tuple[str, ...]
-    truncated: bool = False
-    changes: int = 0
     _last: dict[Key, StreamEvent] = field(default_factory=dict)
 
-    def feed(self, transactions: Iterable[Txn]) -> None:
-        """Take in ``transactions``' changes, in commit order."""
-        for txn in transactions:
-            for change in txn.changes:
-                self.changes += 1
-                event = StreamEvent.of(change, self.key)
-                if event.op == "truncate":
-                    self._last.clear()
-                    self.truncated = True
-                    continue
-                if event.moved_from is not None:
-                    self._put(event.moved_from, StreamEvent("delete", event.moved_from))
-                    event = StreamEvent(event.op, event.key_values, None, event.new)
-                self._put(event.key_values, event)
+    def _truncate(self) -> None:
+        self._last.clear()
+
+    def _take(self, event: StreamEvent) -> None:
+        if event.moved_from is not None:
+            self._put(event.moved_from, StreamEvent("delete", event.moved_from))
+            event = StreamEvent(event.op, event.key_values, None, event.new)
+        self._put(event.key_values, event)
 
     def events(self) -> list[StreamEvent]:
         """What the changes fed leave: a truncate where there was one, then each row's last
