@@ -53,6 +53,13 @@ KEY_BATCH = 10_000
 """The most items a batch of keys or messages (sweep, incremental, SQS) holds when
 ``batch.max_items`` is unset: those are held in the source's buffer, one by one."""
 
+KEY_RANGE = 250_000
+"""Rows of a keyset range when the source sets no ``page_size``, capped by its batch size
+and, for wide rows, by :data:`BATCH_BYTES` of them: a range's end is one key query
+walking that many index entries (~20 ms of PostgreSQL's for 250,000), where ranges of
+a 10,000-row page made 1,000 queries of the daemon's process for 10 M rows, and the
+first batch waited for 125 of them."""
+
 BATCH_BYTES = 256 * 2**20
 """About the most bytes (as text) a keyset batch holds when ``batch.max_items`` is
 unset: a table of wide rows gets fewer rows a batch (at least :data:`KEY_BATCH`)."""

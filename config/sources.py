@@ -147,9 +147,10 @@ class SqlSourceConfig(Model):
     stream: StreamConfig | None = None
     """``mode: stream``: the change stream's publication, slot and WAL warning."""
     page_size: int = Field(default=10000, gt=0)
-    """Rows of one key query: the size of a keyset range (capped by the batch size), a
-    sweep's or incremental walk's page, a stream's load chunk (a range of a full load read
-    in the slot's snapshot: left out, 200,000 rows, a batch each)."""
+    """Rows of one key query: the size of a keyset range (capped by the batch size; left
+    out, 250,000 rows), a sweep's or incremental walk's page, a stream's load chunk (a
+    range of a full load read in the slot's snapshot: left out, 200,000 rows, a batch
+    each)."""
     buffer: BufferConfig = BufferConfig()
     """The source's in-memory buffer of keys."""
     limits: LimitsConfig = LimitsConfig()

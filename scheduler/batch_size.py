@@ -51,7 +51,7 @@ import sqlalchemy as sa
 
 from config.errors import ConfigError, SourceError
 from config.models import BatchConfig, SluiceConfig, SqlSourceConfig
-from config.settings import BATCH_BYTES, KEY_BATCH
+from config.settings import BATCH_BYTES, KEY_BATCH, KEY_RANGE
 from config.sources import walks_ranges
 from sources.budget import BATCH_SECONDS
 from sources.budgets import database_of
@@ -283,7 +283,8 @@ def _small_tables(cfg: SluiceConfig, queues: Mapping[str, QueueingLimitedSource]
 
 
 def range_rows(src_cfg: SqlSourceConfig, cfg: SluiceConfig) -> int:
-    """Rows per range a keyset source plans: a page, but never more than a batch or the gate's room.
+    """Rows per range a keyset source plans: its ``page_size`` where set, else
+    :data:`~config.settings.KEY_RANGE`; never more than a batch or the gate's room.
 
     A range is the smallest piece a batch is made of, so a larger one could
     never be fed whole. Under ``max_rows_per_s`` a batch holds at most
@@ -292,11 +293,21 @@ def range_rows(src_cfg: SqlSourceConfig, cfg: SluiceConfig) -> int:
     batches with whole ranges. A source whose batch size adapts plans ranges
     of at most that size besides (:func:`plan_ranges`).
     """
-    rows = min(src_cfg.page_size, cfg.batch.max_items, cfg.backpressure.max_pending)
+    page = src_cfg.page_size if "page_size" in src_cfg.model_fields_set else KEY_RANGE
+    rows = min(page, cfg.batch.max_items, cfg.backpressure.max_pending)
     rate = _database_rates(cfg).get(database_of(src_cfg))
     if rate is not None:  # the database's rate: the least any of its sources sets
         rows = min(rows, int(rate * BATCH_SECONDS / 2))
     return max(1, rows)
+
+
+def range_bytes(src_cfg: SqlSourceConfig, cfg: SluiceConfig) -> int | None:
+    """The most bytes a keyset range holds where sluice sizes both ranges and batches
+    (neither ``page_size`` nor ``batch.max_items`` set): a batch's
+    :data:`~config.settings.BATCH_BYTES`. None: ranges of rows only."""
+    if "page_size" in src_cfg.model_fields_set or not cfg.batch.chosen:
+        return None
+    return BATCH_BYTES
 
 
 _rates: tuple[SluiceConfig, dict[str, float]] | None = None  # the last config's, with it

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from config.errors import SourceError
 from config.models import SluiceConfig, SqlSourceConfig, SqsSourceConfig, split_target
 from scheduler.background import Background
-from scheduler.batch_size import range_rows
+from scheduler.batch_size import range_bytes, range_rows
 from scheduler.ledger import Checkpoint, Ledger, encode_key, fingerprint
 from sources.abc import LimitedSource
 from sources.budgets import Budgets
@@ -134,7 +134,7 @@ class SourceOpener:
 
             source = SqlSource(
                 name, src_cfg, is_done=self._done_lookup(name),
-                range_rows=range_rows(src_cfg, cfg),
+                range_rows=range_rows(src_cfg, cfg), range_bytes=range_bytes(src_cfg, cfg),
                 budget=None if self.budgets is None else self.budgets.of(name),
             )  # fmt: skip
             return source  # checked with the others of its database (check_together)

@@ -76,6 +76,7 @@ class SqlSource(LimitedSource):
         is_done: Callable[[Sequence[KeyTuple]], set[KeyTuple]] = _nothing_done,
         done_cache_size: int = 100_000,
         range_rows: int | None = None,
+        range_bytes: int | None = None,
         budget: Budget | None = None,
     ) -> None:
         self.name = name
@@ -84,6 +85,10 @@ class SqlSource(LimitedSource):
         # Rows per planned range (keyset): the page size, unless the daemon
         # needs smaller ranges (a batch, or the gate's room, is smaller).
         self.range_rows = max(1, range_rows or cfg.page_size)
+        # Keyset ranges of sluice's size: the most bytes (as text) a range holds, so that
+        # the ranges planned before the loop sizes batches by the rows' width are no bigger
+        # than those batches (the width is asked at the first plan). None: no bound.
+        self.range_bytes = range_bytes
         # Keyset: the database's statistics count fewer rows than a range holds (a schema's
         # small tables): a range's end is found by counting what is left, one query.
         self.few_rows = False
@@ -209,11 +214,12 @@ class SqlSource(LimitedSource):
         items: list[Item] = []
         left = limit
         until = time.monotonic() + PLAN_SECONDS
-        while left > 0 and not (items and left < self.range_rows):
+        most = self._widest_range()
+        while left > 0 and not (items and left < most):
             if items and time.monotonic() > until:
                 self._exhausted = False  # full ranges so far: the buffer asks again at once
                 return items
-            size = min(self.range_rows, left)
+            size = min(most, left)
             end = self._queries.range_end(self._position, size, few=self.few_rows)
             if end is None:
                 self._exhausted = True
@@ -230,6 +236,16 @@ class SqlSource(LimitedSource):
         # rows among parallel imports (not only on the next, empty, refill).
         self._exhausted = not self._queries.read(self._position, 1)
         return items
+
+    def _widest_range(self) -> int:
+        """:attr:`range_rows`, or fewer: :attr:`range_bytes` of rows of the table's width
+        (asked once), never fewer than a page."""
+        if self.range_bytes is None or self.few_rows:
+            return self.range_rows
+        width = self.row_bytes()
+        if not width:
+            return self.range_rows
+        return min(self.range_rows, max(self.cfg.page_size, int(self.range_bytes / width)))
 
     # -- incremental ---------------------------------------------------------
 

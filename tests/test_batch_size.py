@@ -19,8 +19,9 @@ import sqlalchemy as sa
 
 from config.errors import ConfigError
 from config.loader import load_config_text
-from config.models import BatchConfig
-from scheduler.batch_size import SLACK, BatchSizer
+from config.models import BatchConfig, SqlSourceConfig
+from config.settings import BATCH_BYTES, KEY_RANGE
+from scheduler.batch_size import SLACK, BatchSizer, range_bytes, range_rows
 from scheduler.daemon import Daemon
 from scheduler.ledger import Ledger, fingerprint
 from scheduler.loop import MainLoop
@@ -48,6 +49,25 @@ def test_without_a_target_every_batch_may_hold_max_items() -> None:
     sizer.observe("a", 1000, 60.0)
     sizer.observe("a", 1000, None, ok=False)
     assert sizer.size("a") == 1000 and not sizer.adaptive
+
+
+def test_keyset_ranges_are_sluices_size_unless_the_config_sets_a_page_or_a_batch() -> None:
+    def loaded(source: str, batch: str = "") -> tuple[int, int | None]:
+        cfg = load_config_text(f"""
+ledger: sqlite:///l.db
+sources:
+  s: {{kind: sql, url: "sqlite:///s.db", table: t, key: id, target: w.t{source}}}
+targets:
+  w: {{kind: jdbc, url: "sqlite:///w.db"}}
+{batch}""")
+        src = cfg.sources["s"]
+        assert isinstance(src, SqlSourceConfig)
+        return range_rows(src, cfg), range_bytes(src, cfg)
+
+    assert loaded("") == (KEY_RANGE, BATCH_BYTES)
+    assert loaded(", page_size: 5000") == (5000, None)
+    assert loaded("", "batch: {max_items: 100000}") == (100000, None)
+    assert loaded("", "batch: {max_items: 1000000}") == (KEY_RANGE, None)
 
 
 def test_a_slowdown_cuts_the_size_to_what_fits_and_its_end_wins_it_back() -> None:

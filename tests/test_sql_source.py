@@ -164,6 +164,26 @@ def test_keyset_plans_ranges_of_the_table_in_key_order_and_resumes(
     assert [(i.key, i.rows) for i in small.next_batch(200)] == [((800,), 200)]
 
 
+def test_ranges_of_sluices_size_hold_no_more_bytes_than_a_batch_of_the_rows_width(
+    db: str, opened: Callable[..., SqlSource]
+) -> None:
+    """``range_bytes`` caps a range at that many bytes of the table's rows (the width asked
+    at the first plan), never below a page: ranges planned before the loop sizes batches by
+    the width are no bigger than those batches."""
+    everything = [(i,) for i in range(1, N + 1)]
+    probe = opened("items", config(db))
+    width = probe.row_bytes()
+    assert width
+    source = opened("items", config(db, page_size=50), range_rows=N, range_bytes=int(width * 400))
+    size = int(int(width * 400) / width)
+    assert 390 <= size <= 400
+    assert read_all(source, size * 3) == ranges(everything, size)
+    floor = opened("items", config(db, page_size=900), range_rows=N, range_bytes=int(width * 10))
+    assert read_all(floor, 900 * 3) == ranges(everything, 900)
+    unbounded = opened("items", config(db), range_rows=N)
+    assert read_all(unbounded, N) == [((N,), N)]
+
+
 def test_a_source_counted_small_plans_the_same_ranges_whatever_the_table_holds(
     db: str, opened: Callable[..., SqlSource]
 ) -> None:
