@@ -294,6 +294,13 @@ class Engine(Traits, ABC):
         ``placement``; None where this engine builds no schema objects (SQLite)."""
         return None
 
+    def key_after_load(self, name: str, table: TableName,
+                       columns: Sequence[str]) -> tuple[str, ...] | None:  # fmt: skip
+        """The statements that give ``table``, made without it and loaded, its primary key
+        ``name`` on ``columns``; None where a table is made with its key, always (a table
+        the engine keeps in its key's order: InnoDB would copy it again to add one)."""
+        return None
+
     def translate_objects(
         self, objects: TableObjects, target: Engine, placement: Placement
     ) -> list[Planned]:

@@ -25,6 +25,7 @@ from spark_jobs.common.keyorder import key_types, row_compare, typed_key
 from spark_jobs.common.manifest import Manifest
 from spark_jobs.engines import dialect_engine
 from spark_jobs.engines.postgresql.insert import insert as pg_insert
+from spark_jobs.load import late_keys
 from spark_jobs.load.jdbc_tables import ROW_COLUMN, TargetFit, commits_table, rejects_table
 from spark_jobs.load.rejects_jdbc import is_row_error, reason, record_rejects, set_aside, split
 from spark_jobs.load.staging import index_staging_rows
@@ -62,6 +63,7 @@ def commit_staged(
     result) and replaces the batch's commit record and rejects.
     """
     fit = fit or TargetFit()
+    late_keys.ensure_if_fresh(engine, target, f"for batch {manifest.batch_id}'s upsert")
     try:
         written = _transaction(engine, target, staging, names, manifest, fit, isolate=False)
     except _RowsRefused as refused:
@@ -102,7 +104,9 @@ def commit_direct(
             current = take_commit_row(conn, commits, manifest)
             if current is not None and current > manifest.token:
                 raise stale_token_error(target, manifest, current)
-            if current is not None or _range_taken(conn, target, manifest):
+            # A table this run made without its key holds no row of a range before its
+            # batch (spark_jobs/load/late_keys.py): the probe would scan it whole.
+            if current is not None or (not target.fresh and _range_taken(conn, target, manifest)):
                 transaction.rollback()
                 return None
             cursor = conn.connection.cursor()

@@ -17,6 +17,7 @@ from sqlalchemy.dialects import mysql
 from config.errors import TargetError
 from spark_jobs.engines import catalogued, dialect_engine, engine_of
 from spark_jobs.engines.ddl import column_type
+from spark_jobs.load import late_keys
 from spark_jobs.load.batch_columns import BatchColumn, is_enum_cast
 from spark_jobs.load.early import build_early
 from spark_jobs.load.target import COMMITS_TABLE, MADE_TABLE, REJECTS_TABLE, TargetTable
@@ -256,14 +257,29 @@ def prepare_target(
         fit = check_reflected(sa.inspect(engine), engine, target, columns, void)
     if not dialect_engine(engine.dialect).keeps_nan:
         fit = with_nan_guards(fit, columns)
-    # A table made here has the key as its primary key: no need to look.
+    # A table made here has the key as its primary key (or this process's first pass
+    # leaves it out until the pass is done): no need to look.
     if not created and not _key_is_unique(sa.inspect(engine), engine, target):
+        _key_missing(engine, target)
+    remember_fit(key, fit)
+    return fit
+
+
+def _key_missing(engine: sa.Engine, target: TargetTable) -> None:
+    """The table has no unique key on the batch's key: one this process made without its
+    primary key goes on so until its first pass is done; one sluice made gets its key now
+    (made by another process, whose first pass left it out); else the upsert cannot be."""
+    if late_keys.is_fresh(engine.url, target):
+        return
+    with engine.connect() as conn:
+        schema = target.schema or engine_of(engine.url).default_schema(conn)
+        ours = (schema, target.table) in made_tables(conn)
+    if not ours:
         raise TargetError(
             f"{target.label}: no primary key or unique constraint on {list(target.key)}; "
             "the upsert needs one"
         )
-    remember_fit(key, fit)
-    return fit
+    late_keys.ensure_key(engine, target, "before this process writes into the table")
 
 
 def remember_fit(key: tuple[str, ...], fit: TargetFit) -> None:
@@ -321,12 +337,16 @@ def of_built_in_types(engine: sa.Engine, target: TargetTable,
 
 def new_table(engine: sa.Engine, target: TargetTable, columns: Sequence[BatchColumn]) -> sa.Table:
     """The target table as sluice creates it for ``columns``: their columns, the key as its
-    primary key (its other schema objects follow its load)."""
+    primary key (its other schema objects follow its load), or the key's columns ``NOT
+    NULL`` only, where the key follows the load too (:func:`late_keys.make_keyless`)."""
+    keyed = not late_keys.make_keyless(engine.url, target)
     return sa.Table(
         target.table,
         sa.MetaData(),
-        *[sa.Column(c.name, c.create, primary_key=c.name in target.key,
-                    nullable=c.name in target.key or _nullable(c, engine)) for c in columns],
+        *[sa.Column(c.name, c.create, primary_key=keyed and c.name in target.key,
+                    nullable=(keyed or c.name not in target.key) and (
+                        c.name in target.key or _nullable(c, engine)))
+          for c in columns],
         schema=target.schema,
     )  # fmt: skip
 

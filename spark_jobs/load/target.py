@@ -49,6 +49,9 @@ class TargetTable:
     """Per column, the type a table sluice creates gives it (the source's ``cast:``)."""
     zero_dates: str = "null"
     """What MySQL's zero dates become in another engine: ``null`` or ``reject`` (a reject)."""
+    fresh: bool = False
+    """The table was made by this run without its primary key, which follows its first
+    pass: a direct load leaves the range probe out (:mod:`spark_jobs.load.late_keys`)."""
 
     @property
     def label(self) -> str:

@@ -36,6 +36,7 @@ from spark_jobs.engines.postgresql.copy_out import one_session
 from spark_jobs.engines.postgresql.copyin import COPY as PG_COPY
 from spark_jobs.engines.postgresql.verbatim import copy_verbatim, same_types
 from spark_jobs.engines.transforms import count_zeros
+from spark_jobs.load import late_keys
 from spark_jobs.load.bulk_paths import BulkLoad, bulk_load
 from spark_jobs.load.commit_jdbc import commit_direct
 from spark_jobs.load.target import TargetTable, Written
@@ -155,6 +156,7 @@ def direct_load(
     bulk = bulk_load(engine)
     if bulk is None:
         return None
+    target = late_keys.as_fresh(engine.url, target)
     verbatim = bulk is PG_COPY and same_types(
         engine, target.schema, target.table, queries, names, built_in)
     url = engine.url.render_as_string(hide_password=False)
@@ -272,7 +274,7 @@ def _direct_in_tasks(
         [outcomes] = load_directly(df.sparkSession, [load], len(reads))
         return outcomes
     url = engine.url.render_as_string(hide_password=False)
-    tasks = df.coalesce(1) if one_task else df
+    tasks, target = df.coalesce(1) if one_task else df, late_keys.as_fresh(engine.url, target)
 
     def copy_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         started = time.monotonic()  # the batch's own load: not its wait for a core

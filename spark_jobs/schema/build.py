@@ -7,10 +7,11 @@ call, as pg_restore orders a restore:
 
 1. each table's column attributes: sequences, identity, NOT NULL, defaults,
    comments (catalog changes, no row read);
-2. the indexes, unique constraints' indexes included, ``jobs`` at once
+2. the indexes, unique constraints' indexes included (and a primary key's, where
+   it follows the load: :mod:`spark_jobs.schema.late_keys`), ``jobs`` at once
    (``CREATE INDEX`` takes a lock that lets other index builds of the same
    table run beside it);
-3. each table's constraints: unique constraints on their indexes, checks
+3. each table's constraints: primary keys and unique constraints on their indexes, checks
    (``NOT VALID``, then ``VALIDATE``), exclusion constraints;
 4. foreign keys (``NOT VALID``, then ``VALIDATE``);
 5. triggers, with their functions.
@@ -44,8 +45,11 @@ log = logging.getLogger(__name__)
 
 _ATTRIBUTES = (ObjectKind.SEQUENCE, ObjectKind.IDENTITY, ObjectKind.NOT_NULL,
                ObjectKind.DEFAULT, ObjectKind.ON_UPDATE, ObjectKind.COMMENT)  # fmt: skip
-_INDEXES = (ObjectKind.INDEX, ObjectKind.UNIQUE)
-_CONSTRAINTS = (ObjectKind.UNIQUE, ObjectKind.CHECK, ObjectKind.EXCLUSION)
+_INDEXES = (ObjectKind.PRIMARY_KEY, ObjectKind.INDEX, ObjectKind.UNIQUE)
+_CONSTRAINTS = (ObjectKind.PRIMARY_KEY, ObjectKind.UNIQUE, ObjectKind.CHECK,
+                ObjectKind.EXCLUSION)  # fmt: skip
+_ON_INDEXES = (ObjectKind.PRIMARY_KEY, ObjectKind.UNIQUE)
+"""Built in two steps: the index among the others, then the constraint on it."""
 _THERE_ALREADY = {"42P07", "42710", "42P06", 1061, 1826, 3822, 1050}
 """Errors that say the object exists (PostgreSQL's duplicate table/object/schema; MySQL's
 duplicate key name, foreign key and check names, table)."""
@@ -152,14 +156,14 @@ def _build_at(
                     report.add(outcome)
 
             run(_per_table(items, _ATTRIBUTES))
-            # Index builds one by one across the pool (a unique constraint's index first), or
-            # each table's in its order where the engine builds one at a time.
+            # Index builds one by one across the pool (a key's or unique constraint's index
+            # first), or each table's in its order where the engine builds one at a time.
             indexes = [_Item(i.plan, i.planned, i.statements[:1])
                        for i in items if i.planned.source.kind in _INDEXES]  # fmt: skip
             side_by_side = engine_of(url).parallel_indexes
             run([[i] for i in indexes] if side_by_side else _per_table(indexes, _INDEXES, False))
             run(_per_table([_Item(i.plan, i.planned, i.statements[1:]) if
-                            i.planned.source.kind == ObjectKind.UNIQUE else i
+                            i.planned.source.kind in _ON_INDEXES else i
                             for i in items], _CONSTRAINTS))  # fmt: skip
             run(_per_table(items, (ObjectKind.FOREIGN_KEY,)))
             run(_per_table(items, (ObjectKind.TRIGGER,)))

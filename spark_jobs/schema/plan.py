@@ -22,7 +22,14 @@ from config.models import JdbcTargetConfig, SluiceConfig, SqlSourceConfig, split
 from spark_jobs.engines import catalogued, engine_of
 from spark_jobs.engines.base import Engine
 from spark_jobs.engines.connections import bound_waits
-from spark_jobs.engines.objects import Placement, Planned, Stage, TableName, TableObjects
+from spark_jobs.engines.objects import (
+    ObjectKind,
+    Placement,
+    Planned,
+    Stage,
+    TableName,
+    TableObjects,
+)
 from spark_jobs.load.jdbc_tables import made_tables
 
 
@@ -111,7 +118,71 @@ def plan_schema(
                       "translation of indexes and constraints yet)")  # fmt: skip
             continue
         p.planned = [_configured(item, src, p.source_table[1]) for item in planned]
+    _keys_after_load(cfg, [p for p in live if p.source in wanted and p.planned])
     return [p for p in plans if p.source in wanted]
+
+
+LATE_KEY_ROWS = 100_000
+"""The fewest rows (the source's statistics) of a table whose primary key sluice builds after
+its first pass (:mod:`spark_jobs.load.late_keys`): below, the build's own statement costs
+more than keeping the key up row by row saves."""
+
+
+def _keys_after_load(cfg: SluiceConfig, plans: list[TablePlan]) -> None:
+    """Put the primary key of each table of ``plans`` that exactly once lets go without it
+    during its first pass, and whose target engine builds it after, among the objects built
+    once that pass is done: a keyset source's table of at least :data:`LATE_KEY_ROWS` rows,
+    the only source the config sends to that table, its key the batches' key, built by
+    sluice (``schema: build`` left on)."""
+    writers: dict[tuple[str, str], int] = defaultdict(int)
+    for src in cfg.sources.values():
+        if getattr(src, "target", None):
+            target, _, table = split_target(src.target)
+            writers[(target, table)] += 1
+    chosen: list[tuple[TablePlan, int, tuple[str, ...]]] = []
+    for p in plans:
+        src = cfg.sources[p.source]
+        if (not isinstance(src, SqlSourceConfig) or src.mode != "keyset" or not src.objects.build
+                or not p.builds or writers[(p.target, p.target_table[1])] != 1):  # fmt: skip
+            continue
+        for n, item in enumerate(p.planned):
+            if (item.source.kind == ObjectKind.PRIMARY_KEY and item.stage == Stage.CREATE
+                    and item.skipped is None and item.problem is None
+                    and item.source.columns == src.key_columns):  # fmt: skip
+                source, into = engine_pair(p)
+                same = source.name == into.name
+                name = item.source.name if same else f"{p.target_table[1]}_pkey"
+                statements = into.key_after_load(name, p.target_table, item.source.columns)
+                if statements:
+                    chosen.append((p, n, statements))
+    big = _big_tables([p for p, _, _ in chosen])
+    for p, n, statements in chosen:
+        if (p.source_url, p.source_table) in big:
+            item = p.planned[n]
+            p.planned[n] = replace(item, stage=Stage.LOADED, statements=statements,
+                                   becomes=f"{item.becomes}, built after the table's first "
+                                   "pass")  # fmt: skip
+
+
+def _big_tables(plans: Iterable[TablePlan]) -> set[tuple[str, TableName]]:
+    """The source tables of ``plans`` their databases' statistics count at
+    :data:`LATE_KEY_ROWS` rows or more (a table never analyzed is not among them)."""
+    by_url: dict[str, set[TableName]] = defaultdict(set)
+    for p in plans:
+        by_url[p.source_url].add(p.source_table)
+    big: set[tuple[str, TableName]] = set()
+    for url, tables in by_url.items():
+        names = {f"{s}.{t}" if s else t: (s, t) for s, t in tables}
+        engine = _connect(url)
+        try:
+            with engine.connect() as conn:
+                counted = engine_of(url).row_estimates(conn, list(names))
+        except sa.exc.SQLAlchemyError:
+            continue  # no statistics: each key goes with its table, as it always may
+        finally:
+            engine.dispose()
+        big |= {(url, names[n]) for n, rows in counted.items() if rows >= LATE_KEY_ROWS}
+    return big
 
 
 def _plan(name: str, src: SqlSourceConfig, target: JdbcTargetConfig) -> TablePlan:

@@ -218,6 +218,10 @@ class PostgreSQL(PostgreSQLSessions, Engine):
     def signature(self, obj: SchemaObject, refers_to: TableName | None = None) -> Hashable:
         return schema.signature(obj, refers_to)
 
+    def key_after_load(self, name: str, table: TableName,
+                       columns: Sequence[str]) -> tuple[str, ...]:  # fmt: skip
+        return schema.key_after_load(name, table, columns)
+
     def sequence_positions(
         self, conn: sa.Connection, objects: Sequence[SchemaObject]
     ) -> list[int | None]:

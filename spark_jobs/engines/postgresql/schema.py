@@ -20,7 +20,7 @@ operator made under another name counts).
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
 
 from spark_jobs.engines.objects import (
@@ -183,6 +183,18 @@ def unique_statements(obj: SchemaObject, table: str) -> tuple[str, ...]:
         f"CREATE UNIQUE INDEX IF NOT EXISTS {name} ON {table} {obj.body}",
         f"ALTER TABLE {table} ADD CONSTRAINT {name} UNIQUE USING INDEX {name}"
         + _deferrable(obj),
+    )
+
+
+def key_after_load(name: str, table: TableName, columns: Sequence[str]) -> tuple[str, ...]:
+    """A primary key added to a loaded table as pg_restore adds it: its unique index first
+    (built beside the table's other indexes), then the key on it (which finds its columns
+    NOT NULL already: no scan)."""
+    index, where = quote(name), qualified(table)
+    return (
+        f"CREATE UNIQUE INDEX IF NOT EXISTS {index} ON {where} USING btree "
+        f"({', '.join(quote(c) for c in columns)})",
+        f"ALTER TABLE {where} ADD CONSTRAINT {index} PRIMARY KEY USING INDEX {index}",
     )
 
 
