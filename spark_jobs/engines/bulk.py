@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,3 +29,11 @@ class BulkLoad:
     method: str
     quote: Callable[..., str]
     load: Load
+
+
+@functools.cache
+def constant(value: str | bytes) -> pa.Scalar:
+    """``value`` as a large string (``str``) or large binary (``bytes``) scalar, made at its
+    first use and kept. Not at import: pyarrow imports pandas for the first scalar it makes
+    (~0.3 s, which every run's start paid before its first batch)."""
+    return pa.scalar(value, pa.large_string() if isinstance(value, str) else pa.large_binary())

@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
-from spark_jobs.engines.bulk import BulkLoad
+from spark_jobs.engines.bulk import BulkLoad, constant
 from spark_jobs.engines.postgresql.binarycopy import CannotEncode
 
 _STREAM_PREFIX = "sluice-stream/"
@@ -47,10 +47,6 @@ _PACKET = 1 << 16
 _LOCAL_REFUSED = {1148, 2068, 3948, 4166}
 """Server (and client) errors that say LOAD DATA LOCAL is switched off on either side."""
 
-_NULL = pa.scalar(b"\\N", pa.large_binary())
-_TAB = pa.scalar(b"\t", pa.large_binary())
-_NEWLINE = pa.scalar(b"\n", pa.large_binary())
-_EMPTY = pa.scalar(b"", pa.large_binary())
 _ESCAPES = (("\\", "\\\\"), ("\t", "\\t"), ("\n", "\\n"), ("\r", "\\r"), ("\0", "\\0"))
 """Backslash first: the escapes that follow add backslashes of their own."""
 
@@ -217,9 +213,9 @@ def encode(batch: pa.RecordBatch | pa.Table) -> pa.Buffer:
             text = _field_for(field.type)(array)
         except CannotEncode as error:
             raise CannotEncode(f"column {field.name!r}: {error}") from None
-        fields.append(pc.fill_null(text.cast(pa.large_binary()), _NULL))
-    fields[-1] = pc.binary_join_element_wise(fields[-1], _NEWLINE, _EMPTY)
-    lines = pc.binary_join_element_wise(*fields, _TAB)
+        fields.append(pc.fill_null(text.cast(pa.large_binary()), constant(b"\\N")))
+    fields[-1] = pc.binary_join_element_wise(fields[-1], constant(b"\n"), constant(b""))
+    lines = pc.binary_join_element_wise(*fields, constant(b"\t"))
     offsets = np.frombuffer(lines.buffers()[1], np.int64)
     start, end = offsets[lines.offset], offsets[lines.offset + n]
     return lines.buffers()[2][start:end]

@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 from sqlalchemy.dialects import postgresql
 
 from spark_jobs.engines.base import CannotEncode
+from spark_jobs.engines.bulk import constant
 from spark_jobs.engines.postgresql import textcopy
 
 __all__ = ["HEADER", "TRAILER", "BinaryCopyEncoder", "CannotEncode", "quoted", "table_columns"]
@@ -43,7 +44,6 @@ TRAILER = b"\xff\xff"
 
 _EPOCH_US = 946_684_800_000_000  # 2000-01-01 (PostgreSQL's epoch) in Unix microseconds
 _EPOCH_DAYS = 10_957  # the same in days
-_EMPTY = pa.scalar(b"", pa.large_binary())
 
 # Type OIDs (pg_type.oid) of the column types written in binary.
 INT2, INT4, INT8 = 21, 23, 20
@@ -120,7 +120,7 @@ class BinaryCopyEncoder:
                 fields.append(encode(array))
             except CannotEncode as error:
                 raise CannotEncode(f"column {self.columns[i].name!r}: {error}") from None
-        rows = pc.binary_join_element_wise(*fields, _EMPTY)
+        rows = pc.binary_join_element_wise(*fields, constant(b""))
         offsets = np.frombuffer(rows.buffers()[1], np.int64)
         start, end = offsets[rows.offset], offsets[rows.offset + n]
         return rows.buffers()[2][start:end]
@@ -285,14 +285,14 @@ def _bytes(array: pa.Array) -> pa.Array:
         lengths[~valid] = -1
     n = len(array)
     header = _fixed_size(lengths.view(np.uint8).reshape(n, 4))
-    return pc.binary_join_element_wise(header, data, _EMPTY)
+    return pc.binary_join_element_wise(header, data, constant(b""))
 
 
 def _jsonb(array: pa.Array) -> pa.Array:
     """jsonb's wire format is a version byte (1) and the JSON text."""
     version = pa.array(np.full(len(array), 1, np.uint8).view("S1"), pa.binary(1))
     text = pc.binary_join_element_wise(version.cast(pa.large_binary()),
-                                       array.cast(pa.large_binary()), _EMPTY)  # fmt: skip
+                                       array.cast(pa.large_binary()), constant(b""))  # fmt: skip
     return _bytes(text)
 
 

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from spark_jobs.engines.base import CannotEncode
+from spark_jobs.engines.bulk import constant
 
 _PARSE = pcsv.ParseOptions(
     delimiter="\t", quote_char=False, escape_char=False, ignore_empty_lines=False
@@ -32,10 +33,6 @@ _UNESCAPES = (("\\\\", "\x00"), ("\\n", "\n"), ("\\r", "\r"), ("\\t", "\t"), ("\
 """An escaped backslash is parked as NUL first (no text value holds NUL), then the rest."""
 _ESCAPES = (("\\", "\\\\"), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"))
 """Backslash first: the escapes that follow add backslashes of their own."""
-_NULL = pa.scalar("\\N", pa.large_string())
-_TAB = pa.scalar("\t", pa.large_string())
-_NEWLINE = pa.scalar("\n", pa.large_string())
-_NONE = pa.scalar("", pa.large_string())
 _HEX_DIGITS = np.frombuffer(b"0123456789abcdef", np.uint8)
 _NIBBLE = np.full(256, 255, np.uint8)
 _NIBBLE[np.frombuffer(b"0123456789abcdef", np.uint8)] = np.arange(16, dtype=np.uint8)
@@ -149,7 +146,7 @@ def to_hex(array: pa.Array) -> pa.Array:
         len(data), pa.py_buffer((offsets - offsets[0]) * 2), pa.py_buffer(digits.reshape(-1)),
         data.buffers()[0], data.null_count,
     )  # fmt: skip
-    return pc.binary_join_element_wise(pa.scalar("\\x", pa.large_string()), body, _NONE)
+    return pc.binary_join_element_wise(pa.scalar("\\x", pa.large_string()), body, constant(""))
 
 
 def encode(batch: pa.RecordBatch | pa.Table, names: Sequence[str] | None = None) -> pa.Buffer:
@@ -166,9 +163,9 @@ def encode(batch: pa.RecordBatch | pa.Table, names: Sequence[str] | None = None)
             text = text_of(array)
         except CannotEncode as error:
             raise CannotEncode(f"column {(names or batch.schema.names)[i]!r}: {error}") from None
-        fields.append(pc.fill_null(text, _NULL) if text.null_count else text)
-    fields[-1] = pc.binary_join_element_wise(fields[-1], _NEWLINE, _NONE)
-    lines = pc.binary_join_element_wise(*fields, _TAB)
+        fields.append(pc.fill_null(text, constant("\\N")) if text.null_count else text)
+    fields[-1] = pc.binary_join_element_wise(fields[-1], constant("\n"), constant(""))
+    lines = pc.binary_join_element_wise(*fields, constant("\t"))
     offsets = np.frombuffer(lines.buffers()[1], np.int64)
     start, end = offsets[lines.offset], offsets[lines.offset + n]
     return lines.buffers()[2][start:end]
@@ -189,13 +186,13 @@ def text_of(array: pa.Array) -> pa.Array:
         return pc.if_else(array, "t", "f").cast(pa.large_string())
     if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
         return pc.binary_join_element_wise(pa.scalar("\\", pa.large_string()),
-                                           to_hex(array), _NONE)  # fmt: skip
+                                           to_hex(array), constant(""))  # fmt: skip
     if pa.types.is_decimal(kind):
         return _plain_decimal(array)
     if pa.types.is_timestamp(kind) and kind.tz is not None:
         utc = array.cast(pa.timestamp(kind.unit))
         return pc.binary_join_element_wise(utc.cast(pa.large_string()),
-                                           pa.scalar("+00", pa.large_string()), _NONE)
+                                           pa.scalar("+00", pa.large_string()), constant(""))
     if (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_date(kind)
             or pa.types.is_timestamp(kind) or pa.types.is_time(kind)):  # fmt: skip
         return array.cast(pa.large_string())
