@@ -11,6 +11,7 @@ a key already there, which the key must refuse.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -127,6 +128,11 @@ def test_a_large_tables_key_is_built_after_its_load_and_the_target_is_its_source
     source, target = pg_factory.create("lk_src"), pg_factory.create("lk_dst")
     _source(source)
     path = _config(tmp_path, source, target, rate=60_000)
+    planned = subprocess.run([SLUICE, "plan", path.name], cwd=tmp_path, env=ENV,
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    assert re.search(r"primary key events_pk +PRIMARY KEY \(id\).*: after the table's first "
+                     r"pass", planned.stdout), planned.stdout  # fmt: skip
     stop, seen = threading.Event(), []  # type: ignore[var-annotated]
     watcher = threading.Thread(target=_watch, args=(target, stop, seen), daemon=True)
     watcher.start()

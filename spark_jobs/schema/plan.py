@@ -158,10 +158,7 @@ def _keys_after_load(cfg: SluiceConfig, plans: list[TablePlan]) -> None:
     big = _big_tables([p for p, _, _ in chosen])
     for p, n, statements in chosen:
         if (p.source_url, p.source_table) in big:
-            item = p.planned[n]
-            p.planned[n] = replace(item, stage=Stage.LOADED, statements=statements,
-                                   becomes=f"{item.becomes}, built after the table's first "
-                                   "pass")  # fmt: skip
+            p.planned[n] = replace(p.planned[n], stage=Stage.LOADED, statements=statements)
 
 
 def _big_tables(plans: Iterable[TablePlan]) -> set[tuple[str, TableName]]:
