@@ -110,9 +110,14 @@ def ensure_key(engine: sa.Engine, target: TargetTable, why: str) -> bool:
         started = time.monotonic()
         statements = late.statements if late is not None else catalogue.key_after_load(
             f"{target.table}_pkey", (target.schema or "", target.table), key) or ()
-        with engine.begin() as conn:
-            for statement in statements:
-                conn.exec_driver_sql(statement)
+        try:
+            with engine.begin() as conn:
+                for statement in statements:
+                    conn.exec_driver_sql(statement)
+        except sa.exc.DBAPIError:
+            if catalogue.has_unique_key(engine, target.schema, target.table, key):
+                return False  # another process built it meanwhile
+            raise
     log.info("%s: primary key built now, %s (%.1f s)", target.label, why,
              time.monotonic() - started)  # fmt: skip
     return True

@@ -197,7 +197,7 @@ def _run_chain(engine: sa.Engine, chain: list[_Item]) -> BuildReport:
         try:
             _execute(engine, item.statements)
         except sa.exc.DBAPIError as error:
-            if _code(error) in _THERE_ALREADY:
+            if _code(error) in _THERE_ALREADY or _there_now(engine, item):
                 report.built.append(label)
                 continue
             reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
@@ -208,6 +208,19 @@ def _run_chain(engine: sa.Engine, chain: list[_Item]) -> BuildReport:
         else:
             report.built.append(label)
     return report
+
+
+def _there_now(engine: sa.Engine, item: _Item) -> bool:
+    """Whether ``item``'s object is in its table now, its build having failed: another daemon
+    built it meanwhile (a key's or unique constraint's index attached to it first says
+    "already associated with a constraint", not that it exists)."""
+    url = engine.url.render_as_string(hide_password=False)
+    try:
+        there = read_tables(url, [item.plan.target_table]).get(item.plan.target_table)
+    except sa.exc.DBAPIError:
+        return False
+    stage = item.planned.stage
+    return there is not None and item.planned not in absent(item.plan, there, (stage,))
 
 
 def _execute(engine: sa.Engine, statements: Sequence[str]) -> None:
