@@ -75,8 +75,7 @@ class SqlSource(LimitedSource):
         engine: sa.Engine | None = None,
         is_done: Callable[[Sequence[KeyTuple]], set[KeyTuple]] = _nothing_done,
         done_cache_size: int = 100_000,
-        range_rows: int | None = None,
-        range_bytes: int | None = None,
+        range_rows: int | None = None, range_bytes: int | None = None,
         budget: Budget | None = None,
     ) -> None:
         self.name = name
@@ -85,10 +84,7 @@ class SqlSource(LimitedSource):
         # Rows per planned range (keyset): the page size, unless the daemon
         # needs smaller ranges (a batch, or the gate's room, is smaller).
         self.range_rows = max(1, range_rows or cfg.page_size)
-        # Keyset ranges of sluice's size: the most bytes (as text) a range holds, so that
-        # the ranges planned before the loop sizes batches by the rows' width are no bigger
-        # than those batches (the width is asked at the first plan). None: no bound.
-        self.range_bytes = range_bytes
+        self.range_bytes = range_bytes  # see _widest_range
         # Keyset: the database's statistics count fewer rows than a range holds (a schema's
         # small tables): a range's end is found by counting what is left, one query.
         self.few_rows = False
@@ -214,7 +210,7 @@ class SqlSource(LimitedSource):
         items: list[Item] = []
         left = limit
         until = time.monotonic() + PLAN_SECONDS
-        most = self._widest_range()
+        most = _widest_range(self)
         while left > 0 and not (items and left < most):
             if items and time.monotonic() > until:
                 self._exhausted = False  # full ranges so far: the buffer asks again at once
@@ -236,16 +232,6 @@ class SqlSource(LimitedSource):
         # rows among parallel imports (not only on the next, empty, refill).
         self._exhausted = not self._queries.read(self._position, 1)
         return items
-
-    def _widest_range(self) -> int:
-        """:attr:`range_rows`, or fewer: :attr:`range_bytes` of rows of the table's width
-        (asked once), never fewer than a page."""
-        if self.range_bytes is None or self.few_rows:
-            return self.range_rows
-        width = self.row_bytes()
-        if not width:
-            return self.range_rows
-        return min(self.range_rows, max(self.cfg.page_size, int(self.range_bytes / width)))
 
     # -- incremental ---------------------------------------------------------
 
@@ -306,6 +292,20 @@ class SqlSource(LimitedSource):
             with self._lock:
                 self._done.update(dict.fromkeys(done, True))
         return [k for k in candidates if k not in done]
+
+
+def _widest_range(source: SqlSource) -> int:
+    """The most rows of a keyset range ``source`` plans: its ``range_rows``, or, where it
+    has ``range_bytes`` (ranges of sluice's size), that many bytes (as text) of rows of the
+    table's width, asked at its first plan, never fewer than a page: the ranges planned
+    before the loop sizes batches by the rows' width are then no bigger than those
+    batches."""
+    if source.range_bytes is None or source.few_rows:
+        return source.range_rows
+    width = source.row_bytes()
+    if not width:
+        return source.range_rows
+    return min(source.range_rows, max(source.cfg.page_size, int(source.range_bytes / width)))
 
 
 def check_together(sources: Sequence[SqlSource]) -> None:

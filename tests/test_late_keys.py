@@ -122,11 +122,15 @@ def _refuses_a_duplicate(url: str) -> bool:
     return False
 
 
+@pytest.mark.parametrize("clash", [False, True], ids=["its name", "a name taken"])
 def test_a_large_tables_key_is_built_after_its_load_and_the_target_is_its_source(
-    pg_factory: Any, tmp_path: Path
+    clash: bool, pg_factory: Any, tmp_path: Path
 ) -> None:
     source, target = pg_factory.create("lk_src"), pg_factory.create("lk_dst")
     _source(source)
+    if clash:  # the source key's name is another relation's in the target schema
+        run_sql(target, "CREATE TABLE events_pk (note text)")
+    name = "events_pkey" if clash else "events_pk"
     path = _config(tmp_path, source, target, rate=60_000)
     planned = subprocess.run([SLUICE, "plan", path.name], cwd=tmp_path, env=ENV,
                              capture_output=True, text=True, timeout=120)  # fmt: skip
@@ -146,8 +150,9 @@ def test_a_large_tables_key_is_built_after_its_load_and_the_target_is_its_source
     # While its rows went in, the table had no primary key (its checks, none here, and
     # its columns NOT NULL go in with it); once loaded, the source's key, by its name.
     assert seen and all(constraints == [] for _, constraints in seen), seen
-    assert _state(target) == (ROWS, [("events_pk", "PRIMARY KEY (id)")])
-    assert _pg_indexes(target) == _pg_indexes(source)
+    assert _state(target) == (ROWS, [(name, "PRIMARY KEY (id)")])
+    assert _pg_indexes(target) == [(n.replace("events_pk", name), d.replace("events_pk", name))
+                                   for n, d in _pg_indexes(source)]  # fmt: skip
     assert _digest(target) == _digest(source) == (ROWS, ROWS, _digest(source)[2])
     assert _refuses_a_duplicate(target)
 

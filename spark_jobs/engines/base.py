@@ -294,12 +294,18 @@ class Engine(Traits, ABC):
         ``placement``; None where this engine builds no schema objects (SQLite)."""
         return None
 
-    def key_after_load(self, name: str, table: TableName,
+    def key_after_load(self, name: str | None, table: TableName,
                        columns: Sequence[str]) -> tuple[str, ...] | None:  # fmt: skip
         """The statements that give ``table``, made without it and loaded, its primary key
-        ``name`` on ``columns``; None where a table is made with its key, always (a table
-        the engine keeps in its key's order: InnoDB would copy it again to add one)."""
+        ``name`` (None: as the database names it) on ``columns``; None where a table is made
+        with its key, always (a table the engine keeps in its key's order: InnoDB would copy
+        it again to add one)."""
         return None
+
+    def name_taken(self, conn: Any, schema: str, name: str, table: str) -> bool:
+        """Whether a relation of ``schema`` other than an index of ``table`` is named
+        ``name`` (a key built under that name would clash); names no relation by default."""
+        return False
 
     def translate_objects(
         self, objects: TableObjects, target: Engine, placement: Placement

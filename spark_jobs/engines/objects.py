@@ -27,6 +27,11 @@ TableName = tuple[str, str]
 """``(schema, table)`` as the database names them (MariaDB: the database as the schema)."""
 
 
+BUILD_MEMORY = "512MB"
+"""PostgreSQL's ``maintenance_work_mem`` for each connection that builds an index or
+validates a constraint (a target's ``schema_jobs`` of them at once)."""
+
+
 class ObjectKind(StrEnum):
     """What a schema object is."""
 

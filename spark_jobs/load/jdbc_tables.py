@@ -95,10 +95,11 @@ def made_table(metadata: sa.MetaData | None = None) -> sa.Table:
     )
 
 
-def create_made(engine: sa.Engine, table: sa.Table) -> None:
+def create_made(engine: sa.Engine, table: sa.Table) -> bool:
     """Create ``table`` unless it exists, and record it in ``_sluice_tables`` as sluice's:
     in the same transaction where DDL is transactional (PostgreSQL), else just before
-    (MySQL: a record without its table is made good by the next creation)."""
+    (MySQL: a record without its table is made good by the next creation). Returns
+    whether this call made it (False: another import made it first)."""
     ensure_own_tables(engine)  # _sluice_tables among them
     transactional = engine_of(engine.url).tables_made_in_transaction
     if not transactional:
@@ -114,6 +115,8 @@ def create_made(engine: sa.Engine, table: sa.Table) -> None:
     except sa.exc.DBAPIError:
         if not sa.inspect(engine).has_table(table.name, schema=table.schema):
             raise
+        return False
+    return True
 
 
 def record_made(conn: sa.Connection, schema: str | None, *tables: str) -> None:
@@ -241,8 +244,7 @@ def prepare_target(
     void = frozenset(null_columns)
     created = False
     if not exists and not sa.inspect(engine).has_table(target.table, schema=target.schema):
-        create_target(engine, target, columns)
-        created = True
+        created = create_target(engine, target, columns)
     key = fit_key(engine, target, columns, void)
     with _checked_lock:
         fit = _checked.get(key)
@@ -267,14 +269,19 @@ def prepare_target(
 
 def _key_missing(engine: sa.Engine, target: TargetTable) -> None:
     """The table has no unique key on the batch's key: one this process made without its
-    primary key goes on so until its first pass is done; one sluice made gets its key now
-    (made by another process, whose first pass left it out); else the upsert cannot be."""
+    primary key goes on so until its first pass is done; one sluice made with no primary key
+    at all, where the engine adds one after a load, gets its key now (another process's
+    first pass left it out); else the upsert cannot be."""
     if late_keys.is_fresh(engine.url, target):
         return
-    with engine.connect() as conn:
-        schema = target.schema or engine_of(engine.url).default_schema(conn)
-        ours = (schema, target.table) in made_tables(conn)
-    if not ours:
+    catalogue = engine_of(engine.url)
+    keyless = False
+    if catalogue.key_after_load(f"{target.table}_pkey", ("", target.table), target.key):
+        with engine.connect() as conn:
+            schema = target.schema or catalogue.default_schema(conn)
+            keyless = ((schema, target.table) in made_tables(conn) and not sa.inspect(
+                conn).get_pk_constraint(target.table, schema=schema)["constrained_columns"])
+    if not keyless:
         raise TargetError(
             f"{target.label}: no primary key or unique constraint on {list(target.key)}; "
             "the upsert needs one"
@@ -294,9 +301,11 @@ def fit_known(key: tuple[str, ...]) -> bool:
         return key in _checked
 
 
-def create_target(engine: sa.Engine, target: TargetTable, columns: Sequence[BatchColumn]) -> None:
+def create_target(engine: sa.Engine, target: TargetTable, columns: Sequence[BatchColumn]) -> bool:
     """Create the target table in the types the catalogue maps the batch's columns to
-    (the types its source defines, first, where the target is of the same engine)."""
+    (the types its source defines, first, where the target is of the same engine).
+    Returns whether this call made it (False: another import made it first, perhaps
+    without its key)."""
     # Most tables use built-in types only: no transaction of their own for nothing.
     if not of_built_in_types(engine, target, columns):
         catalogue = engine_of(engine.url)
@@ -316,9 +325,9 @@ def create_target(engine: sa.Engine, target: TargetTable, columns: Sequence[Batc
                    for c in columns]  # fmt: skip
     table = new_table(engine, target, columns)
     if catalogued(engine.url):
-        create_made(engine, table)  # its other schema objects follow its load
-    else:
-        create_if_missing(engine, table)
+        return create_made(engine, table)  # its other schema objects follow its load
+    create_if_missing(engine, table)
+    return True
 
 
 def of_built_in_types(engine: sa.Engine, target: TargetTable,

@@ -6,8 +6,8 @@ afterwards: the takeover benchmark's 10 M-row table, copied by two COPY streams,
 1.87 GB: every row's index entry is a record of its own), while the key's build after the
 load is ~2.5 s of CPU beside the table's other indexes. pg_restore and pgcopydb build it
 after the data; sluice does too, for a table where exactly once does not need it meanwhile
-(:mod:`spark_jobs.schema.late_keys` says which, and puts the key's build with the table's
-other indexes, :data:`~spark_jobs.engines.objects.Stage.LOADED`).
+(:func:`spark_jobs.schema.plan.plan_schema` says which, and puts the key's build with the
+table's other indexes, :data:`~spark_jobs.engines.objects.Stage.LOADED`).
 
 Why exactly once holds without the key: a keyset walk's batches are ranges of its key that
 no two batches of one ledger share, and a batch's rows are in the table only if its commit
@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 import sqlalchemy as sa
 
 from spark_jobs.engines import engine_of
+from spark_jobs.engines.objects import BUILD_MEMORY
 from spark_jobs.load.target import TargetTable
 
 log = logging.getLogger(__name__)
@@ -89,10 +90,18 @@ def is_fresh(url: str | sa.URL, target: TargetTable) -> bool:
         return late is not None and (_where(url, late.table), late.schema) in _fresh
 
 
-def as_fresh(url: str | sa.URL, target: TargetTable) -> TargetTable:
-    """``target``, marked fresh where this process made its table without its key (its
+def as_fresh(url: str | sa.URL, target: TargetTable, sources: Iterable[str]) -> TargetTable:
+    """``target``, marked fresh where this process made its table without its key, for
+    batches of ``sources`` that are all the one source the plan found filling it (their
     direct loads then leave the range probe out)."""
-    return replace(target, fresh=True) if not target.fresh and is_fresh(url, target) else target
+    if target.fresh:
+        return target
+    with _lock:
+        late = _find(url, target)
+        fresh = late is not None and (_where(url, late.table), late.schema) in _fresh
+    if not fresh or any(source != late.source for source in sources):  # type: ignore[union-attr]
+        return target
+    return replace(target, fresh=True)
 
 
 def ensure_key(engine: sa.Engine, target: TargetTable, why: str) -> bool:
@@ -104,20 +113,26 @@ def ensure_key(engine: sa.Engine, target: TargetTable, why: str) -> bool:
     key = list(target.key)
     with _building:
         if catalogue.has_unique_key(engine, target.schema, target.table, key):
+            _forget(engine.url, target)
             return False
         with _lock:
             late = _find(engine.url, target)
         started = time.monotonic()
+        # The plan's statements (the source's name, free in the target when planned), else
+        # one the server names.
         statements = late.statements if late is not None else catalogue.key_after_load(
-            f"{target.table}_pkey", (target.schema or "", target.table), key) or ()
+            None, (target.schema or "", target.table), key) or ()
         try:
             with engine.begin() as conn:
+                for setting in catalogue.build_settings(BUILD_MEMORY):
+                    conn.exec_driver_sql(setting)
                 for statement in statements:
                     conn.exec_driver_sql(statement)
         except sa.exc.DBAPIError:
-            if catalogue.has_unique_key(engine, target.schema, target.table, key):
-                return False  # another process built it meanwhile
-            raise
+            if not catalogue.has_unique_key(engine, target.schema, target.table, key):
+                raise
+            # another process built it meanwhile
+        _forget(engine.url, target)
     log.info("%s: primary key built now, %s (%.1f s)", target.label, why,
              time.monotonic() - started)  # fmt: skip
     return True
@@ -129,6 +144,15 @@ def ensure_if_fresh(engine: sa.Engine, target: TargetTable, why: str) -> None:
     it first checked the table)."""
     if target.fresh or is_fresh(engine.url, target):
         ensure_key(engine, target, why)
+
+
+def _forget(url: str | sa.URL, target: TargetTable) -> None:
+    """``target``'s table has its key: not fresh any more (its direct loads probe again, and
+    its staged loads look no further)."""
+    with _lock:
+        late = _find(url, target)
+        if late is not None:
+            _fresh.discard((_where(url, late.table), late.schema))
 
 
 def _find(url: str | sa.URL, target: TargetTable) -> LateKey | None:

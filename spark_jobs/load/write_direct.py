@@ -151,12 +151,11 @@ def direct_load(
 ) -> DirectLoad | None:
     """The direct load of ``manifests`` into ``target`` through ``engine``'s bulk path,
     their rows read by the native ``queries`` (``reads``: see :class:`DirectLoad`;
-    ``built_in``: as :attr:`~spark_jobs.load.target_fit.TargetFit.built_in` says, when known);
+    ``built_in``: as :attr:`~spark_jobs.load.target_fit.TargetFit.built_in` says, if known);
     None when the database has no bulk path."""
-    bulk = bulk_load(engine)
-    if bulk is None:
+    if (bulk := bulk_load(engine)) is None:
         return None
-    target = late_keys.as_fresh(engine.url, target)
+    target = late_keys.as_fresh(engine.url, target, [m.source for m in manifests])
     verbatim = bulk is PG_COPY and same_types(
         engine, target.schema, target.table, queries, names, built_in)
     url = engine.url.render_as_string(hide_password=False)
@@ -274,7 +273,8 @@ def _direct_in_tasks(
         [outcomes] = load_directly(df.sparkSession, [load], len(reads))
         return outcomes
     url = engine.url.render_as_string(hide_password=False)
-    tasks, target = df.coalesce(1) if one_task else df, late_keys.as_fresh(engine.url, target)
+    tasks = df.coalesce(1) if one_task else df
+    target = late_keys.as_fresh(engine.url, target, [m.source for m in manifests])
 
     def copy_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         started = time.monotonic()  # the batch's own load: not its wait for a core

@@ -8,7 +8,7 @@ call, as pg_restore orders a restore:
 1. each table's column attributes: sequences, identity, NOT NULL, defaults,
    comments (catalog changes, no row read);
 2. the indexes, unique constraints' indexes included (and a primary key's, where
-   it follows the load: :mod:`spark_jobs.schema.late_keys`), ``jobs`` at once
+   it follows the load: :mod:`spark_jobs.load.late_keys`), ``jobs`` at once
    (``CREATE INDEX`` takes a lock that lets other index builds of the same
    table run beside it);
 3. each table's constraints: primary keys and unique constraints on their indexes, checks
@@ -35,7 +35,7 @@ import sqlalchemy as sa
 from sqlalchemy.pool import NullPool
 
 from spark_jobs.engines import engine_of
-from spark_jobs.engines.objects import ObjectKind, Planned, Stage
+from spark_jobs.engines.objects import BUILD_MEMORY, ObjectKind, Planned, Stage
 from spark_jobs.load.early import escaped
 from spark_jobs.load.jdbc_tables import forget_table, made_tables
 from spark_jobs.schema.compare import absent, read_tables
@@ -78,11 +78,6 @@ class _Item:
     plan: TablePlan
     planned: Planned
     statements: Sequence[str]
-
-
-BUILD_MEMORY = "512MB"
-"""PostgreSQL's ``maintenance_work_mem`` for each connection that builds an index or
-validates a constraint (``schema_jobs`` of them at once)."""
 
 
 def build_stage(plans: Iterable[TablePlan], stages: Iterable[Stage],

@@ -129,36 +129,83 @@ more than keeping the key up row by row saves."""
 
 
 def _keys_after_load(cfg: SluiceConfig, plans: list[TablePlan]) -> None:
-    """Put the primary key of each table of ``plans`` that exactly once lets go without it
-    during its first pass, and whose target engine builds it after, among the objects built
-    once that pass is done: a keyset source's table of at least :data:`LATE_KEY_ROWS` rows,
-    the only source the config sends to that table, its key the batches' key, built by
-    sluice (``schema: build`` left on)."""
-    writers: dict[tuple[str, str], int] = defaultdict(int)
+    """Put the primary key of some tables of ``plans`` among the objects built once their
+    first passes are done, where the target engine builds it after a load: a table sluice
+    makes for a keyset source of at least :data:`LATE_KEY_ROWS` rows, the only source the
+    config sends to that table of that database, its key the batches' key, built by sluice
+    (``schema: build`` left on), which exactly once lets go without it meanwhile
+    (:mod:`spark_jobs.load.late_keys`); and one sluice made that is there without its key
+    (an earlier run's first pass left it out), whatever its source. The key takes the
+    source's name (a translated one's, ``TABLE_pkey``) where the target schema holds no
+    other relation of that name, else the one the server gives it."""
+    writers: dict[tuple[object, ...], int] = defaultdict(int)
     for src in cfg.sources.values():
-        if getattr(src, "target", None):
-            target, _, table = split_target(src.target)
-            writers[(target, table)] += 1
-    chosen: list[tuple[TablePlan, int, tuple[str, ...]]] = []
+        if not getattr(src, "target", None):
+            continue
+        target, _, table = split_target(src.target)
+        if isinstance(found := cfg.targets.get(target), JdbcTargetConfig):
+            url = sa.make_url(found.url)
+            writers[(url.host, url.port, url.database, table)] += 1
+    keys: list[tuple[TablePlan, int]] = []
     for p in plans:
         src = cfg.sources[p.source]
-        if (not isinstance(src, SqlSourceConfig) or src.mode != "keyset" or not src.objects.build
-                or not p.builds or writers[(p.target, p.target_table[1])] != 1):  # fmt: skip
+        if not (isinstance(src, SqlSourceConfig) and src.objects.build and p.builds
+                and p.made is not False):  # fmt: skip
             continue
-        for n, item in enumerate(p.planned):
-            if (item.source.kind == ObjectKind.PRIMARY_KEY and item.stage == Stage.CREATE
-                    and item.skipped is None and item.problem is None
-                    and item.source.columns == src.key_columns):  # fmt: skip
-                source, into = engine_pair(p)
-                same = source.name == into.name
-                name = item.source.name if same else f"{p.target_table[1]}_pkey"
-                statements = into.key_after_load(name, p.target_table, item.source.columns)
-                if statements:
-                    chosen.append((p, n, statements))
-    big = _big_tables([p for p, _, _ in chosen])
-    for p, n, statements in chosen:
-        if (p.source_url, p.source_table) in big:
-            p.planned[n] = replace(p.planned[n], stage=Stage.LOADED, statements=statements)
+        keys += [(p, n) for n, item in enumerate(p.planned)
+                 if item.source.kind == ObjectKind.PRIMARY_KEY and item.stage == Stage.CREATE
+                 and item.skipped is None and item.problem is None
+                 and item.source.columns == src.key_columns]  # fmt: skip
+    if not keys:
+        return
+
+    def alone(p: TablePlan) -> bool:
+        src, url = cfg.sources[p.source], sa.make_url(p.target_url)
+        return (isinstance(src, SqlSourceConfig) and src.mode == "keyset" and p.made is None
+                and writers[(url.host, url.port, url.database, p.target_table[1])] == 1)
+
+    big = _big_tables([p for p, _ in keys if alone(p)])
+    names = {id(p): _key_name(p, p.planned[n]) for p, n in keys}
+    there = _target_keys([(p, names[id(p)]) for p, _ in keys])
+    for p, n in keys:
+        keyless, taken = there.get(id(p), (False, True))
+        if keyless or (alone(p) and (p.source_url, p.source_table) in big):
+            name = None if taken else names[id(p)]
+            statements = engine_of(p.target_url).key_after_load(
+                name, p.target_table, p.planned[n].source.columns)  # fmt: skip
+            if statements:
+                p.planned[n] = replace(p.planned[n], stage=Stage.LOADED, statements=statements)
+
+
+def _key_name(p: TablePlan, item: Planned) -> str:
+    source, into = engine_pair(p)
+    return item.source.name if source.name == into.name else f"{p.target_table[1]}_pkey"
+
+
+def _target_keys(keys: list[tuple[TablePlan, str]]) -> dict[int, tuple[bool, bool]]:
+    """For each plan (by ``id``) with a key name: whether its table is there, sluice's,
+    without a primary key; and whether another relation of the target schema has the name
+    (an index of the table itself does not count: an earlier build's, not yet the key's)."""
+    found: dict[int, tuple[bool, bool]] = {}
+    by_url: dict[str, list[tuple[TablePlan, str]]] = defaultdict(list)
+    for p, name in keys:
+        by_url[p.target_url].append((p, name))
+    for url, group in by_url.items():
+        engine = _connect(url)
+        try:
+            with engine.connect() as conn:
+                inspector = sa.inspect(conn)
+                for p, name in group:
+                    schema, table = p.target_table
+                    keyless = bool(p.made) and not inspector.get_pk_constraint(
+                        table, schema=schema)["constrained_columns"]  # fmt: skip
+                    found[id(p)] = (keyless, engine_of(url).name_taken(conn, schema, name,
+                                                                        table))  # fmt: skip
+        except sa.exc.SQLAlchemyError:
+            continue  # not read: each key goes with its table (or is built by its import)
+        finally:
+            engine.dispose()
+    return found
 
 
 def _big_tables(plans: Iterable[TablePlan]) -> set[tuple[str, TableName]]:

@@ -218,7 +218,15 @@ class PostgreSQL(PostgreSQLSessions, Engine):
     def signature(self, obj: SchemaObject, refers_to: TableName | None = None) -> Hashable:
         return schema.signature(obj, refers_to)
 
-    def key_after_load(self, name: str, table: TableName,
+    def name_taken(self, conn: sa.Connection, schema: str, name: str, table: str) -> bool:
+        return bool(conn.execute(sa.text(
+            "SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = "
+            "c.relnamespace LEFT JOIN pg_index i ON i.indexrelid = c.oid WHERE n.nspname = "
+            ":schema AND c.relname = :name AND (i.indrelid IS NULL OR i.indrelid IS DISTINCT "
+            "FROM to_regclass(format('%I.%I', CAST(:schema AS text), CAST(:table AS text)))))"),
+            {"schema": schema, "name": name, "table": table}).scalar())  # fmt: skip
+
+    def key_after_load(self, name: str | None, table: TableName,
                        columns: Sequence[str]) -> tuple[str, ...]:  # fmt: skip
         return schema.key_after_load(name, table, columns)
 

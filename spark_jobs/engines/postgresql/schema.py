@@ -186,14 +186,18 @@ def unique_statements(obj: SchemaObject, table: str) -> tuple[str, ...]:
     )
 
 
-def key_after_load(name: str, table: TableName, columns: Sequence[str]) -> tuple[str, ...]:
+def key_after_load(name: str | None, table: TableName,
+                   columns: Sequence[str]) -> tuple[str, ...]:  # fmt: skip
     """A primary key added to a loaded table as pg_restore adds it: its unique index first
     (built beside the table's other indexes), then the key on it (which finds its columns
-    NOT NULL already: no scan)."""
-    index, where = quote(name), qualified(table)
+    NOT NULL already: no scan); ``name`` None: in one statement, named by the server (a
+    free name, whatever the schema holds)."""
+    where, keys = qualified(table), ", ".join(quote(c) for c in columns)
+    if name is None:
+        return (f"ALTER TABLE {where} ADD PRIMARY KEY ({keys})",)
+    index = quote(name)
     return (
-        f"CREATE UNIQUE INDEX IF NOT EXISTS {index} ON {where} USING btree "
-        f"({', '.join(quote(c) for c in columns)})",
+        f"CREATE UNIQUE INDEX {index} ON {where} USING btree ({keys})",
         f"ALTER TABLE {where} ADD CONSTRAINT {index} PRIMARY KEY USING INDEX {index}",
     )
 
