@@ -10,7 +10,9 @@ meets them:
 - the target made ready: :func:`.targets.make_ready` (many small tables' at
   once), :func:`.jdbc_tables.prepare_target` (one table created, or checked
   against the batch: :mod:`.target_fit`, :mod:`.batch_columns`,
-  :mod:`.narrowing`), :mod:`.early` (the schema objects built with it);
+  :mod:`.narrowing`), :mod:`.early` (the schema objects built with it),
+  :mod:`.late_keys` (a large table made without its primary key, which follows
+  its first pass);
 - :func:`.write_jdbc.write_jdbc`: a JDBC target's batch, by its bulk path
   (:mod:`.bulk_paths`: PostgreSQL's binary COPY, ``LOAD DATA LOCAL INFILE``)
   or Spark's JDBC writer;
