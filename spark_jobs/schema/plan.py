@@ -14,6 +14,7 @@ import fnmatch
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.pool import NullPool
@@ -165,6 +166,7 @@ def _keys_after_load(cfg: SluiceConfig, plans: list[TablePlan]) -> None:
                 and writers[(url.host, url.port, url.database, p.target_table[1])] == 1)
 
     big = _big_tables([p for p, _ in keys if alone(p)])
+    keys = [(p, n) for p, n in keys if p.made or (p.source_url, p.source_table) in big]
     names = {id(p): _key_name(p, p.planned[n]) for p, n in keys}
     there = _target_keys([(p, names[id(p)]) for p, _ in keys])
     for p, n in keys:
@@ -195,12 +197,17 @@ def _target_keys(keys: list[tuple[TablePlan, str]]) -> dict[int, tuple[bool, boo
         try:
             with engine.connect() as conn:
                 inspector = sa.inspect(conn)
+                keyed: dict[tuple[str | None, str], Any] = {}
+                for schema in {p.target_table[0] for p, _ in group}:  # a query a schema
+                    keyed |= inspector.get_multi_pk_constraint(schema=schema, filter_names=[
+                        p.target_table[1] for p, _ in group if p.target_table[0] == schema])
                 for p, name in group:
                     schema, table = p.target_table
-                    keyless = bool(p.made) and not inspector.get_pk_constraint(
-                        table, schema=schema)["constrained_columns"]  # fmt: skip
-                    found[id(p)] = (keyless, engine_of(url).name_taken(conn, schema, name,
-                                                                        table))  # fmt: skip
+                    keyless = bool(p.made) and not keyed.get((schema, table), {}).get(
+                        "constrained_columns")  # fmt: skip
+                    taken = (keyless or not p.made) and engine_of(url).name_taken(
+                        conn, schema, name, table)  # fmt: skip
+                    found[id(p)] = (keyless, taken)
         except sa.exc.SQLAlchemyError:
             continue  # not read: each key goes with its table (or is built by its import)
         finally:
