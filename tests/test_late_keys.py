@@ -100,6 +100,22 @@ def _watch(url: str, stop: threading.Event, seen: list[tuple[int, list[Any]]]) -
         stop.wait(0.1)
 
 
+def _run_watched(path: Path, target: str) -> list[tuple[int, list[Any]]]:
+    """``sluice run --until-drained`` to its end (exit 0), the target's rows and constraints
+    noted meanwhile."""
+    stop, seen = threading.Event(), []  # type: ignore[var-annotated]
+    watcher = threading.Thread(target=_watch, args=(target, stop, seen), daemon=True)
+    watcher.start()
+    try:
+        ran = subprocess.run([SLUICE, "run", path.name, "--until-drained"], cwd=path.parent,
+                             env=ENV, capture_output=True, text=True, timeout=300)  # fmt: skip
+    finally:
+        stop.set()
+        watcher.join()
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-4000:]
+    return seen
+
+
 def _pg_indexes(url: str) -> list[tuple[str, str]]:
     engine = sa.create_engine(url)
     try:
@@ -137,16 +153,7 @@ def test_a_large_tables_key_is_built_after_its_load_and_the_target_is_its_source
     assert planned.returncode == 0, planned.stdout + planned.stderr
     assert re.search(r"primary key events_pk +PRIMARY KEY \(id\).*: after the table's first "
                      r"pass", planned.stdout), planned.stdout  # fmt: skip
-    stop, seen = threading.Event(), []  # type: ignore[var-annotated]
-    watcher = threading.Thread(target=_watch, args=(target, stop, seen), daemon=True)
-    watcher.start()
-    try:
-        ran = subprocess.run([SLUICE, "run", path.name, "--until-drained"], cwd=tmp_path,
-                             env=ENV, capture_output=True, text=True, timeout=300)  # fmt: skip
-    finally:
-        stop.set()
-        watcher.join()
-    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-4000:]
+    seen = _run_watched(path, target)
     # While its rows went in, the table had no primary key (its checks, none here, and
     # its columns NOT NULL go in with it); once loaded, the source's key, by its name.
     assert seen and all(constraints == [] for _, constraints in seen), seen
@@ -173,16 +180,7 @@ def test_a_run_killed_before_the_key_restarts_by_building_it_and_every_row_lands
         os.killpg(first.pid, signal.SIGKILL)
         first.wait(30)
     killed = _state(target)[0]
-    stop, seen = threading.Event(), []  # type: ignore[var-annotated]
-    watcher = threading.Thread(target=_watch, args=(target, stop, seen), daemon=True)
-    watcher.start()
-    try:
-        ran = subprocess.run([SLUICE, "run", path.name, "--until-drained"], cwd=tmp_path,
-                             env=ENV, capture_output=True, text=True, timeout=300)  # fmt: skip
-    finally:
-        stop.set()
-        watcher.join()
-    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-4000:]
+    seen = _run_watched(path, target)
     # The restart did not make the table: it gave it its key before it wrote a row.
     keyed = [("events_pk", "PRIMARY KEY (id)")]
     assert all(constraints == keyed for rows, constraints in seen if rows > killed), seen

@@ -131,7 +131,8 @@ def ensure_key(engine: sa.Engine, target: TargetTable, why: str) -> bool:
         except sa.exc.DBAPIError:
             if not catalogue.has_unique_key(engine, target.schema, target.table, key):
                 raise
-            # another process built it meanwhile
+            _forget(engine.url, target)  # another process built it meanwhile
+            return False
         _forget(engine.url, target)
     log.info("%s: primary key built now, %s (%.1f s)", target.label, why,
              time.monotonic() - started)  # fmt: skip
