@@ -85,23 +85,25 @@ def make_keyless(url: str | sa.URL, target: TargetTable) -> bool:
 
 def is_fresh(url: str | sa.URL, target: TargetTable) -> bool:
     """Whether this process made ``target``'s table without its key, for its batches."""
-    with _lock:
-        late = _find(url, target)
-        return late is not None and (_where(url, late.table), late.schema) in _fresh
+    return _fresh_late(url, target) is not None
 
 
 def as_fresh(url: str | sa.URL, target: TargetTable, sources: Iterable[str]) -> TargetTable:
     """``target``, marked fresh where this process made its table without its key, for
     batches of ``sources`` that are all the one source the plan found filling it (their
     direct loads then leave the range probe out)."""
-    if target.fresh:
+    late = None if target.fresh else _fresh_late(url, target)
+    if late is None or any(source != late.source for source in sources):
         return target
+    return replace(target, fresh=True)
+
+
+def _fresh_late(url: str | sa.URL, target: TargetTable) -> LateKey | None:
+    """``target``'s :class:`LateKey` where this process made its table without its key."""
     with _lock:
         late = _find(url, target)
         fresh = late is not None and (_where(url, late.table), late.schema) in _fresh
-    if not fresh or any(source != late.source for source in sources):  # type: ignore[union-attr]
-        return target
-    return replace(target, fresh=True)
+        return late if fresh else None
 
 
 def ensure_key(engine: sa.Engine, target: TargetTable, why: str) -> bool:
